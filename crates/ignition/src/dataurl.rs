@@ -1,0 +1,1 @@
+//! `data:` URL decoding, exactly as Ignition's dataurl library does.

@@ -1,0 +1,1 @@
+//! Resources: decode, decompress and verify the bytes of a `source`.
