@@ -3,11 +3,13 @@
 //!
 //! Pure: every function takes bytes or values, none touches the filesystem or network.
 
+pub mod children;
 pub mod dataurl;
 pub mod merge;
 pub mod model;
 pub mod parse;
 pub mod resource;
+pub mod unit;
 pub mod validate;
 
 pub use model::Config;

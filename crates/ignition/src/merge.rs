@@ -1,8 +1,287 @@
-//! Ignition's merge of a child config over a parent (config/merge/merge.go semantics).
+//! Ignition's merge of a child config over a parent (the rules of `config/merge`), used
+//! for `ignition.config.merge` and for the MCO's rendering of several MachineConfigs.
+//!
+//! Implemented over the JSON form of the 3.5.0 model with a table of keyed lists, so the
+//! rules read as data: structs merge field-wise (a child's `null`/absent keeps the
+//! parent's), keyed lists merge entry-wise by key, `append` lists concatenate, primitive
+//! lists become order-preserving unions, and files/directories/links share one key space.
+
+use serde_json::{Map, Value};
 
 use crate::model::Config;
 
+/// How the elements of a list at a given path are merged.
+#[derive(Debug, Clone, Copy)]
+enum ListKind {
+    /// Structs keyed by a field; matching entries merge field-wise.
+    Keyed(fn(&Value) -> String),
+    /// Concatenated, duplicates kept (`IgnoreDuplicates`).
+    Concat,
+    /// Primitive values: union, parent order then new child values.
+    Union,
+}
+
+fn field(name: &'static str) -> impl Fn(&Value) -> String {
+    move |v| v.get(name).map(|k| k.to_string()).unwrap_or_default()
+}
+
+fn key_path(v: &Value) -> String {
+    field("path")(v)
+}
+fn key_name(v: &Value) -> String {
+    field("name")(v)
+}
+fn key_device(v: &Value) -> String {
+    field("device")(v)
+}
+fn key_source(v: &Value) -> String {
+    field("source")(v)
+}
+fn key_url(v: &Value) -> String {
+    field("url")(v)
+}
+fn key_partition(v: &Value) -> String {
+    match v.get("number").and_then(Value::as_i64) {
+        Some(n) if n != 0 => format!("number:{n}"),
+        _ => format!("label:{}", field("label")(v)),
+    }
+}
+
+/// The list rules, by path from the root (`*` is any list index).
+fn list_kind(path: &[&str]) -> ListKind {
+    use ListKind::*;
+    match path {
+        ["storage", "files" | "directories" | "links"] => Keyed(key_path),
+        ["storage", "files", "*", "append"] => Concat,
+        ["systemd", "units"] | ["systemd", "units", "*", "dropins"] => Keyed(key_name),
+        ["passwd", "users" | "groups"] => Keyed(key_name),
+        ["storage", "raid" | "luks"] => Keyed(key_name),
+        ["storage", "disks" | "filesystems"] => Keyed(key_device),
+        ["storage", "disks", "*", "partitions"] => Keyed(key_partition),
+        ["storage", "luks", "*", "clevis", "tang"] => Keyed(key_url),
+        ["ignition", "config", "merge"]
+        | ["ignition", "security", "tls", "certificateAuthorities"] => Keyed(key_source),
+        [.., "httpHeaders"] => Keyed(key_name),
+        _ => Union,
+    }
+}
+
 /// Merge `child` over `parent` with Ignition's rules.
-pub fn merge(parent: &Config, _child: &Config) -> Config {
-    parent.clone()
+pub fn merge(parent: &Config, child: &Config) -> Config {
+    let p = serde_json::to_value(parent).expect("config serializes");
+    let c = serde_json::to_value(child).expect("config serializes");
+    let merged = merge_values(&p, &c);
+    serde_json::from_value(merged).expect("merge of two valid configs is a valid config")
+}
+
+/// Merge two configs in JSON form (3.5.0 model shape) with Ignition's rules.
+pub fn merge_values(parent: &Value, child: &Value) -> Value {
+    let mut out = merge_at(parent, child, &mut Vec::new());
+    shared_key_spaces(parent, child, &mut out);
+    out
+}
+
+fn merge_at(parent: &Value, child: &Value, path: &mut Vec<String>) -> Value {
+    match (parent, child) {
+        (p, Value::Null) => p.clone(),
+        (Value::Object(p), Value::Object(c)) => {
+            let mut out = p.clone();
+            for (k, cv) in c {
+                path.push(k.clone());
+                let merged = match p.get(k) {
+                    Some(pv) => merge_at(pv, cv, path),
+                    None => cv.clone(),
+                };
+                path.pop();
+                if !merged.is_null() {
+                    out.insert(k.clone(), merged);
+                }
+            }
+            Value::Object(out)
+        }
+        (Value::Array(p), Value::Array(c)) => {
+            let names: Vec<&str> = path.iter().map(String::as_str).collect();
+            Value::Array(merge_list(p, c, list_kind(&names), path))
+        }
+        (_, c) => c.clone(),
+    }
+}
+
+fn merge_list(
+    parent: &[Value],
+    child: &[Value],
+    kind: ListKind,
+    path: &mut Vec<String>,
+) -> Vec<Value> {
+    match kind {
+        ListKind::Concat => parent.iter().chain(child).cloned().collect(),
+        ListKind::Union => {
+            let mut out = parent.to_vec();
+            for c in child {
+                if !out.contains(c) {
+                    out.push(c.clone());
+                }
+            }
+            out
+        }
+        ListKind::Keyed(key) => {
+            let mut out: Vec<Value> = Vec::with_capacity(parent.len() + child.len());
+            let mut used = vec![false; child.len()];
+            path.push("*".into());
+            for p in parent {
+                let k = key(p);
+                match child.iter().position(|c| key(c) == k) {
+                    Some(i) => {
+                        used[i] = true;
+                        out.push(merge_at(p, &child[i], path));
+                    }
+                    None => out.push(p.clone()),
+                }
+            }
+            path.pop();
+            out.extend(
+                child
+                    .iter()
+                    .zip(used)
+                    .filter(|(_, u)| !u)
+                    .map(|(c, _)| c.clone()),
+            );
+            out
+        }
+    }
+}
+
+/// Lists that share a key space: an entry the child defines in one list removes the
+/// parent's entry with the same key from the others.
+fn shared_key_spaces(parent: &Value, child: &Value, out: &mut Value) {
+    const GROUPS: &[(&str, &[&str], fn(&Value) -> String)] = &[
+        ("storage", &["files", "directories", "links"], key_path),
+        ("kernelArguments", &["shouldExist", "shouldNotExist"], |v| {
+            v.to_string()
+        }),
+    ];
+    for (section, lists, key) in GROUPS {
+        let (Some(Value::Object(_)), Some(Value::Object(c)), Some(Value::Object(o))) = (
+            parent.get(section),
+            child.get(section),
+            out.get_mut(*section),
+        ) else {
+            continue;
+        };
+        for list in *lists {
+            let child_keys: Vec<String> = c
+                .get(*list)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(key).collect())
+                .unwrap_or_default();
+            if child_keys.is_empty() {
+                continue;
+            }
+            for other in lists.iter().filter(|l| *l != list) {
+                if let Some(Value::Array(items)) = o.get_mut(*other) {
+                    let child_other: Vec<String> = c
+                        .get(*other)
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().map(key).collect())
+                        .unwrap_or_default();
+                    // Only entries that came from the parent are displaced.
+                    items.retain(|v| {
+                        let k = key(v);
+                        !child_keys.contains(&k) || child_other.contains(&k)
+                    });
+                }
+            }
+        }
+        remove_empty(o);
+    }
+}
+
+fn remove_empty(o: &mut Map<String, Value>) {
+    o.retain(|_, v| !matches!(v, Value::Array(a) if a.is_empty()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn m(p: Value, c: Value) -> Value {
+        merge_values(&p, &c)
+    }
+
+    #[test]
+    fn rules() {
+        // Field-wise merge of a keyed entry; parent order kept; new child entries appended.
+        assert_eq!(
+            m(
+                json!({"storage":{"files":[{"path":"/a","mode":420},{"path":"/b"}]}}),
+                json!({"storage":{"files":[{"path":"/c"},{"path":"/a","contents":{"source":"data:,x"}}]}})
+            ),
+            json!({"storage":{"files":[{"path":"/a","mode":420,"contents":{"source":"data:,x"}},{"path":"/b"},{"path":"/c"}]}})
+        );
+        // A child's null keeps the parent's value.
+        assert_eq!(
+            m(
+                json!({"storage":{"files":[{"path":"/a","mode":420}]}}),
+                json!({"storage":{"files":[{"path":"/a","mode":null}]}})
+            ),
+            json!({"storage":{"files":[{"path":"/a","mode":420}]}})
+        );
+        // Same path in another list: parent's entry removed, child's appended to its list.
+        assert_eq!(
+            m(
+                json!({"storage":{"files":[{"path":"/a"},{"path":"/b"}]}}),
+                json!({"storage":{"directories":[{"path":"/a"}]}})
+            ),
+            json!({"storage":{"files":[{"path":"/b"}],"directories":[{"path":"/a"}]}})
+        );
+        // append concatenates.
+        assert_eq!(
+            m(
+                json!({"storage":{"files":[{"path":"/a","append":[{"source":"data:,1"}]}]}}),
+                json!({"storage":{"files":[{"path":"/a","append":[{"source":"data:,1"},{"source":"data:,2"}]}]}})
+            ),
+            json!({"storage":{"files":[{"path":"/a","append":[{"source":"data:,1"},{"source":"data:,1"},{"source":"data:,2"}]}]}})
+        );
+        // Units and drop-ins keyed by name; primitive lists are unions.
+        assert_eq!(
+            m(
+                json!({"systemd":{"units":[{"name":"a.service","enabled":true,"dropins":[{"name":"x.conf","contents":"1"}]}]},
+                       "passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k1","k2"]}]}}),
+                json!({"systemd":{"units":[{"name":"a.service","dropins":[{"name":"x.conf","contents":"2"},{"name":"y.conf"}]}]},
+                       "passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k2","k3"]}]}})
+            ),
+            json!({"systemd":{"units":[{"name":"a.service","enabled":true,"dropins":[{"name":"x.conf","contents":"2"},{"name":"y.conf"}]}]},
+                   "passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k1","k2","k3"]}]}})
+        );
+        // kernelArguments share a key space.
+        assert_eq!(
+            m(
+                json!({"kernelArguments":{"shouldExist":["a","b"]}}),
+                json!({"kernelArguments":{"shouldNotExist":["a"]}})
+            ),
+            json!({"kernelArguments":{"shouldExist":["b"],"shouldNotExist":["a"]}})
+        );
+        // Scalars: the child wins.
+        assert_eq!(
+            m(
+                json!({"ignition":{"version":"3.0.0"}}),
+                json!({"ignition":{"version":"3.5.0"}})
+            ),
+            json!({"ignition":{"version":"3.5.0"}})
+        );
+    }
+
+    #[test]
+    fn typed_merge_roundtrips() {
+        let p = crate::parse(br#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/a","overwrite":false}]}}"#).unwrap().config;
+        let c = crate::parse(
+            br#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/a","mode":384}]}}"#,
+        )
+        .unwrap()
+        .config;
+        let out = merge(&p, &c);
+        assert_eq!(out.storage.files[0].mode, Some(384));
+        assert_eq!(out.storage.files[0].overwrite, Some(false));
+    }
 }

@@ -1,6 +1,16 @@
-//! Validation with Ignition's rules and messages, each naming the JSON path.
+//! Validation with Ignition's rules and messages, each naming the JSON path
+//! (`error at $.storage.files.3.path: path not absolute`).
+//!
+//! Only what Ignition's validators check is checked here; what needs the target
+//! filesystem (existing files, owners by name) is the planner's business.
 
-use crate::model::Config;
+use std::collections::{HashMap, HashSet};
+
+use crate::Warning;
+use crate::dataurl;
+use crate::model::{Config, NodeGroup, NodeUser, Resource};
+use crate::resource::scheme;
+use crate::unit::{has_install_section, parse_unit};
 
 /// The first validation error, as Ignition reports it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,7 +22,597 @@ pub struct ValidationError {
     pub message: String,
 }
 
-/// Validate a config; returns warnings on success.
-pub fn validate(_config: &Config) -> Result<Vec<crate::Warning>, ValidationError> {
-    Ok(vec![])
+#[derive(Default)]
+struct Report {
+    errors: Vec<ValidationError>,
+    warnings: Vec<Warning>,
+}
+
+impl Report {
+    fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ValidationError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+    fn check(&mut self, path: impl Into<String>, r: Result<(), String>) {
+        if let Err(m) = r {
+            self.error(path, m);
+        }
+    }
+    fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Validate a config. Returns the warnings, or the first error in document order.
+pub fn validate(config: &Config) -> Result<Vec<Warning>, ValidationError> {
+    let errors = validate_all(config)?;
+    Ok(errors)
+}
+
+/// Validate and return every error (document order) — for reports that list them all.
+pub fn validate_report(config: &Config) -> (Vec<ValidationError>, Vec<Warning>) {
+    let mut r = Report::default();
+    check_config(config, &mut r);
+    (r.errors, r.warnings)
+}
+
+fn validate_all(config: &Config) -> Result<Vec<Warning>, ValidationError> {
+    let (errors, warnings) = validate_report(config);
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(warnings),
+    }
+}
+
+fn check_config(c: &Config, r: &mut Report) {
+    // ignition
+    let ic = &c.ignition.config;
+    for (i, res) in ic.merge.iter().enumerate() {
+        let p = format!("$.ignition.config.merge.{i}");
+        r.check(&p, required_source(res));
+        check_resource(res, &p, r);
+    }
+    check_resource(&ic.replace, "$.ignition.config.replace", r);
+    for (i, res) in c
+        .ignition
+        .security
+        .tls
+        .certificate_authorities
+        .iter()
+        .enumerate()
+    {
+        let p = format!("$.ignition.security.tls.certificateAuthorities.{i}");
+        r.check(&p, required_source(res));
+        check_resource(res, &p, r);
+    }
+    for (key, v) in [
+        ("httpProxy", &c.ignition.proxy.http_proxy),
+        ("httpsProxy", &c.ignition.proxy.https_proxy),
+    ] {
+        if let Some(v) = v.as_deref().filter(|v| !v.is_empty())
+            && !matches!(scheme(v).as_deref(), Some("http" | "https"))
+        {
+            r.error(format!("$.ignition.proxy.{key}"), "proxies must be http(s)");
+        }
+    }
+
+    // passwd: keyed lists must not repeat.
+    dups(
+        c.passwd.users.iter().map(|u| u.name.as_str()),
+        "$.passwd.users",
+        r,
+    );
+    dups(
+        c.passwd.groups.iter().map(|g| g.name.as_str()),
+        "$.passwd.groups",
+        r,
+    );
+
+    // storage
+    let s = &c.storage;
+    for (i, f) in s.files.iter().enumerate() {
+        let p = format!("$.storage.files.{i}");
+        r.check(format!("{p}.path"), check_path(&f.path));
+        r.check(format!("{p}.mode"), check_mode(f.mode));
+        if f.overwrite == Some(true) && f.contents.source.is_none() {
+            r.error(
+                format!("{p}.overwrite"),
+                "overwrite must be false if source is unspecified",
+            );
+        }
+        check_owner(&f.user, &f.group, &p, r);
+        check_resource(&f.contents, &format!("{p}.contents"), r);
+        for (j, a) in f.append.iter().enumerate() {
+            check_resource(a, &format!("{p}.append.{j}"), r);
+        }
+    }
+    for (i, d) in s.directories.iter().enumerate() {
+        let p = format!("$.storage.directories.{i}");
+        r.check(format!("{p}.path"), check_path(&d.path));
+        r.check(format!("{p}.mode"), check_mode(d.mode));
+        check_owner(&d.user, &d.group, &p, r);
+    }
+    for (i, l) in s.links.iter().enumerate() {
+        let p = format!("$.storage.links.{i}");
+        r.check(format!("{p}.path"), check_path(&l.path));
+        check_owner(&l.user, &l.group, &p, r);
+    }
+    // files, directories and links share one key space: the path.
+    let nodes = s
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("$.storage.files.{i}"), f.path.as_str()))
+        .chain(
+            s.directories
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (format!("$.storage.directories.{i}"), d.path.as_str())),
+        )
+        .chain(
+            s.links
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (format!("$.storage.links.{i}"), l.path.as_str())),
+        );
+    let mut seen = HashSet::new();
+    for (p, path) in nodes {
+        if !seen.insert(path) {
+            r.error(p, "duplicate entry defined");
+        }
+    }
+    let under_link = |path: &str| {
+        s.links
+            .iter()
+            .any(|l| path.starts_with(&format!("{}/", l.path)))
+    };
+    for (i, d) in s.directories.iter().enumerate() {
+        if under_link(&d.path) {
+            r.error(
+                format!("$.storage.directories.{i}"),
+                "directory path includes link in config",
+            );
+        }
+    }
+    for (i, f) in s.files.iter().enumerate() {
+        if under_link(&f.path) {
+            r.error(
+                format!("$.storage.files.{i}"),
+                "file path includes link in config",
+            );
+        }
+    }
+    for (i, l) in s.links.iter().enumerate() {
+        let p = format!("$.storage.links.{i}");
+        if under_link(&l.path) {
+            r.error(&p, "link path includes link in config");
+        }
+        let Some(target) = l.target.as_deref().filter(|t| !t.is_empty()) else {
+            r.error(format!("{p}.target"), "link target is required");
+            continue;
+        };
+        if l.hard != Some(true) {
+            continue;
+        }
+        let target = if target.starts_with('/') {
+            clean(target)
+        } else {
+            clean(&format!("{}/{target}", l.path))
+        };
+        if s.directories.iter().any(|d| d.path == target) {
+            r.error(&p, "hard link target is a directory");
+        }
+        for (set, field) in [
+            (l.user.id.is_some(), "user.id"),
+            (l.user.name.is_some(), "user.name"),
+            (l.group.id.is_some(), "group.id"),
+            (l.group.name.is_some(), "group.name"),
+        ] {
+            if set {
+                r.warn(format!("{p}.{field}"), "user/group ignored for hard link");
+            }
+        }
+    }
+    dups(
+        s.disks.iter().map(|d| d.device.as_str()),
+        "$.storage.disks",
+        r,
+    );
+    dups(
+        s.filesystems.iter().map(|f| f.device.as_str()),
+        "$.storage.filesystems",
+        r,
+    );
+    dups(s.raid.iter().map(|d| d.name.as_str()), "$.storage.raid", r);
+    dups(s.luks.iter().map(|d| d.name.as_str()), "$.storage.luks", r);
+
+    // systemd
+    let units = &c.systemd.units;
+    for (i, u) in units.iter().enumerate() {
+        let p = format!("$.systemd.units.{i}");
+        if !valid_unit_name(&u.name) {
+            r.error(format!("{p}.name"), "invalid systemd unit extension");
+        }
+        match u.contents.as_deref().map(parse_unit) {
+            Some(Err(e)) => r.error(format!("{p}.contents"), e),
+            Some(Ok(opts)) => {
+                if u.enabled == Some(true)
+                    && !u.contents.as_deref().unwrap_or("").is_empty()
+                    && !has_install_section(&opts)
+                {
+                    r.warn(
+                        format!("{p}.contents"),
+                        format!("unit \"{}\" is enabled, but has no install section so enable does nothing", u.name),
+                    );
+                }
+            }
+            None => {}
+        }
+        for (j, d) in u.dropins.iter().enumerate() {
+            let dp = format!("{p}.dropins.{j}");
+            if let Some(Err(e)) = d.contents.as_deref().map(parse_unit) {
+                r.error(format!("{dp}.contents"), e);
+            }
+            if !d.name.ends_with(".conf") || ext(&d.name) != ".conf" {
+                r.error(format!("{dp}.name"), "invalid systemd drop-in extension");
+            }
+        }
+        dups(
+            u.dropins.iter().map(|d| d.name.as_str()),
+            &format!("{p}.dropins"),
+            r,
+        );
+    }
+    dups(units.iter().map(|u| u.name.as_str()), "$.systemd.units", r);
+
+    // Current Ignition (2.15+) rejects a node at the same path as a unit or drop-in with
+    // contents; Ignition 2.14 let the unit win silently. We follow current Ignition.
+    let mut unit_paths = HashSet::new();
+    for u in units {
+        if u.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+            unit_paths.insert(format!("/etc/systemd/system/{}", u.name));
+        }
+        for d in &u.dropins {
+            if d.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+                unit_paths.insert(format!("/etc/systemd/system/{}.d/{}", u.name, d.name));
+            }
+        }
+    }
+    for (list, paths) in [
+        (
+            "files",
+            s.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ),
+        (
+            "directories",
+            s.directories.iter().map(|d| d.path.as_str()).collect(),
+        ),
+        ("links", s.links.iter().map(|l| l.path.as_str()).collect()),
+    ] {
+        for (i, path) in paths.into_iter().enumerate() {
+            if unit_paths.contains(path) {
+                r.error(
+                    format!("$.storage.{list}.{i}.path"),
+                    "path conflicts with systemd unit or dropin",
+                );
+            }
+        }
+    }
+}
+
+fn dups<'a>(keys: impl Iterator<Item = &'a str>, list: &str, r: &mut Report) {
+    let mut seen = HashMap::new();
+    for (i, k) in keys.enumerate() {
+        if seen.insert(k, i).is_some() {
+            r.error(format!("{list}.{i}"), "duplicate entry defined");
+        }
+    }
+}
+
+/// `path.Ext` of Go: the suffix from the last dot of the last element.
+fn ext(name: &str) -> &str {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    match base.rfind('.') {
+        Some(i) => &base[i..],
+        None => "",
+    }
+}
+
+/// Unit names must end in one of systemd's unit types.
+pub fn valid_unit_name(name: &str) -> bool {
+    matches!(
+        ext(name),
+        ".service"
+            | ".socket"
+            | ".device"
+            | ".mount"
+            | ".automount"
+            | ".swap"
+            | ".target"
+            | ".path"
+            | ".timer"
+            | ".snapshot"
+            | ".slice"
+            | ".scope"
+    )
+}
+
+/// Ignition's path rules: non-empty, absolute, and already clean.
+pub fn check_path(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("path not specified".into());
+    }
+    if !p.starts_with('/') {
+        return Err("path not absolute".into());
+    }
+    if clean(p) != p {
+        return Err("path is not fully simplified".into());
+    }
+    Ok(())
+}
+
+fn check_mode(m: Option<i64>) -> Result<(), String> {
+    match m {
+        Some(m) if !(0..=0o7777).contains(&m) => Err("illegal file mode".into()),
+        _ => Ok(()),
+    }
+}
+
+fn check_owner(u: &NodeUser, g: &NodeGroup, p: &str, r: &mut Report) {
+    if u.id.is_some() && u.name.as_deref().is_some_and(|n| !n.is_empty()) {
+        r.error(format!("{p}.user"), "cannot set both id and name");
+    }
+    if g.id.is_some() && g.name.as_deref().is_some_and(|n| !n.is_empty()) {
+        r.error(format!("{p}.group"), "cannot set both id and name");
+    }
+}
+
+fn required_source(res: &Resource) -> Result<(), String> {
+    match res.source.as_deref() {
+        None | Some("") => Err("source is required".into()),
+        Some(_) => Ok(()),
+    }
+}
+
+fn check_resource(res: &Resource, p: &str, r: &mut Report) {
+    if let Some(c) = res.compression.as_deref()
+        && !matches!(c, "" | "gzip")
+    {
+        r.error(format!("{p}.compression"), "invalid compression method");
+    }
+    if res.verification.hash.is_some() && res.source.is_none() {
+        r.error(
+            format!("{p}.verification.hash"),
+            "source must be specified if verification is specified",
+        );
+    }
+    if let Some(src) = res.source.as_deref().filter(|s| !s.is_empty()) {
+        r.check(format!("{p}.source"), check_url(src));
+    }
+    if !res.http_headers.is_empty() {
+        let ok = res.source.as_deref().and_then(scheme);
+        match ok.as_deref() {
+            Some("http" | "https") => {}
+            None => r.error(format!("{p}.httpHeaders"), "unable to parse url"),
+            Some(_) => r.error(
+                format!("{p}.httpHeaders"),
+                "cannot use HTTP headers with this source scheme",
+            ),
+        }
+        let mut seen = HashSet::new();
+        for (i, h) in res.http_headers.iter().enumerate() {
+            if h.name.is_empty() {
+                r.error(
+                    format!("{p}.httpHeaders.{i}.name"),
+                    "HTTP header name can't be empty",
+                );
+            } else if !seen.insert(h.name.as_str()) {
+                r.error(format!("{p}.httpHeaders.{i}"), "duplicate entry defined");
+            }
+        }
+    }
+    if let Some(h) = res.verification.hash.as_deref() {
+        let hp = format!("{p}.verification.hash");
+        match h.split_once('-') {
+            None => r.error(hp, "malformed hash specifier"),
+            Some((f, sum)) => {
+                let want = match f {
+                    "sha512" => 128,
+                    "sha256" => 64,
+                    _ => {
+                        r.error(hp, "unrecognized hash function");
+                        return;
+                    }
+                };
+                if sum.len() != want {
+                    r.error(hp, "incorrect size for hash sum");
+                }
+            }
+        }
+    }
+}
+
+fn check_url(src: &str) -> Result<(), String> {
+    match scheme(src).as_deref() {
+        Some("http" | "https" | "tftp" | "gs" | "s3" | "arn") => Ok(()),
+        Some("data") => dataurl::decode(src).map(|_| ()).map_err(|e| e.0),
+        Some(_) | None => Err("invalid url scheme".into()),
+    }
+}
+
+/// Lexical cleaning as Go's `path.Clean` does it.
+pub fn clean(p: &str) -> String {
+    if p.is_empty() {
+        return ".".into();
+    }
+    let rooted = p.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|l| *l != "..") {
+                    out.pop();
+                } else if !rooted {
+                    out.push("..");
+                }
+            }
+            x => out.push(x),
+        }
+    }
+    let joined = out.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".into(),
+        (false, false) => joined,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(cfg: &str) -> Result<Vec<Warning>, String> {
+        let full = format!(r#"{{"ignition":{{"version":"3.5.0"}},{cfg}}}"#);
+        let parsed = crate::parse(full.as_bytes()).map_err(|e| e.to_string())?;
+        validate(&parsed.config).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn errors_table() {
+        let cases: &[(&str, &str)] = &[
+            (
+                r#""storage":{"files":[{"path":""}]}"#,
+                "error at $.storage.files.0.path: path not specified",
+            ),
+            (
+                r#""storage":{"files":[{"path":"etc/x"}]}"#,
+                "error at $.storage.files.0.path: path not absolute",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/etc/../x"}]}"#,
+                "error at $.storage.files.0.path: path is not fully simplified",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/etc/x/"}]}"#,
+                "error at $.storage.files.0.path: path is not fully simplified",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/etc//x"}]}"#,
+                "error at $.storage.files.0.path: path is not fully simplified",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a"}],"directories":[{"path":"/a"}]}"#,
+                "error at $.storage.directories.0: duplicate entry defined",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","mode":4096}]}"#,
+                "error at $.storage.files.0.mode: illegal file mode",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","overwrite":true}]}"#,
+                "error at $.storage.files.0.overwrite: overwrite must be false if source is unspecified",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","user":{"id":1,"name":"core"}}]}"#,
+                "error at $.storage.files.0.user: cannot set both id and name",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"data:,a b"}}]}"#,
+                "error at $.storage.files.0.contents.source: invalid data character",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"ftp://x/y"}}]}"#,
+                "error at $.storage.files.0.contents.source: invalid url scheme",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"data:,x","compression":"xz"}}]}"#,
+                "error at $.storage.files.0.contents.compression: invalid compression method",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"data:,x","verification":{"hash":"md5-00"}}}]}"#,
+                "error at $.storage.files.0.contents.verification.hash: unrecognized hash function",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"data:,x","verification":{"hash":"sha256-00"}}}]}"#,
+                "error at $.storage.files.0.contents.verification.hash: incorrect size for hash sum",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"verification":{"hash":"sha256-00"}}}]}"#,
+                "error at $.storage.files.0.contents.verification.hash: source must be specified if verification is specified",
+            ),
+            (
+                r#""storage":{"links":[{"path":"/l"}]}"#,
+                "error at $.storage.links.0.target: link target is required",
+            ),
+            (
+                r#""storage":{"links":[{"path":"/l","target":"/x"}],"files":[{"path":"/l/f"}]}"#,
+                "error at $.storage.files.0: file path includes link in config",
+            ),
+            (
+                r#""storage":{"links":[{"path":"/l","target":"/d","hard":true}],"directories":[{"path":"/d"}]}"#,
+                "error at $.storage.links.0: hard link target is a directory",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"foo.conf"}]}"#,
+                "error at $.systemd.units.0.name: invalid systemd unit extension",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"foo.service","dropins":[{"name":"a.txt"}]}]}"#,
+                "error at $.systemd.units.0.dropins.0.name: invalid systemd drop-in extension",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"foo.service","contents":"[Unit"}]}"#,
+                "error at $.systemd.units.0.contents: invalid unit content: unable to find end of section",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"a.service"},{"name":"a.service"}]}"#,
+                "error at $.systemd.units.1: duplicate entry defined",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"a.service","contents":"[Unit]"}]},"storage":{"files":[{"path":"/etc/systemd/system/a.service"}]}"#,
+                "error at $.storage.files.0.path: path conflicts with systemd unit or dropin",
+            ),
+            (
+                r#""ignition":{"version":"3.5.0","config":{"merge":[{}]}}"#,
+                "error at $.ignition.config.merge.0: source is required",
+            ),
+        ];
+        for (cfg, want) in cases {
+            assert_eq!(check(cfg).unwrap_err(), *want, "{cfg}");
+        }
+    }
+
+    #[test]
+    fn warnings() {
+        let w = check(
+            r#""systemd":{"units":[{"name":"a.service","enabled":true,"contents":"[Unit]\nA=b"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(w.len(), 1);
+        assert!(
+            check(r#""storage":{"files":[{"path":"/a","contents":{"source":"https://e/x"}}]}"#)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn clean_matches_go() {
+        for (i, o) in [
+            ("/", "/"),
+            ("/a/../b", "/b"),
+            ("/../a", "/a"),
+            ("a/../../b", "../b"),
+            ("//a//b/", "/a/b"),
+            ("", "."),
+            ("./a", "a"),
+        ] {
+            assert_eq!(clean(i), o, "{i}");
+        }
+    }
 }
