@@ -154,7 +154,8 @@ fn merge_list(
 /// Lists that share a key space: an entry the child defines in one list removes the
 /// parent's entry with the same key from the others.
 fn shared_key_spaces(parent: &Value, child: &Value, out: &mut Value) {
-    const GROUPS: &[(&str, &[&str], fn(&Value) -> String)] = &[
+    type KeyFn = fn(&Value) -> String;
+    const GROUPS: &[(&str, &[&str], KeyFn)] = &[
         ("storage", &["files", "directories", "links"], key_path),
         ("kernelArguments", &["shouldExist", "shouldNotExist"], |v| {
             v.to_string()

@@ -227,8 +227,9 @@ fn remove_gated(value: &mut Value, key: &[&str], at: &mut String, warnings: &mut
                 remove_gated(item, rest, &mut p, warnings);
             }
         }
-        (name, Value::Object(map)) if rest.is_empty() => {
-            if map.shift_remove(name).is_some() {
+        (name, Value::Object(map)) if rest.is_empty() && map.contains_key(name) => {
+            map.shift_remove(name);
+            {
                 warnings.push(Warning {
                     path: format!("{at}.{name}"),
                     message: format!("Unused key {name}"),

@@ -240,18 +240,20 @@ fn check_config(c: &Config, r: &mut Report) {
         }
         match u.contents.as_deref().map(parse_unit) {
             Some(Err(e)) => r.error(format!("{p}.contents"), e),
-            Some(Ok(opts)) => {
+            Some(Ok(opts))
                 if u.enabled == Some(true)
                     && !u.contents.as_deref().unwrap_or("").is_empty()
-                    && !has_install_section(&opts)
-                {
-                    r.warn(
-                        format!("{p}.contents"),
-                        format!("unit \"{}\" is enabled, but has no install section so enable does nothing", u.name),
-                    );
-                }
+                    && !has_install_section(&opts) =>
+            {
+                r.warn(
+                    format!("{p}.contents"),
+                    format!(
+                        "unit \"{}\" is enabled, but has no install section so enable does nothing",
+                        u.name
+                    ),
+                );
             }
-            None => {}
+            Some(Ok(_)) | None => {}
         }
         for (j, d) in u.dropins.iter().enumerate() {
             let dp = format!("{p}.dropins.{j}");
@@ -438,6 +440,10 @@ fn check_resource(res: &Resource, p: &str, r: &mut Report) {
 }
 
 fn check_url(src: &str) -> Result<(), String> {
+    // Go's url.Parse rejects ASCII control characters anywhere, newlines included.
+    if src.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err("unable to parse url".into());
+    }
     match scheme(src).as_deref() {
         Some("http" | "https" | "tftp" | "gs" | "s3" | "arn") => Ok(()),
         Some("data") => dataurl::decode(src).map(|_| ()).map_err(|e| e.0),
