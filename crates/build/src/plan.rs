@@ -114,14 +114,65 @@ impl Plan {
 /// Compute the layer `config` produces over `base`. `config` must be parsed, validated
 /// and have its child configs resolved.
 pub fn plan(config: &Config, base: &dyn BaseView) -> Result<Plan, PlanError> {
+    plan_with(config, base, &PlanOptions::default())
+}
+
+/// A file the build itself adds, before Ignition runs (as the MCO's Containerfile writes
+/// `/etc/machine-config-daemon/currentconfig` before `ignition-apply`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraFile {
+    /// Absolute path in the image.
+    pub path: String,
+    /// Contents; written 0644 root:root, parents 0755.
+    pub contents: Vec<u8>,
+}
+
+/// What a full image build adds around Ignition's own effects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Files written before Ignition runs.
+    pub extra_files: Vec<ExtraFile>,
+    /// Drop what `ostree container commit` empties: everything below `/tmp`, `/var/tmp`,
+    /// `/run` and `/var/cache` (the directories themselves stay).
+    pub commit_cleanup: bool,
+}
+
+/// Directories whose contents `ostree container commit` removes.
+pub const COMMIT_EMPTIED: [&str; 4] = ["tmp", "var/tmp", "run", "var/cache"];
+
+/// [`plan`] with the build's own additions.
+pub fn plan_with(config: &Config, base: &dyn BaseView, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let mut p = Planner {
         fs: Overlay::new(base),
         warnings: Vec::new(),
     };
+    for f in &opts.extra_files {
+        let jp = "$";
+        let r = p.fs.resolve_parent(&f.path).at(jp, "resolving path")?;
+        p.fs.mkdir_all(parent(&r)).at(jp, &format!("creating parents of {}", f.path))?;
+        p.fs.remove_all(&r).at(jp, &format!("replacing {}", f.path))?;
+        p.fs.put(&r, LayerKind::File(f.contents.clone()), 0o644, 0, 0)
+            .at(jp, &format!("writing {}", f.path))?;
+    }
     p.storage(config)?;
     p.units(config)?;
+    let mut entries = emit(&p.fs).map_err(|e| perr("$", e.to_string()))?;
+    if opts.commit_cleanup {
+        let before = entries.len();
+        entries.retain(|e| {
+            !COMMIT_EMPTIED
+                .iter()
+                .any(|d| e.path.starts_with(&format!("{d}/")))
+        });
+        if entries.len() != before {
+            p.warnings.push(format!(
+                "{} entries below /tmp, /var/tmp, /run or /var/cache dropped: ostree container commit empties them",
+                before - entries.len()
+            ));
+        }
+    }
     Ok(Plan {
-        entries: emit(&p.fs).map_err(|e| perr("$", e.to_string()))?,
+        entries,
         warnings: p.warnings,
     })
 }
