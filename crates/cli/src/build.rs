@@ -50,9 +50,17 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         eprintln!("{name}: {w}");
     }
     let base = DirView::new(&args.base_dir);
-    let opts = PlanOptions { extra_files: Vec::<ExtraFile>::new(), commit_cleanup: false };
-    let plan = machineos_build::plan::plan_with(&prepared.config, &base, &opts)
-        .map_err(|error| machineos_build::BuildError::Plan { source_name: name.clone(), error })?;
+    let opts = PlanOptions {
+        extra_files: Vec::<ExtraFile>::new(),
+        commit_cleanup: false,
+    };
+    let plan =
+        machineos_build::plan::plan_with(&prepared.config, &base, &opts).map_err(|error| {
+            machineos_build::BuildError::Plan {
+                source_name: name.clone(),
+                error,
+            }
+        })?;
     for w in &plan.warnings {
         eprintln!("{name}: {w}");
     }
@@ -68,7 +76,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
     }
-    let count = |pred: fn(&EntryKind) -> bool| plan.entries.iter().filter(|e| pred(&e.kind)).count();
+    let count =
+        |pred: fn(&EntryKind) -> bool| plan.entries.iter().filter(|e| pred(&e.kind)).count();
     let files = count(|k| matches!(k, EntryKind::File(_)));
     let whiteouts = count(|k| matches!(k, EntryKind::Whiteout | EntryKind::Opaque));
     let total = started.elapsed();
@@ -104,11 +113,21 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
 
 /// Write through a temporary file in the same directory and rename, so a failure leaves
 /// nothing half-written at `path`.
-fn write_atomically<T>(path: &PathBuf, f: impl FnOnce(&mut std::fs::File) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("out")));
+fn write_atomically<T>(
+    path: &PathBuf,
+    f: impl FnOnce(&mut std::fs::File) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out")
+    ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let out = f(&mut file)?;
         file.flush()?;
         file.sync_all()?;

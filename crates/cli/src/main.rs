@@ -27,7 +27,10 @@ enum Command {
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("MACHINEOS_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MACHINEOS_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -1,1 +1,28 @@
-//! placeholder
+//! Rendering: a pool's MachineConfigs in, one rendered MachineConfig out, by the Machine
+//! Config Operator's rules (`MergeMachineConfigs` and the render controller; reference notes
+//! ignition-apply.md §5.2), so an image built from it carries what the MCO would have applied.
+//!
+//! The steps, each a pure function of bytes and values:
+//!
+//! 1. [`load`]: parse manifests (YAML, multi-document, `kind: List`, or JSON) into
+//!    MachineConfigs and MachineConfigPools, errors naming the file, document and JSON path.
+//! 2. [`select`]: the MachineConfigs of a pool — its `machineConfigSelector`, or the role-label
+//!    convention when there is no pool manifest.
+//! 3. [`validate`]: each MachineConfig on its own — kernelType, extensions, Ignition parse and
+//!    validation, file modes — into typed values.
+//! 4. [`render`](mod@render): order, merge, and name the result `rendered-<pool>-<hash>`.
+
+pub mod load;
+pub mod render;
+pub mod select;
+pub mod validate;
+
+pub use load::{LoadError, Manifests, load_machine_configs, load_manifests};
+pub use render::{
+    RenderDefaults, RenderError, RenderWarning, Rendered, content_hash, merge_order, render,
+    rendered_name,
+};
+pub use select::{SelectError, Selector, SelectorError, select_for_pool};
+pub use validate::{
+    Extension, KernelType, ValidMachineConfig, ValidateError, validate_machine_config,
+};

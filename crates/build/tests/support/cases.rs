@@ -156,10 +156,10 @@ pub fn check_entries(
             }
             continue;
         };
-        let kind_ok = match (spec.kind.as_str(), &e.kind) {
-            ("file", Kind::File) | ("dir", Kind::Dir) | ("symlink", Kind::Symlink(_)) => true,
-            _ => false,
-        };
+        let kind_ok = matches!(
+            (spec.kind.as_str(), &e.kind),
+            ("file", Kind::File) | ("dir", Kind::Dir) | ("symlink", Kind::Symlink(_))
+        );
         if !kind_ok {
             out.push(format!(
                 "{side}: {path}: expected {}, found {}",
