@@ -199,3 +199,111 @@ pub fn write_blob<W: Write>(
         blob.inner,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+
+    fn plan() -> Plan {
+        Plan {
+            entries: vec![
+                Entry {
+                    path: "etc".into(),
+                    kind: EntryKind::Dir,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                },
+                Entry {
+                    path: "etc/a".into(),
+                    kind: EntryKind::File(b"hello\n".to_vec()),
+                    mode: 0o644,
+                    uid: 0,
+                    gid: 0,
+                },
+                Entry {
+                    path: "etc/b".into(),
+                    kind: EntryKind::Whiteout,
+                    mode: 0,
+                    uid: 0,
+                    gid: 0,
+                },
+                Entry {
+                    path: "etc/l".into(),
+                    kind: EntryKind::Symlink("a".into()),
+                    mode: 0o777,
+                    uid: 1000,
+                    gid: 1000,
+                },
+                Entry {
+                    path: "etc/h".into(),
+                    kind: EntryKind::HardLink("etc/a".into()),
+                    mode: 0,
+                    uid: 0,
+                    gid: 0,
+                },
+            ],
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn one_pass_digests_match_the_bytes() {
+        for compression in [Compression::Gzip, Compression::None] {
+            let opts = LayerOptions {
+                mtime: 1_700_000_000,
+                compression,
+            };
+            let (d, blob) = write_blob(&plan(), &opts, Vec::new()).unwrap();
+            let tar = tar_bytes(&plan(), &opts);
+            assert_eq!(
+                d.diff_id,
+                format!("sha256:{}", hex::encode(Sha256::digest(&tar)))
+            );
+            assert_eq!(
+                d.digest,
+                format!("sha256:{}", hex::encode(Sha256::digest(&blob)))
+            );
+            assert_eq!(d.size, blob.len() as u64);
+            assert_eq!(d.uncompressed_size, tar.len() as u64);
+            // Same inputs, same bytes.
+            assert_eq!(write_blob(&plan(), &opts, Vec::new()).unwrap().1, blob);
+        }
+    }
+
+    #[test]
+    fn members_are_numeric_and_fixed() {
+        let opts = LayerOptions {
+            mtime: 42,
+            compression: Compression::None,
+        };
+        let tar = tar_bytes(&plan(), &opts);
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let names: Vec<(String, u64, String)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let h = e.header();
+                assert_eq!(h.username().unwrap(), Some(""));
+                assert_eq!(h.groupname().unwrap(), Some(""));
+                (
+                    e.path().unwrap().display().to_string(),
+                    h.mtime().unwrap(),
+                    format!("{:?}", h.entry_type()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("etc/".to_string(), 42, "Directory".to_string()),
+                ("etc/a".into(), 42, "Regular".into()),
+                ("etc/.wh.b".into(), 42, "Regular".into()),
+                ("etc/l".into(), 42, "Symlink".into()),
+                ("etc/h".into(), 42, "Link".into()),
+            ]
+        );
+    }
+}

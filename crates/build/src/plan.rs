@@ -141,7 +141,11 @@ pub struct PlanOptions {
 pub const COMMIT_EMPTIED: [&str; 4] = ["tmp", "var/tmp", "run", "var/cache"];
 
 /// [`plan`] with the build's own additions.
-pub fn plan_with(config: &Config, base: &dyn BaseView, opts: &PlanOptions) -> Result<Plan, PlanError> {
+pub fn plan_with(
+    config: &Config,
+    base: &dyn BaseView,
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
     let mut p = Planner {
         fs: Overlay::new(base),
         warnings: Vec::new(),
@@ -149,8 +153,10 @@ pub fn plan_with(config: &Config, base: &dyn BaseView, opts: &PlanOptions) -> Re
     for f in &opts.extra_files {
         let jp = "$";
         let r = p.fs.resolve_parent(&f.path).at(jp, "resolving path")?;
-        p.fs.mkdir_all(parent(&r)).at(jp, &format!("creating parents of {}", f.path))?;
-        p.fs.remove_all(&r).at(jp, &format!("replacing {}", f.path))?;
+        p.fs.mkdir_all(parent(&r))
+            .at(jp, &format!("creating parents of {}", f.path))?;
+        p.fs.remove_all(&r)
+            .at(jp, &format!("replacing {}", f.path))?;
         p.fs.put(&r, LayerKind::File(f.contents.clone()), 0o644, 0, 0)
             .at(jp, &format!("writing {}", f.path))?;
     }
