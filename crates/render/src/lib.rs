@@ -17,7 +17,7 @@ pub mod render;
 pub mod select;
 pub mod validate;
 
-pub use load::{LoadError, Manifests, load_machine_configs, load_manifests};
+pub use load::{DecodeError, LoadError, Manifests, load_machine_configs, load_manifests};
 pub use render::{
     RenderDefaults, RenderError, RenderWarning, Rendered, content_hash, merge_order, render,
     rendered_name,

@@ -1,0 +1,275 @@
+//! Image references by digest, parsed once at the edge so the rest of machineos never handles a
+//! "pullspec that should contain a digest" as a bare string.
+//!
+//! The wire form is the MCO's `ImageDigestFormat`: `host[:port][/namespace]/name@sha256:<64 hex>`.
+//! Parsing here is deliberately a little more lenient than the MCO's CEL rules on the
+//! repository part (any non-empty name without whitespace or `@`), and exact on the digest.
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest pullspec the MCO's API accepts.
+pub const MAX_PULLSPEC_LEN: usize = 447;
+
+/// Why a string is not a digest or a digested image reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageRefError {
+    /// No `@` separating the repository from the digest.
+    #[error("image reference {0:?} has no digest (expected repo@sha256:<64 hex>)")]
+    MissingDigest(String),
+    /// Nothing before the `@`.
+    #[error("image reference {0:?} has an empty repository")]
+    EmptyRepository(String),
+    /// Whitespace or a second `@` in the repository.
+    #[error("image reference {0:?} has an invalid repository")]
+    InvalidRepository(String),
+    /// The digest is not `sha256:` followed by 64 lowercase hex digits.
+    #[error("digest {0:?} is not sha256:<64 lowercase hex digits>")]
+    InvalidDigest(String),
+    /// Longer than [`MAX_PULLSPEC_LEN`].
+    #[error("image reference is {0} characters long, more than the {MAX_PULLSPEC_LEN} allowed")]
+    TooLong(usize),
+}
+
+/// A content digest: `sha256:` followed by 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Digest(String);
+
+impl Digest {
+    /// The whole digest, `sha256:<hex>`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The 64 hex digits after `sha256:`.
+    pub fn hex(&self) -> &str {
+        &self.0["sha256:".len()..]
+    }
+
+    /// A digest from raw SHA-256 bytes.
+    pub fn from_sha256(bytes: [u8; 32]) -> Self {
+        let mut s = String::with_capacity(71);
+        s.push_str("sha256:");
+        for b in bytes {
+            s.push_str(&format!("{b:02x}"));
+        }
+        Digest(s)
+    }
+}
+
+impl FromStr for Digest {
+    type Err = ImageRefError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let hex = s
+            .strip_prefix("sha256:")
+            .ok_or_else(|| ImageRefError::InvalidDigest(s.to_owned()))?;
+        let ok = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !ok {
+            return Err(ImageRefError::InvalidDigest(s.to_owned()));
+        }
+        Ok(Digest(s.to_owned()))
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Digest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Digest".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": "^sha256:[a-f0-9]{64}$"
+        })
+    }
+}
+
+/// An image by digest: `repository@sha256:<64 hex>`, as nodes must pull it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DigestedImage {
+    repository: String,
+    digest: Digest,
+}
+
+impl DigestedImage {
+    /// Join a repository (`host[:port]/path/name`) and a digest.
+    pub fn new(repository: &str, digest: Digest) -> Result<Self, ImageRefError> {
+        format!("{repository}@{digest}").parse()
+    }
+
+    /// The part before `@`.
+    pub fn repository(&self) -> &str {
+        &self.repository
+    }
+
+    /// The digest after `@`.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+}
+
+impl FromStr for DigestedImage {
+    type Err = ImageRefError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() > MAX_PULLSPEC_LEN {
+            return Err(ImageRefError::TooLong(s.len()));
+        }
+        let (repository, digest) = s
+            .rsplit_once('@')
+            .ok_or_else(|| ImageRefError::MissingDigest(s.to_owned()))?;
+        if repository.is_empty() {
+            return Err(ImageRefError::EmptyRepository(s.to_owned()));
+        }
+        if repository.contains('@') || repository.chars().any(char::is_whitespace) {
+            return Err(ImageRefError::InvalidRepository(s.to_owned()));
+        }
+        Ok(DigestedImage {
+            repository: repository.to_owned(),
+            digest: digest.parse()?,
+        })
+    }
+}
+
+impl fmt::Display for DigestedImage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.repository, self.digest)
+    }
+}
+
+impl Serialize for DigestedImage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DigestedImage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for DigestedImage {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DigestedImage".into()
+    }
+
+    /// The MCO's `ImageDigestFormat`: length bounds and its digest rule.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_PULLSPEC_LEN,
+            "x-kubernetes-validations": [{
+                "rule": "(self.split('@').size() == 2 && self.split('@')[1].matches('^sha256:[a-f0-9]{64}$'))",
+                "message": "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long"
+            }]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    /// Input, and either (repository, digest hex) or a fragment of the error.
+    type Case<'a> = (&'a str, Result<(&'a str, &'a str), &'a str>);
+
+    #[test]
+    fn parses_digested_references() {
+        let cases: &[Case] = &[
+            (
+                "quay.io/org/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                Ok(("quay.io/org/os", HEX)),
+            ),
+            (
+                "registry.local:5000/os:tag@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                Ok(("registry.local:5000/os:tag", HEX)),
+            ),
+            ("quay.io/org/os:latest", Err("has no digest")),
+            (
+                "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                Err("empty repository"),
+            ),
+            ("quay.io/os@sha512:abcd", Err("is not sha256")),
+            (
+                "quay.io/os@sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
+                Err("is not sha256"),
+            ),
+            ("quay.io/os@sha256:0123", Err("is not sha256")),
+            (
+                "quay io/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                Err("invalid repository"),
+            ),
+        ];
+        for (input, want) in cases {
+            let got = input.parse::<DigestedImage>();
+            match (want, got) {
+                (Ok((repo, hex)), Ok(img)) => {
+                    assert_eq!(img.repository(), *repo, "{input}");
+                    assert_eq!(img.digest().hex(), *hex, "{input}");
+                    assert_eq!(img.to_string(), *input, "{input}");
+                }
+                (Err(fragment), Err(e)) => {
+                    assert!(e.to_string().contains(fragment), "{input}: {e}");
+                }
+                (want, got) => panic!("{input}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_overlong_references() {
+        let long = format!("{}@sha256:{HEX}", "r".repeat(MAX_PULLSPEC_LEN));
+        assert_eq!(
+            long.parse::<DigestedImage>(),
+            Err(ImageRefError::TooLong(long.len()))
+        );
+    }
+
+    #[test]
+    fn serde_goes_through_parsing() {
+        let ok: DigestedImage =
+            serde_json::from_value(serde_json::json!(format!("q.io/a@sha256:{HEX}"))).unwrap();
+        assert_eq!(
+            serde_json::to_value(&ok).unwrap(),
+            serde_json::json!(format!("q.io/a@sha256:{HEX}"))
+        );
+        let err = serde_json::from_value::<DigestedImage>(serde_json::json!("q.io/a:latest"))
+            .unwrap_err();
+        assert!(err.to_string().contains("has no digest"), "{err}");
+    }
+
+    #[test]
+    fn digest_from_bytes() {
+        let d = Digest::from_sha256([0xab; 32]);
+        assert_eq!(d.as_str(), format!("sha256:{}", "ab".repeat(32)));
+        assert_eq!(d, d.as_str().parse().unwrap());
+    }
+}

@@ -1,0 +1,200 @@
+//! MachineOSImage: the immutable record of one built image and the status of its rollout,
+//! so "which image carries which rendered config, for which architectures, built on which
+//! base" is an object rather than something to reconstruct from builds and annotations.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::image::{Digest, DigestedImage};
+use crate::serde_util::is_zero_i64;
+use crate::v1::NameReference;
+
+/// MachineOSImageSpec records what a build produced. It is immutable once set.
+// Each `printcolumn(...)` is its own column; clippy reads their repeated `type_` keys as
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "machineconfiguration.openshift.io",
+    version = "v1alpha1",
+    kind = "MachineOSImage",
+    plural = "machineosimages",
+    status = "MachineOSImageStatus",
+    derive = "PartialEq",
+    doc = "MachineOSImage records a layered OS image built for a pool: its digests per architecture and as pulled by nodes, its base image, and the rendered MachineConfig it carries.",
+    printcolumn(
+        name = "Pool",
+        type_ = "string",
+        json_path = ".spec.machineConfigPool.name"
+    ),
+    printcolumn(
+        name = "Config",
+        type_ = "string",
+        json_path = ".spec.machineConfig.name"
+    ),
+    printcolumn(
+        name = "Image",
+        type_ = "string",
+        json_path = ".spec.image",
+        priority = 1
+    ),
+    printcolumn(
+        name = "RolledOut",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"RolledOut\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self == oldSelf",
+    "message": "machineOSImageSpec is immutable once set"
+}]))]
+pub struct MachineOSImageSpec {
+    /// machineConfigPool is the pool the image was built for.
+    pub machine_config_pool: NameReference,
+
+    /// machineConfig is the rendered MachineConfig baked into the image.
+    pub machine_config: NameReference,
+
+    /// machineOSBuild is the build that produced the image, when a MachineOSBuild did.
+    #[serde(
+        rename = "machineOSBuild",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub machine_os_build: Option<NameReference>,
+
+    /// image is what nodes pull, by digest: the OCI image index for a multi-architecture
+    /// image, else the single image manifest.
+    pub image: DigestedImage,
+
+    /// architectures lists the image manifest of each architecture, by digest, in the same
+    /// repository as image.
+    #[schemars(
+        length(min = 1, max = 8),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["architecture"])
+    )]
+    pub architectures: Vec<ArchitectureManifest>,
+
+    /// baseImage is the OS image the image was built from, by digest.
+    pub base_image: DigestedImage,
+
+    /// extensionsImage is the extensions container the build installed RPMs from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions_image: Option<DigestedImage>,
+}
+
+/// The image manifest for one architecture.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ArchitectureManifest {
+    /// architecture in Go/OCI terms (`amd64`, `arm64`, `ppc64le`, `s390x`), as in the
+    /// `kubernetes.io/arch` node label.
+    #[schemars(length(min = 1, max = 16))]
+    pub architecture: String,
+    /// digest of the image manifest for this architecture.
+    pub digest: Digest,
+}
+
+/// MachineOSImageStatus reports the image's rollout.
+///
+/// Condition types: `RollingOut` (nodes are moving to the image), `RolledOut` (every node of
+/// the pool runs it), `RolloutFailed` (a node could not be moved to it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSImageStatus {
+    /// observedGeneration is the generation the controller last acted on.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub observed_generation: i64,
+
+    /// conditions of the rollout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 8),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+    )]
+    pub conditions: Vec<Condition>,
+}
+
+impl MachineOSImageSpec {
+    /// The manifest digest for one architecture, if the image has it.
+    pub fn digest_for(&self, architecture: &str) -> Option<&Digest> {
+        self.architectures
+            .iter()
+            .find(|a| a.architecture == architecture)
+            .map(|a| &a.digest)
+    }
+
+    /// Whether `image` is an index over several manifests rather than one of them.
+    pub fn is_index(&self) -> bool {
+        !self
+            .architectures
+            .iter()
+            .any(|a| &a.digest == self.image.digest())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn digest(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    #[test]
+    fn reads_per_architecture_digests() {
+        let index = digest('a');
+        let amd = digest('b');
+        let arm = digest('c');
+        let cases = [
+            (
+                json!([{"architecture": "amd64", "digest": amd}, {"architecture": "arm64", "digest": arm}]),
+                format!("quay.io/o/os@{index}"),
+                true,
+                Some(amd.clone()),
+                Some(arm.clone()),
+            ),
+            (
+                json!([{"architecture": "amd64", "digest": amd}]),
+                format!("quay.io/o/os@{amd}"),
+                false,
+                Some(amd.clone()),
+                None,
+            ),
+        ];
+        for (architectures, image, is_index, want_amd, want_arm) in cases {
+            let spec: MachineOSImageSpec = serde_json::from_value(json!({
+                "machineConfigPool": {"name": "worker"},
+                "machineConfig": {"name": "rendered-worker-0123"},
+                "image": image,
+                "architectures": architectures,
+                "baseImage": format!("quay.io/fedora/fedora-coreos@{}", digest('d')),
+            }))
+            .unwrap();
+            assert_eq!(spec.is_index(), is_index, "{image}");
+            assert_eq!(spec.digest_for("amd64").map(Digest::to_string), want_amd);
+            assert_eq!(spec.digest_for("arm64").map(Digest::to_string), want_arm);
+        }
+    }
+
+    #[test]
+    fn rejects_tagged_images() {
+        let err = serde_json::from_value::<MachineOSImageSpec>(json!({
+            "machineConfigPool": {"name": "worker"},
+            "machineConfig": {"name": "rendered-worker-0123"},
+            "image": "quay.io/o/os:latest",
+            "architectures": [],
+            "baseImage": format!("quay.io/fedora/fedora-coreos@{}", digest('d')),
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("has no digest"), "{err}");
+    }
+}

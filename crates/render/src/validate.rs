@@ -1,0 +1,405 @@
+//! Per-MachineConfig validation with the MCO's rules and messages (`ValidateMachineConfig`,
+//! `validateExtensions`), turning the string fields the API carries into typed values: a
+//! [`ValidMachineConfig`] can be merged without further checks.
+//!
+//! Checks, in the MCO's order: `kernelType` is one of its values; the Ignition config parses
+//! (spec 3.0.0–3.5.0; the MCO also accepts 2.2, machineos does not) and validates; no file
+//! mode exceeds 0777; every extension is supported. Each error names the MachineConfig and the
+//! JSON path from the object's root (`$.spec.config.storage.files.3.path`).
+
+use machineos_api::v1::MachineConfig;
+use machineos_ignition::{Config, Warning};
+
+/// Why one MachineConfig is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidateError {
+    /// `spec.kernelType` is not one of the allowed values.
+    #[error("MachineConfig {name:?}: error at $.spec.kernelType: kernelType={value} is invalid")]
+    KernelType {
+        /// The MachineConfig.
+        name: String,
+        /// The value given.
+        value: String,
+    },
+    /// `spec.config` does not parse or validate as an Ignition config.
+    #[error("MachineConfig {name:?}: error at {path}: {message}")]
+    Ignition {
+        /// The MachineConfig.
+        name: String,
+        /// JSON path from the MachineConfig's root, such as `$.spec.config.storage.files.0.path`.
+        path: String,
+        /// Ignition's message.
+        message: String,
+    },
+    /// A file mode with setuid, setgid or sticky bits, which the MCO refuses.
+    #[error(
+        "MachineConfig {name:?}: error at $.spec.config.storage.files.{index}.mode: invalid mode {} for {path}, cannot exceed 0777",
+        go_octal(*.mode)
+    )]
+    FileMode {
+        /// The MachineConfig.
+        name: String,
+        /// Index of the file in `storage.files`.
+        index: usize,
+        /// The file's path.
+        path: String,
+        /// The mode given.
+        mode: i64,
+    },
+    /// Extensions outside the allowlist.
+    #[error(
+        "MachineConfig {name:?}: error at $.spec.extensions: invalid extensions found: [{}]",
+        invalid.join(" ")
+    )]
+    Extensions {
+        /// The MachineConfig.
+        name: String,
+        /// The unsupported values, in order.
+        invalid: Vec<String>,
+    },
+}
+
+/// Go's `%#o`: a leading `0`, as the MCO prints modes (`01755`).
+fn go_octal(mode: i64) -> String {
+    match mode {
+        0 => "0".to_owned(),
+        m if m < 0 => format!("-0{:o}", m.unsigned_abs()),
+        m => format!("0{m:o}"),
+    }
+}
+
+/// The kernel a MachineConfig asks for (`spec.kernelType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KernelType {
+    /// `""` or `default`: the traditional kernel.
+    Default,
+    /// `realtime`: the RT kernel.
+    Realtime,
+    /// `64k-pages`: the 64k-page kernel (aarch64 only).
+    SixtyFourKPages,
+}
+
+impl KernelType {
+    /// Parse `spec.kernelType`; `""` is the default kernel.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "" | "default" => Some(KernelType::Default),
+            "realtime" => Some(KernelType::Realtime),
+            "64k-pages" => Some(KernelType::SixtyFourKPages),
+            _ => None,
+        }
+    }
+
+    /// The value a rendered MachineConfig carries: `default`, `realtime` or `64k-pages`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KernelType::Default => "default",
+            KernelType::Realtime => "realtime",
+            KernelType::SixtyFourKPages => "64k-pages",
+        }
+    }
+
+    /// The RPMs of this kernel (`GetPackagesForSupportedKernelType`).
+    pub fn packages(self) -> &'static [&'static str] {
+        match self {
+            KernelType::Default => &[
+                "kernel",
+                "kernel-core",
+                "kernel-modules",
+                "kernel-modules-core",
+                "kernel-modules-extra",
+            ],
+            KernelType::Realtime => &[
+                "kernel-rt-core",
+                "kernel-rt-modules",
+                "kernel-rt-modules-extra",
+                "kernel-rt-kvm",
+            ],
+            KernelType::SixtyFourKPages => &[
+                "kernel-64k-core",
+                "kernel-64k-modules",
+                "kernel-64k-modules-core",
+                "kernel-64k-modules-extra",
+            ],
+        }
+    }
+}
+
+/// A supported RHCOS extension (`SupportedExtensions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Extension {
+    /// `two-node-ha`.
+    TwoNodeHa,
+    /// `ipsec`.
+    Ipsec,
+    /// `usbguard`.
+    Usbguard,
+    /// `kerberos`.
+    Kerberos,
+    /// `kernel-devel`.
+    KernelDevel,
+    /// `sandboxed-containers`.
+    SandboxedContainers,
+    /// `sysstat`.
+    Sysstat,
+}
+
+impl Extension {
+    /// Every supported extension.
+    pub const ALL: [Extension; 7] = [
+        Extension::TwoNodeHa,
+        Extension::Ipsec,
+        Extension::Usbguard,
+        Extension::Kerberos,
+        Extension::KernelDevel,
+        Extension::SandboxedContainers,
+        Extension::Sysstat,
+    ];
+
+    /// Parse an entry of `spec.extensions`.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == value)
+    }
+
+    /// The name as written in `spec.extensions`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Extension::TwoNodeHa => "two-node-ha",
+            Extension::Ipsec => "ipsec",
+            Extension::Usbguard => "usbguard",
+            Extension::Kerberos => "kerberos",
+            Extension::KernelDevel => "kernel-devel",
+            Extension::SandboxedContainers => "sandboxed-containers",
+            Extension::Sysstat => "sysstat",
+        }
+    }
+
+    /// The RPMs the extension installs.
+    pub fn packages(self) -> &'static [&'static str] {
+        match self {
+            Extension::TwoNodeHa => &["pacemaker", "pcs", "fence-agents-all"],
+            Extension::Ipsec => &[
+                "NetworkManager-libreswan",
+                "libreswan",
+                "openvswitch3.5-ipsec",
+            ],
+            Extension::Usbguard => &["usbguard"],
+            Extension::Kerberos => &["krb5-workstation", "libkadm5"],
+            Extension::KernelDevel => &["kernel-devel", "kernel-headers"],
+            Extension::SandboxedContainers => &["kata-containers"],
+            Extension::Sysstat => &["sysstat"],
+        }
+    }
+}
+
+/// A MachineConfig that passed validation, with its fields parsed.
+#[derive(Debug, Clone)]
+pub struct ValidMachineConfig<'a> {
+    /// The object validated.
+    pub source: &'a MachineConfig,
+    /// `spec.config` as an Ignition config (translated to 3.5.0); `None` when absent.
+    pub ignition: Option<Config>,
+    /// `spec.kernelType`.
+    pub kernel_type: KernelType,
+    /// `spec.extensions`, in order, duplicates kept.
+    pub extensions: Vec<Extension>,
+    /// Ignition's warnings (unknown keys and the like), paths from the object's root.
+    pub warnings: Vec<Warning>,
+}
+
+/// Validate one MachineConfig with the MCO's rules.
+pub fn validate_machine_config(
+    mc: &MachineConfig,
+) -> Result<ValidMachineConfig<'_>, ValidateError> {
+    let name = mc.name();
+    let kernel_type =
+        KernelType::parse(&mc.spec.kernel_type).ok_or_else(|| ValidateError::KernelType {
+            name: name.to_owned(),
+            value: mc.spec.kernel_type.clone(),
+        })?;
+
+    let mut warnings = Vec::new();
+    let ignition = match &mc.spec.config {
+        None => None,
+        Some(raw) => {
+            let config = parse_ignition(name, raw, &mut warnings)?;
+            check_file_modes(name, raw)?;
+            Some(config)
+        }
+    };
+
+    let mut extensions = Vec::with_capacity(mc.spec.extensions.len());
+    let mut invalid = Vec::new();
+    for e in &mc.spec.extensions {
+        match Extension::parse(e) {
+            Some(ext) => extensions.push(ext),
+            None => invalid.push(e.clone()),
+        }
+    }
+    if !invalid.is_empty() {
+        return Err(ValidateError::Extensions {
+            name: name.to_owned(),
+            invalid,
+        });
+    }
+
+    Ok(ValidMachineConfig {
+        source: mc,
+        ignition,
+        kernel_type,
+        extensions,
+        warnings,
+    })
+}
+
+/// `$.storage…` (relative to the Ignition config) → `$.spec.config.storage…`.
+fn rebase(path: &str) -> String {
+    match path.strip_prefix('$') {
+        Some(rest) => format!("$.spec.config{rest}"),
+        None => format!("$.spec.config.{path}"),
+    }
+}
+
+/// Split a message in the project's `error at <path>: <message>` form.
+fn split_located(message: &str) -> (String, String) {
+    if let Some(rest) = message.strip_prefix("error at ")
+        && let Some((path, msg)) = rest.split_once(": ")
+        && path.starts_with('$')
+    {
+        return (rebase(path), msg.to_owned());
+    }
+    ("$.spec.config".to_owned(), message.to_owned())
+}
+
+fn parse_ignition(
+    name: &str,
+    raw: &serde_json::Map<String, serde_json::Value>,
+    warnings: &mut Vec<Warning>,
+) -> Result<Config, ValidateError> {
+    let ignition_error = |(path, message): (String, String)| ValidateError::Ignition {
+        name: name.to_owned(),
+        path,
+        message,
+    };
+    // A JSON object always serializes; the bytes are what Ignition's parser takes.
+    let bytes = serde_json::to_vec(raw)
+        .map_err(|e| ignition_error(("$.spec.config".into(), e.to_string())))?;
+    let parsed = machineos_ignition::parse(&bytes)
+        .map_err(|e| ignition_error(split_located(&e.to_string())))?;
+    let rebased = |w: Warning| Warning {
+        path: rebase(&w.path),
+        message: w.message,
+    };
+    warnings.extend(parsed.warnings.into_iter().map(rebased));
+    let found = machineos_ignition::validate(&parsed.config)
+        .map_err(|e| ignition_error((rebase(&e.path), e.message)))?;
+    warnings.extend(found.into_iter().map(rebased));
+    Ok(parsed.config)
+}
+
+/// The MCO refuses special bits on files (bugzilla 2038240); directories are not checked.
+///
+/// Checked on the config as written: machineos' parser, like current Ignition, masks special
+/// bits out of configs older than spec 3.6.0, but the MCO parses into 3.5.0 types where they
+/// survive, and rejects them. Runs after a successful parse, so every mode is an integer.
+fn check_file_modes(
+    name: &str,
+    raw: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), ValidateError> {
+    let files = raw
+        .get("storage")
+        .and_then(|s| s.get("files"))
+        .and_then(serde_json::Value::as_array);
+    for (index, file) in files.into_iter().flatten().enumerate() {
+        if let Some(mode) = file.get("mode").and_then(serde_json::Value::as_i64)
+            && !(0..=0o777).contains(&mode)
+        {
+            return Err(ValidateError::FileMode {
+                name: name.to_owned(),
+                index,
+                path: file
+                    .get("path")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                mode,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_octal_matches_fmt_sharp_o() {
+        for (mode, want) in [
+            (0o1755, "01755"),
+            (0o644, "0644"),
+            (0, "0"),
+            (-1, "-01"),
+            (0o7777, "07777"),
+        ] {
+            assert_eq!(go_octal(mode), want);
+        }
+    }
+
+    #[test]
+    fn kernel_types_round_trip() {
+        for (input, want) in [
+            ("", Some(KernelType::Default)),
+            ("default", Some(KernelType::Default)),
+            ("realtime", Some(KernelType::Realtime)),
+            ("64k-pages", Some(KernelType::SixtyFourKPages)),
+            ("rt", None),
+            ("Realtime", None),
+        ] {
+            assert_eq!(KernelType::parse(input), want, "{input:?}");
+        }
+        for k in [
+            KernelType::Default,
+            KernelType::Realtime,
+            KernelType::SixtyFourKPages,
+        ] {
+            assert_eq!(KernelType::parse(k.as_str()), Some(k));
+        }
+    }
+
+    #[test]
+    fn extensions_round_trip() {
+        for e in Extension::ALL {
+            assert_eq!(Extension::parse(e.as_str()), Some(e));
+            assert!(!e.packages().is_empty());
+        }
+        assert_eq!(
+            Extension::parse("wasm"),
+            None,
+            "dropped from the MCO's allowlist"
+        );
+    }
+
+    #[test]
+    fn located_messages_are_rebased() {
+        for (input, path, msg) in [
+            (
+                "error at $.ignition.version: unsupported config version \"2.2.0\"",
+                "$.spec.config.ignition.version",
+                "unsupported config version \"2.2.0\"",
+            ),
+            ("error at $: invalid type", "$.spec.config", "invalid type"),
+            (
+                "not a config (empty)",
+                "$.spec.config",
+                "not a config (empty)",
+            ),
+        ] {
+            assert_eq!(
+                split_located(input),
+                (path.to_owned(), msg.to_owned()),
+                "{input}"
+            );
+        }
+    }
+}
