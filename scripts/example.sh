@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: build the example config's layer over the
-# example base root filesystem, into ./machineos-out. Needs only cargo.
+# The main job on the embedded default: render the example MachineConfigs for pool
+# "worker" and build their layer over the example base root filesystem, into
+# ./machineos-out. Needs only cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=$(bash scripts/example-base.sh target/example-base)
@@ -9,6 +10,6 @@ cargo run --quiet --release -p machineos -- build \
   --base-dir "$base" \
   --layer-out machineos-out/layer.tar \
   --blob-out machineos-out/layer.tar.gz \
-  -o json examples/ignition/example.ign
+  -o json --pool worker examples/machineconfigs
 echo "layer contents (machineos-out/layer.tar):"
 tar -tvf machineos-out/layer.tar --numeric-owner

@@ -9,6 +9,11 @@ use machineos_build::layer::{self, LayerOptions};
 use machineos_build::plan::{ExtraFile, PlanOptions};
 use machineos_build::{DirView, EntryKind};
 
+use crate::input::Input;
+
+/// Where the MCO's build puts the rendered MachineConfig.
+const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
+
 /// Arguments of `machineos build`.
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
@@ -25,9 +30,12 @@ pub struct BuildArgs {
     /// Output format of the summary.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,
-    /// An Ignition config (JSON, spec 3.0.0–3.5.0).
-    #[arg(value_name = "INPUT")]
-    input: PathBuf,
+    #[command(flatten)]
+    render: crate::input::RenderArgs,
+    /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
+    /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.5.0).
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<PathBuf>,
 }
 
 /// Summary formats.
@@ -43,24 +51,40 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     if !args.base_dir.is_dir() {
         bail!("--base-dir {}: not a directory", args.base_dir.display());
     }
-    let name = args.input.display().to_string();
-    let bytes = std::fs::read(&args.input).with_context(|| format!("reading {name}"))?;
-    let prepared = machineos_build::prepare(&bytes, &name)?;
-    for w in &prepared.warnings {
-        eprintln!("{name}: {w}");
-    }
     let base = DirView::new(&args.base_dir);
-    let opts = PlanOptions {
-        extra_files: Vec::<ExtraFile>::new(),
-        commit_cleanup: false,
-    };
-    let plan =
-        machineos_build::plan::plan_with(&prepared.config, &base, &opts).map_err(|error| {
-            machineos_build::BuildError::Plan {
-                source_name: name.clone(),
-                error,
+    let (name, config, opts) = match crate::input::read(&args.inputs, &args.render)? {
+        Input::Ignition { name, bytes } => {
+            let prepared = machineos_build::prepare(&bytes, &name)?;
+            for w in &prepared.warnings {
+                eprintln!("{name}: {w}");
             }
-        })?;
+            // A plain Ignition config gets exactly what ignition-apply would write.
+            (name, prepared.config, PlanOptions::default())
+        }
+        Input::Rendered(r) => {
+            let name = format!("MachineConfig {}", r.machine_config.name());
+            for w in &r.warnings {
+                eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
+            }
+            let config = crate::input::rendered_config(&r)?;
+            // As the MCO's build: the rendered MachineConfig is written to
+            // currentconfig before ignition-apply, and the commit empties /tmp & co.
+            let opts = PlanOptions {
+                extra_files: vec![ExtraFile {
+                    path: CURRENT_CONFIG.into(),
+                    contents: serde_json::to_vec(&r.machine_config)?,
+                }],
+                commit_cleanup: true,
+            };
+            (name, config, opts)
+        }
+    };
+    let plan = machineos_build::plan::plan_with(&config, &base, &opts).map_err(|error| {
+        machineos_build::BuildError::Plan {
+            source_name: name.clone(),
+            error,
+        }
+    })?;
     for w in &plan.warnings {
         eprintln!("{name}: {w}");
     }

@@ -4,6 +4,7 @@
 //! logic lives in the crates (`machineos-build`, `machineos-render`, `machineos-api`).
 
 mod build;
+mod input;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,9 @@ enum Command {
     Build(build::BuildArgs),
     /// Print the CustomResourceDefinitions of every machineos API kind as YAML.
     Crds,
+    /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
+    /// MCO's merge rules.
+    Render(RenderCmd),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +39,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Build(args) => build::run(&args),
+        Command::Render(cmd) => render(&cmd),
         Command::Crds => {
             print!("{}", machineos_api::crds_yaml());
             Ok(())
@@ -45,6 +50,33 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Arguments of `machineos render`.
+#[derive(Debug, clap::Args)]
+struct RenderCmd {
+    #[command(flatten)]
+    render: input::RenderArgs,
+    /// MachineConfig (and MachineConfigPool) manifests, or directories of them.
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<std::path::PathBuf>,
+}
+
+fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
+    match input::read(&cmd.inputs, &cmd.render)? {
+        input::Input::Ignition { name, .. } => {
+            anyhow::bail!(
+                "{name}: an Ignition config has nothing to render; give MachineConfig manifests"
+            )
+        }
+        input::Input::Rendered(r) => {
+            for w in &r.warnings {
+                eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
+            }
+            println!("{}", serde_json::to_string_pretty(&r.machine_config)?);
+            Ok(())
         }
     }
 }

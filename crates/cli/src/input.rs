@@ -1,0 +1,117 @@
+//! Reading the command line's inputs: Ignition configs, or MachineConfig (and
+//! MachineConfigPool) manifests in files or directories, rendered for one pool.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use machineos_ignition::Config;
+use machineos_render::{Manifests, RenderDefaults, Rendered};
+
+/// What the inputs amount to.
+pub enum Input {
+    /// A plain Ignition config.
+    Ignition {
+        /// The file it came from.
+        name: String,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+    /// A pool's MachineConfigs, rendered.
+    Rendered(Box<Rendered>),
+}
+
+/// Options of rendering.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// The pool to render for: MachineConfigs are selected by a MachineConfigPool manifest
+    /// of this name among the inputs, else by the label
+    /// `machineconfiguration.openshift.io/role`.
+    #[arg(long, default_value = "worker")]
+    pub pool: String,
+    /// The default OS image (the MCO's `osImageURL`), overridden by a user MachineConfig's
+    /// `spec.osImageURL`.
+    #[arg(long, value_name = "IMAGE", default_value = "")]
+    pub os_image_url: String,
+}
+
+fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut inner: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading directory {}", p.display()))?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("reading directory {}", p.display()))?;
+            inner.retain(|f| {
+                matches!(
+                    f.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+            });
+            inner.sort();
+            files.extend(inner);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    if files.is_empty() {
+        bail!(
+            "no input files (give MachineConfig manifests, directories of them, or one Ignition config)"
+        );
+    }
+    Ok(files)
+}
+
+fn is_ignition(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .is_ok_and(|v| v.get("ignition").is_some() && v.get("kind").is_none())
+}
+
+/// Read the inputs: one Ignition config, or manifests rendered for `args.pool`.
+pub fn read(paths: &[PathBuf], args: &RenderArgs) -> anyhow::Result<Input> {
+    let files = collect(paths)?;
+    let mut manifests = Manifests::default();
+    for (i, f) in files.iter().enumerate() {
+        let name = f.display().to_string();
+        let bytes = std::fs::read(f).with_context(|| format!("reading {name}"))?;
+        if is_ignition(&bytes) {
+            if files.len() != 1 || i != 0 {
+                bail!("{name}: an Ignition config must be the only input");
+            }
+            return Ok(Input::Ignition { name, bytes });
+        }
+        let m = machineos_render::load_manifests(&name, &bytes)?;
+        manifests.machine_configs.extend(m.machine_configs);
+        manifests.pools.extend(m.pools);
+    }
+    Ok(Input::Rendered(Box::new(render(&manifests, args)?)))
+}
+
+/// Render the manifests for the pool.
+pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
+    let pool = m
+        .pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(args.pool.as_str()));
+    let selected = machineos_render::select_for_pool(pool, &args.pool, &m.machine_configs)?;
+    if selected.is_empty() {
+        bail!("no MachineConfig selected for pool {:?}", args.pool);
+    }
+    let defaults = RenderDefaults {
+        os_image_url: args.os_image_url.clone(),
+        ..RenderDefaults::default()
+    };
+    Ok(machineos_render::render(&args.pool, &selected, &defaults)?)
+}
+
+/// The Ignition config of rendered MachineConfigs, with `data:` child configs resolved.
+pub fn rendered_config(r: &Rendered) -> anyhow::Result<Config> {
+    let name = r.machine_config.name().to_string();
+    let (config, warnings) = machineos_ignition::children::resolve(r.ignition.clone())
+        .with_context(|| format!("MachineConfig {name}: spec.config"))?;
+    for w in warnings {
+        eprintln!("MachineConfig {name}: {w}");
+    }
+    Ok(config)
+}
