@@ -160,6 +160,7 @@ pub fn plan_with(
         p.fs.put(&r, LayerKind::File(f.contents.clone()), 0o644, 0, 0)
             .at(jp, &format!("writing {}", f.path))?;
     }
+    p.warnings.extend(ignored_sections(config));
     p.storage(config)?;
     p.units(config)?;
     let mut entries = emit(&p.fs).map_err(|e| perr("$", e.to_string()))?;
@@ -821,6 +822,31 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// The sections ignition-apply parses but never writes into an image (it skips them with
+/// `--ignore-unsupported`), named so the user knows they had no effect here.
+pub fn ignored_sections(c: &Config) -> Vec<String> {
+    let s = &c.storage;
+    [
+        ("$.passwd.users", !c.passwd.users.is_empty()),
+        ("$.passwd.groups", !c.passwd.groups.is_empty()),
+        (
+            "$.kernelArguments",
+            !c.kernel_arguments.should_exist.is_empty()
+                || !c.kernel_arguments.should_not_exist.is_empty(),
+        ),
+        ("$.storage.disks", !s.disks.is_empty()),
+        ("$.storage.raid", !s.raid.is_empty()),
+        ("$.storage.luks", !s.luks.is_empty()),
+        ("$.storage.filesystems", !s.filesystems.is_empty()),
+    ]
+    .into_iter()
+    .filter(|(_, present)| *present)
+    .map(|(path, _)| {
+        format!("{path}: ignored: ignition-apply does not apply this section to an image")
+    })
+    .collect()
+}
+
 /// What `chown` does to the mode of a regular file.
 fn clear_suid(mode: u32) -> u32 {
     let mut m = mode & !0o4000;
@@ -828,6 +854,25 @@ fn clear_suid(mode: u32) -> u32 {
         m &= !0o2000;
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignored_sections_are_reported() {
+        let c = machineos_ignition::parse(
+            br#"{"ignition":{"version":"3.5.0"},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k"]}]},
+                "kernelArguments":{"shouldExist":["a"]},"storage":{"disks":[{"device":"/dev/vda"}]}}"#,
+        )
+        .unwrap()
+        .config;
+        let w = ignored_sections(&c);
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[0].starts_with("$.passwd.users: ignored"));
+        assert!(ignored_sections(&Config::default()).is_empty());
+    }
 }
 
 #[derive(Debug, Default)]
