@@ -4,6 +4,9 @@
 //! successful layer is well formed — clean relative paths that cannot escape the root, each
 //! path once, every parent directory earlier in the tar, hard links only to earlier entries.
 
+#[path = "support/tar_path.rs"]
+mod tar_path;
+
 use machineos_build::{BaseError, BaseView, Node, NodeKind, ignition_layer_tar};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
@@ -13,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
+use tar_path::clean_tar_path;
 
 /// A base filesystem in memory: path → (metadata, content).
 #[derive(Debug, Clone, Default)]
@@ -360,26 +364,6 @@ fn run_engine(config: &[u8], view: &Arc<MemView>) -> Result<Result<Vec<u8>, Stri
     }
 }
 
-/// Normalise a tar path (`./` prefix and trailing `/` dropped) and insist it is relative and
-/// clean; "" is the root.
-fn clean(raw: &str) -> Result<String, String> {
-    let mut s = raw;
-    while let Some(rest) = s.strip_prefix("./") {
-        s = rest;
-    }
-    if s == "." {
-        s = "";
-    }
-    let s = s.strip_suffix('/').unwrap_or(s);
-    if s.starts_with('/') {
-        return Err(format!("absolute path {raw:?}"));
-    }
-    if !s.is_empty() && s.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return Err(format!("unclean path {raw:?}"));
-    }
-    Ok(s.to_string())
-}
-
 /// Check the structure of a layer tar.
 fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
     let mut archive = tar::Archive::new(tar_bytes);
@@ -389,7 +373,7 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let path = clean(&raw)?;
+        let path = clean_tar_path(&raw)?;
         if !paths.insert(path.clone()) {
             return Err(format!("{path:?} appears twice"));
         }
@@ -413,7 +397,7 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
                     .link_name_bytes()
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .ok_or_else(|| format!("{path:?}: hard link without a target"))?;
-                let target = clean(&target)?;
+                let target = clean_tar_path(&target)?;
                 if !nodes.contains(&target) {
                     return Err(format!(
                         "{path:?}: hard link to {target:?}, which is not an earlier entry"

@@ -8,6 +8,7 @@
 //! symlink, which would write through it), a path may appear once, hard links must point at
 //! an earlier entry of the same layer.
 
+use super::tar_path::clean_tar_path;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
@@ -33,31 +34,6 @@ struct Item {
     mode: u32,
     uid: u32,
     gid: u32,
-}
-
-/// Normalise a tar path: strip `./` and a trailing `/`, reject absolute paths, `..`, empty
-/// components and `.` components.
-pub fn clean_tar_path(raw: &str) -> Result<String, String> {
-    let mut s = raw;
-    while let Some(rest) = s.strip_prefix("./") {
-        s = rest;
-    }
-    if s == "." {
-        s = "";
-    }
-    let s = s.strip_suffix('/').unwrap_or(s);
-    if s.is_empty() {
-        return Ok(String::new());
-    }
-    if s.starts_with('/') {
-        return Err(format!("tar path {raw:?} is absolute"));
-    }
-    for c in s.split('/') {
-        if c.is_empty() || c == "." || c == ".." {
-            return Err(format!("tar path {raw:?} is not clean"));
-        }
-    }
-    Ok(s.to_string())
 }
 
 fn read_items(tar_bytes: &[u8]) -> Result<Vec<Item>, String> {

@@ -6,4 +6,5 @@ pub mod cases;
 pub mod extract;
 pub mod reference;
 pub mod selftest;
+pub mod tar_path;
 pub mod tree;
