@@ -273,40 +273,47 @@ impl<'a> Planner<'a> {
         path: &str,
         default: (u32, u32),
     ) -> Result<(u32, u32), PlanError> {
-        let db = |names: [&str; 2]| -> Result<Vec<Vec<u8>>, PlanError> {
-            names
-                .iter()
-                .map(|n| {
-                    self.fs
-                        .read(n)
-                        .map(Option::unwrap_or_default)
-                        .at(jp, "reading user database")
-                })
-                .collect()
-        };
-        let uid = match (u.id, u.name.as_deref().filter(|n| !n.is_empty())) {
-            (Some(id), _) => id as u32,
-            (None, Some(name)) => {
-                let dbs = db(["/etc/passwd", "/usr/lib/passwd"])?;
-                let refs: Vec<&[u8]> = dbs.iter().map(Vec::as_slice).collect();
-                lookup_id(&refs, name).ok_or_else(|| {
-                    perr(jp, format!("error setting permissions of {path}: no such user {name:?} in /etc/passwd or /usr/lib/passwd"))
-                })?
-            }
-            (None, None) => default.0,
-        };
-        let gid = match (g.id, g.name.as_deref().filter(|n| !n.is_empty())) {
-            (Some(id), _) => id as u32,
-            (None, Some(name)) => {
-                let dbs = db(["/etc/group", "/usr/lib/group"])?;
-                let refs: Vec<&[u8]> = dbs.iter().map(Vec::as_slice).collect();
-                lookup_id(&refs, name).ok_or_else(|| {
-                    perr(jp, format!("error setting permissions of {path}: no such group {name:?} in /etc/group or /usr/lib/group"))
-                })?
-            }
-            (None, None) => default.1,
-        };
+        let uid = self.id_of(jp, path, u.id, u.name.as_deref(), &USERS, default.0)?;
+        let gid = self.id_of(jp, path, g.id, g.name.as_deref(), &GROUPS, default.1)?;
         Ok((uid, gid))
+    }
+
+    /// An id given directly, or a name looked up in the image's own databases (first
+    /// match wins), or `default` when neither is set.
+    fn id_of(
+        &self,
+        jp: &str,
+        path: &str,
+        id: Option<i64>,
+        name: Option<&str>,
+        db: &IdDatabases,
+        default: u32,
+    ) -> Result<u32, PlanError> {
+        let name = match (id, name.filter(|n| !n.is_empty())) {
+            (Some(id), _) => return Ok(id as u32),
+            (None, None) => return Ok(default),
+            (None, Some(name)) => name,
+        };
+        let dbs = db
+            .files
+            .iter()
+            .map(|n| {
+                self.fs
+                    .read(n)
+                    .map(Option::unwrap_or_default)
+                    .at(jp, &format!("reading {n}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&[u8]> = dbs.iter().map(Vec::as_slice).collect();
+        lookup_id(&refs, name).ok_or_else(|| {
+            perr(
+                jp,
+                format!(
+                    "error setting permissions of {path}: no such {} {name:?} in {} or {}",
+                    db.what, db.files[0], db.files[1]
+                ),
+            )
+        })
     }
 
     fn lstat(&self, jp: &str, path: &str) -> Result<Option<Stat>, PlanError> {
@@ -846,6 +853,22 @@ pub fn ignored_sections(c: &Config) -> Vec<String> {
     })
     .collect()
 }
+
+/// Where names of one kind are looked up, in order: `/etc` first, then `/usr/lib` (RHCOS's
+/// `altfiles`).
+struct IdDatabases {
+    what: &'static str,
+    files: [&'static str; 2],
+}
+
+const USERS: IdDatabases = IdDatabases {
+    what: "user",
+    files: ["/etc/passwd", "/usr/lib/passwd"],
+};
+const GROUPS: IdDatabases = IdDatabases {
+    what: "group",
+    files: ["/etc/group", "/usr/lib/group"],
+};
 
 /// What `chown` does to the mode of a regular file.
 fn clear_suid(mode: u32) -> u32 {
