@@ -63,9 +63,6 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         }
         Input::Rendered(r) => {
             let name = format!("MachineConfig {}", r.machine_config.name());
-            for w in &r.warnings {
-                eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
-            }
             let config = crate::input::rendered_config(&r)?;
             // As the MCO's build: the rendered MachineConfig is written to
             // currentconfig before ignition-apply, and the commit empties /tmp & co.

@@ -88,7 +88,7 @@ pub fn read(paths: &[PathBuf], args: &RenderArgs) -> anyhow::Result<Input> {
     Ok(Input::Rendered(Box::new(render(&manifests, args)?)))
 }
 
-/// Render the manifests for the pool.
+/// Render the manifests for the pool, reporting the render's warnings on stderr.
 pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
     let pool = m
         .pools
@@ -102,7 +102,11 @@ pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
         os_image_url: args.os_image_url.clone(),
         ..RenderDefaults::default()
     };
-    Ok(machineos_render::render(&args.pool, &selected, &defaults)?)
+    let rendered = machineos_render::render(&args.pool, &selected, &defaults)?;
+    for w in &rendered.warnings {
+        eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
+    }
+    Ok(rendered)
 }
 
 /// The Ignition config of rendered MachineConfigs, with `data:` child configs resolved.

@@ -72,9 +72,6 @@ fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
             )
         }
         input::Input::Rendered(r) => {
-            for w in &r.warnings {
-                eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
-            }
             println!("{}", serde_json::to_string_pretty(&r.machine_config)?);
             Ok(())
         }
