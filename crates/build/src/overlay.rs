@@ -109,7 +109,8 @@ pub fn parent(path: &str) -> &str {
     }
 }
 
-fn join(dir: &str, name: &str) -> String {
+/// The absolute path of `name` in the directory `dir`.
+pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {
         format!("/{name}")
     } else {
