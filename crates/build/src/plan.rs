@@ -706,7 +706,8 @@ impl<'a> Planner<'a> {
     /// was enabled (current Ignition writes a `disable` line only then; 2.14 always did).
     fn disable(&mut self, unit: &str) -> Result<bool, PlanError> {
         let jp = "$.systemd.units";
-        let state = self.unit_state(unit)?;
+        let links = self.unit_links()?;
+        let state = self.unit_state(unit, &links)?;
         if !state.enabled_like() {
             return Ok(false);
         }
@@ -720,34 +721,58 @@ impl<'a> Planner<'a> {
             target != "/dev/null"
                 && (names.iter().any(|n| n == link_name) || names.iter().any(|n| n == tbase))
         };
-        for name in self.fs.children(UNITS_DIR).at(jp, "listing units")? {
-            let p = format!("{UNITS_DIR}/{name}");
-            match self.lstat(jp, &p)?.map(|s| s.kind) {
-                Some(Kind::Symlink(t)) if is_ours(&name, &t) => {
-                    self.fs.remove_all(&p).at(jp, "disabling")?
+        let mut touched_dirs = Vec::new();
+        for link in links {
+            if is_ours(&link.name, &link.target) {
+                self.fs.remove_all(&link.path).at(jp, "disabling")?;
+                if let Some(dir) = link.dir {
+                    touched_dirs.push(dir);
                 }
-                Some(Kind::Dir) => {
-                    let mut removed = false;
-                    for child in self.fs.children(&p).at(jp, "listing units")? {
-                        let cp = format!("{p}/{child}");
-                        if let Some(Kind::Symlink(t)) = self.lstat(jp, &cp)?.map(|s| s.kind)
-                            && is_ours(&child, &t)
-                        {
-                            self.fs.remove_all(&cp).at(jp, "disabling")?;
-                            removed = true;
-                        }
-                    }
-                    if removed && self.fs.children(&p).at(jp, "listing units")?.is_empty() {
-                        self.fs.remove_all(&p).at(jp, "disabling")?;
-                    }
-                }
-                _ => {}
+            }
+        }
+        touched_dirs.dedup();
+        for dir in touched_dirs {
+            if self.fs.children(&dir).at(jp, "listing units")?.is_empty() {
+                self.fs.remove_all(&dir).at(jp, "disabling")?;
             }
         }
         Ok(true)
     }
 
-    fn unit_state(&self, unit: &str) -> Result<UnitState, PlanError> {
+    /// The symlinks `systemctl` considers: those directly in /etc/systemd/system and those
+    /// one directory below it (`*.wants`, `*.requires`, …).
+    fn unit_links(&self) -> Result<Vec<UnitLink>, PlanError> {
+        let jp = "$.systemd.units";
+        let mut links = Vec::new();
+        for name in self.fs.children(UNITS_DIR).at(jp, "listing units")? {
+            let p = format!("{UNITS_DIR}/{name}");
+            match self.lstat(jp, &p)?.map(|s| s.kind) {
+                Some(Kind::Symlink(target)) => links.push(UnitLink {
+                    path: p,
+                    name,
+                    target,
+                    dir: None,
+                }),
+                Some(Kind::Dir) => {
+                    for child in self.fs.children(&p).at(jp, "listing units")? {
+                        let cp = format!("{p}/{child}");
+                        if let Some(Kind::Symlink(target)) = self.lstat(jp, &cp)?.map(|s| s.kind) {
+                            links.push(UnitLink {
+                                path: cp,
+                                name: child,
+                                target,
+                                dir: Some(p.clone()),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(links)
+    }
+
+    fn unit_state(&self, unit: &str, links: &[UnitLink]) -> Result<UnitState, PlanError> {
         let jp = "$.systemd.units";
         const PATHS: [&str; 4] = [
             "/etc/systemd/system",
@@ -796,29 +821,15 @@ impl<'a> Planner<'a> {
             || !install("RequiredBy").is_empty()
             || !install("UpheldBy").is_empty();
         let also = !install("Also").is_empty();
-        let mut linked = false;
-        for name in self.fs.children(UNITS_DIR).at(jp, "listing units")? {
-            let p = format!("{UNITS_DIR}/{name}");
-            match self.lstat(jp, &p)?.map(|s| s.kind) {
-                Some(Kind::Symlink(t))
-                    if aliases.contains(&name)
-                        || (t.ends_with(&format!("/{unit}")) && name != unit) =>
-                {
-                    linked = true
-                }
-                Some(Kind::Dir) => {
-                    for child in self.fs.children(&p).at(jp, "listing units")? {
-                        if child == unit
-                            && let Some(Kind::Symlink(_)) =
-                                self.lstat(jp, &format!("{p}/{child}"))?.map(|s| s.kind)
-                        {
-                            linked = true;
-                        }
-                    }
-                }
-                _ => {}
+        let linked = links.iter().any(|l| match l.dir {
+            // A `.wants`/`.requires` link named after the unit.
+            Some(_) => l.name == unit,
+            // An alias, or another name pointing at the unit.
+            None => {
+                aliases.contains(&l.name)
+                    || (l.target.ends_with(&format!("/{unit}")) && l.name != unit)
             }
-        }
+        });
         Ok(UnitState {
             found: true,
             masked: false,
@@ -896,6 +907,18 @@ mod tests {
         assert!(w[0].starts_with("$.passwd.users: ignored"));
         assert!(ignored_sections(&Config::default()).is_empty());
     }
+}
+
+/// A symlink in the unit directory.
+struct UnitLink {
+    /// Its absolute path.
+    path: String,
+    /// Its file name.
+    name: String,
+    /// Its target, verbatim.
+    target: String,
+    /// The subdirectory it is in, if not directly in /etc/systemd/system.
+    dir: Option<String>,
 }
 
 #[derive(Debug, Default)]
