@@ -489,6 +489,41 @@ impl<'a> Overlay<'a> {
         Ok(())
     }
 
+    /// The layer path holding the inode of `path`: its hard-link target, or itself.
+    fn data_owner(&self, path: &str) -> String {
+        match self.changes.get(path) {
+            Some(Change::Node(LayerNode {
+                kind: LayerKind::HardLink(t),
+                ..
+            })) => t.clone(),
+            _ => path.to_string(),
+        }
+    }
+
+    /// Replace the contents and metadata of the existing regular file at `path` in place:
+    /// every hard-link name of it sees the change, as with a write to the inode.
+    pub fn rewrite(
+        &mut self,
+        path: &str,
+        data: Vec<u8>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), OverlayError> {
+        self.copy_up(path)?;
+        let owner = self.data_owner(path);
+        self.changes.insert(
+            owner,
+            Change::Node(LayerNode {
+                kind: LayerKind::File(data),
+                mode,
+                uid,
+                gid,
+            }),
+        );
+        Ok(())
+    }
+
     /// Change the mode/owner of a node in the layer (copying it up first).
     pub fn set_meta(
         &mut self,
@@ -504,13 +539,7 @@ impl<'a> Overlay<'a> {
             return Ok(());
         }
         self.copy_up(path)?;
-        let owner = match self.changes.get(path) {
-            Some(Change::Node(LayerNode {
-                kind: LayerKind::HardLink(t),
-                ..
-            })) => t.clone(),
-            _ => path.to_string(),
-        };
+        let owner = self.data_owner(path);
         if let Some(Change::Node(n)) = self.changes.get_mut(&owner) {
             if let Some(m) = mode {
                 n.mode = m;

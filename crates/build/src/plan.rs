@@ -371,14 +371,18 @@ impl<'a> Planner<'a> {
         // setgid when group-execute is set. An explicit mode is applied after the chown
         // (current Ignition), and has no special bits before spec 3.6.0 anyway.
         let mode = f.mode.map_or_else(|| clear_suid(mode), |m| m as u32);
-        if existing.is_none() || had_append {
+        if existing.is_none() {
             self.fs
                 .mkdir_all(parent(r))
                 .at(jp, &format!("failed to create file {:?}", f.path))?;
-            // Keep a hard-link identity when appending to an existing layer node.
             self.fs
                 .put(r, LayerKind::File(data), mode, uid, gid)
                 .at(jp, "writing file")?;
+        } else if had_append {
+            // Appending writes to the existing inode, so its other names change too.
+            self.fs
+                .rewrite(r, data, mode, uid, gid)
+                .at(jp, "appending to file")?;
         } else {
             self.fs
                 .set_meta(r, Some(mode), uid, gid)
