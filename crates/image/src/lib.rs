@@ -1,0 +1,1 @@
+//! Image references, platforms, manifests and configs, OCI layouts, registry credentials.

@@ -1,0 +1,1 @@
+//! Derive a layered image from a base image and an Ignition config, and publish it by digest.

@@ -1,0 +1,1 @@
+//! Deterministic synthetic CoreOS-like base images, written as OCI layouts.

@@ -1,0 +1,1 @@
+//! Test harness: real registries on loopback, a fault-injecting proxy, skopeo and umoci helpers.
