@@ -1,0 +1,362 @@
+//! Content digests (`algo:hex`), validated once so that every blob, manifest and config is
+//! addressed by a value that is known to be well formed, plus hashing adapters for streams.
+//!
+//! Only the two algorithms the OCI image spec registers are accepted: `sha256` (64 lowercase hex
+//! digits) and `sha512` (128 lowercase hex digits).
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest as _, Sha256, Sha512};
+
+/// Why a string is not a digest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DigestError {
+    /// No `:` between algorithm and encoded hash.
+    #[error("parsing digest {0:?}: missing ':' (expected <algorithm>:<hex>)")]
+    MissingColon(String),
+    /// The algorithm is neither `sha256` nor `sha512`.
+    #[error(
+        "parsing digest {input:?}: unsupported algorithm {algorithm:?} (expected sha256 or sha512)"
+    )]
+    UnsupportedAlgorithm {
+        /// The whole input.
+        input: String,
+        /// The algorithm part.
+        algorithm: String,
+    },
+    /// The hex part has the wrong length for its algorithm.
+    #[error("parsing digest {input:?}: {algorithm} needs {expected} hex digits, found {found}")]
+    BadLength {
+        /// The whole input.
+        input: String,
+        /// The algorithm part.
+        algorithm: &'static str,
+        /// The required number of hex digits.
+        expected: usize,
+        /// The number of characters found.
+        found: usize,
+    },
+    /// The hex part has a character other than `0-9a-f`.
+    #[error("parsing digest {0:?}: the encoded part must be lowercase hex digits")]
+    NotLowercaseHex(String),
+}
+
+/// The hash algorithms a [`Digest`] may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// SHA-256, 64 hex digits.
+    Sha256,
+    /// SHA-512, 128 hex digits.
+    Sha512,
+}
+
+impl Algorithm {
+    /// The name used in digests, `sha256` or `sha512`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Sha256 => "sha256",
+            Algorithm::Sha512 => "sha512",
+        }
+    }
+
+    /// How many hex digits an encoded hash of this algorithm has.
+    pub fn hex_len(self) -> usize {
+        match self {
+            Algorithm::Sha256 => 64,
+            Algorithm::Sha512 => 128,
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A validated content digest such as `sha256:<64 lowercase hex digits>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Digest(String);
+
+impl Digest {
+    /// Parse and validate `algo:hex`.
+    pub fn parse(s: &str) -> Result<Digest, DigestError> {
+        let Some((algo, hex)) = s.split_once(':') else {
+            return Err(DigestError::MissingColon(s.to_owned()));
+        };
+        let algorithm = match algo {
+            "sha256" => Algorithm::Sha256,
+            "sha512" => Algorithm::Sha512,
+            _ => {
+                return Err(DigestError::UnsupportedAlgorithm {
+                    input: s.to_owned(),
+                    algorithm: algo.to_owned(),
+                });
+            }
+        };
+        if hex.len() != algorithm.hex_len() {
+            return Err(DigestError::BadLength {
+                input: s.to_owned(),
+                algorithm: algorithm.as_str(),
+                expected: algorithm.hex_len(),
+                found: hex.chars().count(),
+            });
+        }
+        if !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(DigestError::NotLowercaseHex(s.to_owned()));
+        }
+        Ok(Digest(s.to_owned()))
+    }
+
+    /// The SHA-256 digest of `data`.
+    pub fn sha256(data: &[u8]) -> Digest {
+        Digest::from_sha256_bytes(Sha256::digest(data).into())
+    }
+
+    /// A digest from a raw SHA-256 hash.
+    pub fn from_sha256_bytes(bytes: [u8; 32]) -> Digest {
+        Digest(format!("sha256:{}", hex::encode(bytes)))
+    }
+
+    /// The digest of `data` computed with this digest's algorithm (to verify content).
+    pub fn same_algorithm_of(&self, data: &[u8]) -> Digest {
+        match self.algorithm() {
+            Algorithm::Sha256 => Digest::sha256(data),
+            Algorithm::Sha512 => Digest(format!("sha512:{}", hex::encode(Sha512::digest(data)))),
+        }
+    }
+
+    /// The whole digest, `algo:hex`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The algorithm part.
+    pub fn algorithm(&self) -> Algorithm {
+        if self.0.starts_with("sha512:") {
+            Algorithm::Sha512
+        } else {
+            Algorithm::Sha256
+        }
+    }
+
+    /// The hex-encoded hash after the `:`.
+    pub fn hex(&self) -> &str {
+        let algo_len = self.algorithm().as_str().len();
+        &self.0[algo_len + 1..]
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for Digest {
+    type Err = DigestError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Digest::parse(s)
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Digest::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An [`io::Write`] adapter that SHA-256 hashes and counts every byte written through it.
+#[derive(Debug)]
+pub struct Sha256Writer<W> {
+    inner: W,
+    hasher: Sha256,
+    size: u64,
+}
+
+impl<W: Write> Sha256Writer<W> {
+    /// Wrap `inner`.
+    pub fn new(inner: W) -> Self {
+        Sha256Writer {
+            inner,
+            hasher: Sha256::new(),
+            size: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// A shared reference to the wrapped writer.
+    pub fn get_ref(&self) -> &W {
+        &self.inner
+    }
+
+    /// Stop hashing: the inner writer, the digest of everything written and its size. The
+    /// inner writer is not flushed; flush it if it buffers.
+    pub fn finish(self) -> (W, Digest, u64) {
+        let digest = Digest::from_sha256_bytes(self.hasher.finalize().into());
+        (self.inner, digest, self.size)
+    }
+}
+
+impl<W: Write> Write for Sha256Writer<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// An [`io::Read`] adapter that SHA-256 hashes and counts every byte read through it.
+#[derive(Debug)]
+pub struct Sha256Reader<R> {
+    inner: R,
+    hasher: Sha256,
+    size: u64,
+}
+
+impl<R: Read> Sha256Reader<R> {
+    /// Wrap `inner`.
+    pub fn new(inner: R) -> Self {
+        Sha256Reader {
+            inner,
+            hasher: Sha256::new(),
+            size: 0,
+        }
+    }
+
+    /// Bytes read so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The digest and size of everything read so far.
+    pub fn finish(self) -> (Digest, u64) {
+        (
+            Digest::from_sha256_bytes(self.hasher.finalize().into()),
+            self.size,
+        )
+    }
+
+    /// Give back the wrapped reader, discarding the hash state.
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+impl<R: Read> Read for Sha256Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EMPTY: &str = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn parse_table() {
+        let h64 = "a".repeat(64);
+        let h128 = "0".repeat(128);
+        let cases: Vec<(String, bool)> = vec![
+            (EMPTY.to_owned(), true),
+            (format!("sha512:{h128}"), true),
+            (format!("sha256:{}", "A".repeat(64)), false),
+            (format!("sha256:{}", "g".repeat(64)), false),
+            (format!("sha256:{}", &h64[..63]), false),
+            (format!("sha512:{h64}"), false),
+            (format!("md5:{h64}"), false),
+            (h64.clone(), false),
+            ("sha256:".to_owned(), false),
+            ("".to_owned(), false),
+            (format!("sha256:{h64} "), false),
+        ];
+        for (input, ok) in cases {
+            assert_eq!(Digest::parse(&input).is_ok(), ok, "{input}");
+        }
+    }
+
+    #[test]
+    fn parts() {
+        let d = Digest::parse(EMPTY).unwrap();
+        assert_eq!(d.algorithm(), Algorithm::Sha256);
+        assert_eq!(d.hex(), &EMPTY[7..]);
+        assert_eq!(d.as_str(), EMPTY);
+        assert_eq!(d.to_string(), EMPTY);
+        let s512 = format!("sha512:{}", "0".repeat(128));
+        let d = Digest::parse(&s512).unwrap();
+        assert_eq!(d.algorithm(), Algorithm::Sha512);
+        assert_eq!(d.hex(), "0".repeat(128));
+    }
+
+    #[test]
+    fn hashing() {
+        assert_eq!(Digest::sha256(b"").as_str(), EMPTY);
+        assert_eq!(
+            Digest::parse(EMPTY).unwrap().same_algorithm_of(b""),
+            Digest::sha256(b"")
+        );
+        let d512 = Digest::parse(&format!("sha512:{}", "0".repeat(128))).unwrap();
+        assert!(
+            d512.same_algorithm_of(b"")
+                .as_str()
+                .starts_with("sha512:cf83e1357eefb8bd")
+        );
+    }
+
+    #[test]
+    fn serde_validates() {
+        let d: Digest = serde_json::from_str(&format!("\"{EMPTY}\"")).unwrap();
+        assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{EMPTY}\""));
+        assert!(serde_json::from_str::<Digest>("\"sha256:abc\"").is_err());
+    }
+
+    #[test]
+    fn errors_name_input() {
+        let err = Digest::parse("sha256:abc").unwrap_err().to_string();
+        assert!(err.contains("sha256:abc"), "{err}");
+        assert!(err.contains("64"), "{err}");
+    }
+
+    #[test]
+    fn writer_and_reader() {
+        let mut w = Sha256Writer::new(Vec::new());
+        w.write_all(b"hello ").unwrap();
+        w.write_all(b"world").unwrap();
+        let (inner, digest, size) = w.finish();
+        assert_eq!(inner, b"hello world");
+        assert_eq!(digest, Digest::sha256(b"hello world"));
+        assert_eq!(size, 11);
+
+        let mut r = Sha256Reader::new(&b"hello world"[..]);
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).unwrap();
+        assert_eq!(r.size(), 11);
+        let (digest, size) = r.finish();
+        assert_eq!(digest, Digest::sha256(b"hello world"));
+        assert_eq!(size, 11);
+    }
+}

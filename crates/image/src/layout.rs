@@ -1,0 +1,684 @@
+//! An OCI image layout directory (image-spec `image-layout.md`): the on-disk store machineos
+//! builds into and pushes from. Blobs are streamed to a temporary file next to their final place,
+//! hashed while written, synced and renamed, so a crash never leaves a blob under a wrong name;
+//! `index.json` is replaced atomically the same way.
+//!
+//! Updates to `index.json` are read-modify-write and not locked: one writer per layout at a time.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tempfile::NamedTempFile;
+
+use crate::descriptor::Descriptor;
+use crate::digest::{Digest, Sha256Writer};
+use crate::manifest::{ImageIndex, json_path};
+
+/// The annotation an `index.json` entry uses for its tag.
+pub const ANNOTATION_REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// The `imageLayoutVersion` this module writes.
+pub const IMAGE_LAYOUT_VERSION: &str = "1.0.0";
+
+const OCI_LAYOUT_FILE: &str = "oci-layout";
+const INDEX_FILE: &str = "index.json";
+const BLOBS_DIR: &str = "blobs";
+
+/// Why an OCI layout operation failed. Every variant names the layout directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// A filesystem operation failed.
+    #[error("OCI layout {}: {op} {}: {source}", dir.display(), path.display())]
+    Io {
+        /// The layout directory.
+        dir: PathBuf,
+        /// What was being done (`creating directory`, `writing blob`, ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The directory does not exist (for [`Layout::open`]).
+    #[error("opening OCI layout {}: directory does not exist", dir.display())]
+    Missing {
+        /// The layout directory.
+        dir: PathBuf,
+    },
+    /// The `oci-layout` file is missing.
+    #[error("opening OCI layout {}: no oci-layout file; not an OCI image layout", dir.display())]
+    NotALayout {
+        /// The layout directory.
+        dir: PathBuf,
+    },
+    /// The `oci-layout` file is not `{"imageLayoutVersion":"1.x.y"}`.
+    #[error("opening OCI layout {}: oci-layout: {problem}", dir.display())]
+    BadOciLayout {
+        /// The layout directory.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// `index.json` is not a valid image index.
+    #[error("reading OCI layout {}: index.json at {path}: {source}", dir.display())]
+    BadIndex {
+        /// The layout directory.
+        dir: PathBuf,
+        /// JSON path of the problem.
+        path: String,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// A blob is not in the layout.
+    #[error("OCI layout {}: blob {digest} not found", dir.display())]
+    BlobNotFound {
+        /// The layout directory.
+        dir: PathBuf,
+        /// The missing blob.
+        digest: Digest,
+    },
+    /// A blob's content does not hash to its name (or the expected digest).
+    #[error("OCI layout {}: blob {expected}: content has digest {actual}", dir.display())]
+    DigestMismatch {
+        /// The layout directory.
+        dir: PathBuf,
+        /// The digest the content should have.
+        expected: Digest,
+        /// The digest the content has.
+        actual: Digest,
+    },
+    /// No `index.json` entry carries the tag.
+    #[error("OCI layout {}: no manifest tagged {tag:?} (tags: {available})", dir.display())]
+    TagNotFound {
+        /// The layout directory.
+        dir: PathBuf,
+        /// The wanted tag.
+        tag: String,
+        /// The tags present, comma separated (`none` when empty).
+        available: String,
+    },
+    /// No tag was given and the index does not have exactly one entry.
+    #[error("OCI layout {}: no tag given and index.json has {count} manifests (need exactly one)", dir.display())]
+    Ambiguous {
+        /// The layout directory.
+        dir: PathBuf,
+        /// How many entries the index has.
+        count: usize,
+    },
+    /// An empty tag was given.
+    #[error("OCI layout {}: tag must not be empty", dir.display())]
+    EmptyTag {
+        /// The layout directory.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OciLayoutFile {
+    image_layout_version: String,
+}
+
+/// Check the contents of an `oci-layout` file; the error text says what is wrong.
+fn parse_oci_layout(bytes: &[u8]) -> Result<(), String> {
+    let f: OciLayoutFile = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not {{\"imageLayoutVersion\": \"1.0.0\"}}: {e}"))?;
+    if f.image_layout_version.split('.').next() != Some("1") {
+        return Err(format!(
+            "unsupported imageLayoutVersion {:?} (expected 1.x)",
+            f.image_layout_version
+        ));
+    }
+    Ok(())
+}
+
+/// Parse the contents of `index.json`.
+fn parse_index(bytes: &[u8]) -> Result<ImageIndex, (String, serde_json::Error)> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| (json_path(e.path()), e.into_inner()))
+}
+
+/// An OCI image layout directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    dir: PathBuf,
+}
+
+impl Layout {
+    /// Open the layout at `dir`, creating the directory, `oci-layout`, `index.json` and
+    /// `blobs/sha256` as needed. An existing `oci-layout` is validated.
+    pub fn create(dir: &Path) -> Result<Layout, LayoutError> {
+        let layout = Layout {
+            dir: dir.to_path_buf(),
+        };
+        fs::create_dir_all(dir).map_err(|e| layout.io("creating directory", dir, e))?;
+        let marker = dir.join(OCI_LAYOUT_FILE);
+        match fs::read(&marker) {
+            Ok(bytes) => layout.check_oci_layout(&bytes)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let body = serde_json::to_vec(&OciLayoutFile {
+                    image_layout_version: IMAGE_LAYOUT_VERSION.to_owned(),
+                })
+                .map_err(|e| layout.io("encoding", &marker, io::Error::other(e)))?;
+                layout.write_atomically(&marker, &body)?;
+            }
+            Err(e) => return Err(layout.io("reading", &marker, e)),
+        }
+        let sha_dir = dir.join(BLOBS_DIR).join("sha256");
+        fs::create_dir_all(&sha_dir).map_err(|e| layout.io("creating directory", &sha_dir, e))?;
+        let index = dir.join(INDEX_FILE);
+        match fs::symlink_metadata(&index) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                layout.write_index(&ImageIndex::empty())?
+            }
+            Err(e) => return Err(layout.io("inspecting", &index, e)),
+        }
+        Ok(layout)
+    }
+
+    /// Open an existing layout at `dir`; its `oci-layout` file must exist and be valid.
+    pub fn open(dir: &Path) -> Result<Layout, LayoutError> {
+        let layout = Layout {
+            dir: dir.to_path_buf(),
+        };
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(layout.io(
+                    "opening",
+                    dir,
+                    io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(LayoutError::Missing {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(layout.io("opening", dir, e)),
+        }
+        let marker = dir.join(OCI_LAYOUT_FILE);
+        match fs::read(&marker) {
+            Ok(bytes) => layout.check_oci_layout(&bytes)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(LayoutError::NotALayout {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(layout.io("reading", &marker, e)),
+        }
+        Ok(layout)
+    }
+
+    /// The layout directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the blob with `digest` lives: `blobs/<algorithm>/<hex>`.
+    pub fn blob_path(&self, digest: &Digest) -> PathBuf {
+        self.dir
+            .join(BLOBS_DIR)
+            .join(digest.algorithm().as_str())
+            .join(digest.hex())
+    }
+
+    /// Whether the blob is present (its content is not verified).
+    pub fn has_blob(&self, digest: &Digest) -> bool {
+        self.blob_path(digest).is_file()
+    }
+
+    /// Store `data` as a blob; returns its SHA-256 digest and size.
+    pub fn write_blob(&self, data: &[u8]) -> Result<(Digest, u64), LayoutError> {
+        self.write_blob_from(data)
+    }
+
+    /// Stream `reader` into a blob without holding it in memory; returns its SHA-256 digest
+    /// and size.
+    pub fn write_blob_from(&self, mut reader: impl Read) -> Result<(Digest, u64), LayoutError> {
+        let mut w = self.blob_writer()?;
+        let tmp = w.temp_path();
+        io::copy(&mut reader, &mut w).map_err(|e| self.io("copying data into blob", &tmp, e))?;
+        w.commit()
+    }
+
+    /// A writer for a new blob; call [`BlobWriter::commit`] to store it. Dropping it
+    /// uncommitted removes the temporary file.
+    pub fn blob_writer(&self) -> Result<BlobWriter, LayoutError> {
+        let sha_dir = self.dir.join(BLOBS_DIR).join("sha256");
+        fs::create_dir_all(&sha_dir).map_err(|e| self.io("creating directory", &sha_dir, e))?;
+        let blobs = self.dir.join(BLOBS_DIR);
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-blob-")
+            .tempfile_in(&blobs)
+            .map_err(|e| self.io("creating temporary file in", &blobs, e))?;
+        Ok(BlobWriter {
+            layout: self.clone(),
+            inner: Sha256Writer::new(BufWriter::new(tmp)),
+        })
+    }
+
+    /// Open a blob for reading (its content is not verified).
+    pub fn open_blob(&self, digest: &Digest) -> Result<File, LayoutError> {
+        let path = self.blob_path(digest);
+        File::open(&path).map_err(|e| self.blob_err(digest, &path, e))
+    }
+
+    /// Read a whole blob, verifying that its content matches `digest`.
+    pub fn read_blob(&self, digest: &Digest) -> Result<Vec<u8>, LayoutError> {
+        let path = self.blob_path(digest);
+        let data = fs::read(&path).map_err(|e| self.blob_err(digest, &path, e))?;
+        let actual = digest.same_algorithm_of(&data);
+        if &actual != digest {
+            return Err(LayoutError::DigestMismatch {
+                dir: self.dir.clone(),
+                expected: digest.clone(),
+                actual,
+            });
+        }
+        Ok(data)
+    }
+
+    /// Read and parse `index.json`.
+    pub fn index(&self) -> Result<ImageIndex, LayoutError> {
+        let path = self.dir.join(INDEX_FILE);
+        let bytes = fs::read(&path).map_err(|e| self.io("reading", &path, e))?;
+        parse_index(&bytes).map_err(|(path, source)| LayoutError::BadIndex {
+            dir: self.dir.clone(),
+            path,
+            source,
+        })
+    }
+
+    /// The `index.json` entry tagged `tag` (by its `org.opencontainers.image.ref.name`
+    /// annotation); with no tag, the index's only entry.
+    pub fn resolve(&self, tag: Option<&str>) -> Result<Descriptor, LayoutError> {
+        let index = self.index()?;
+        match tag {
+            Some(tag) => index
+                .manifests
+                .iter()
+                .find(|d| ref_name(d) == Some(tag))
+                .cloned()
+                .ok_or_else(|| {
+                    let tags: Vec<&str> = index.manifests.iter().filter_map(ref_name).collect();
+                    LayoutError::TagNotFound {
+                        dir: self.dir.clone(),
+                        tag: tag.to_owned(),
+                        available: if tags.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            tags.join(", ")
+                        },
+                    }
+                }),
+            None => match index.manifests.as_slice() {
+                [only] => Ok(only.clone()),
+                many => Err(LayoutError::Ambiguous {
+                    dir: self.dir.clone(),
+                    count: many.len(),
+                }),
+            },
+        }
+    }
+
+    /// Tag `desc` as `tag` in `index.json`, replacing any entry with the same tag and keeping
+    /// all others. `index.json` is replaced atomically.
+    pub fn set_tag(&self, tag: &str, desc: &Descriptor) -> Result<(), LayoutError> {
+        if tag.is_empty() {
+            return Err(LayoutError::EmptyTag {
+                dir: self.dir.clone(),
+            });
+        }
+        let mut index = self.index()?;
+        index.manifests.retain(|d| ref_name(d) != Some(tag));
+        let mut entry = desc.clone();
+        entry
+            .annotations
+            .insert(ANNOTATION_REF_NAME.to_owned(), tag.to_owned());
+        index.manifests.push(entry);
+        self.write_index(&index)
+    }
+
+    /// Add `desc` to `index.json` as an untagged entry (any ref-name annotation is dropped);
+    /// nothing changes if an identical untagged entry is already there.
+    pub fn add_manifest(&self, desc: &Descriptor) -> Result<(), LayoutError> {
+        let mut entry = desc.clone();
+        entry.annotations.remove(ANNOTATION_REF_NAME);
+        let mut index = self.index()?;
+        if index.manifests.contains(&entry) {
+            return Ok(());
+        }
+        index.manifests.push(entry);
+        self.write_index(&index)
+    }
+
+    fn write_index(&self, index: &ImageIndex) -> Result<(), LayoutError> {
+        let path = self.dir.join(INDEX_FILE);
+        let body = serde_json::to_vec(index)
+            .map_err(|e| self.io("encoding", &path, io::Error::other(e)))?;
+        self.write_atomically(&path, &body)
+    }
+
+    /// Write `body` to a temporary file in the layout directory, sync it, and rename it over
+    /// `path`.
+    fn write_atomically(&self, path: &Path, body: &[u8]) -> Result<(), LayoutError> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)
+            .map_err(|e| self.io("creating temporary file in", &self.dir, e))?;
+        tmp.write_all(body)
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(|e| self.io("writing", tmp.path(), e))?;
+        tmp.persist(path)
+            .map_err(|e| self.io("replacing", path, e.error))?;
+        sync_dir(&self.dir).map_err(|e| self.io("syncing directory", &self.dir, e))
+    }
+
+    fn check_oci_layout(&self, bytes: &[u8]) -> Result<(), LayoutError> {
+        parse_oci_layout(bytes).map_err(|problem| LayoutError::BadOciLayout {
+            dir: self.dir.clone(),
+            problem,
+        })
+    }
+
+    fn io(&self, op: &'static str, path: &Path, source: io::Error) -> LayoutError {
+        LayoutError::Io {
+            dir: self.dir.clone(),
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn blob_err(&self, digest: &Digest, path: &Path, e: io::Error) -> LayoutError {
+        if e.kind() == io::ErrorKind::NotFound {
+            LayoutError::BlobNotFound {
+                dir: self.dir.clone(),
+                digest: digest.clone(),
+            }
+        } else {
+            self.io("reading blob", path, e)
+        }
+    }
+}
+
+fn ref_name(d: &Descriptor) -> Option<&str> {
+    d.annotations.get(ANNOTATION_REF_NAME).map(String::as_str)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// A blob being written into a [`Layout`]: hashed as written, stored under its digest on
+/// [`BlobWriter::commit`], and discarded (temporary file removed) if dropped uncommitted.
+#[derive(Debug)]
+pub struct BlobWriter {
+    layout: Layout,
+    inner: Sha256Writer<BufWriter<NamedTempFile>>,
+}
+
+impl BlobWriter {
+    fn temp_path(&self) -> PathBuf {
+        self.inner.get_ref().get_ref().path().to_path_buf()
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    /// Flush, sync and move the blob into place; returns its SHA-256 digest and size. If the
+    /// blob already exists the new copy is discarded.
+    pub fn commit(self) -> Result<(Digest, u64), LayoutError> {
+        let (layout, file, digest, size) = self.finish()?;
+        layout.place(file, &digest)?;
+        Ok((digest, size))
+    }
+
+    /// Like [`BlobWriter::commit`], but fail (discarding the content) if it does not hash to
+    /// `expected`; returns the size.
+    pub fn commit_expecting(self, expected: &Digest) -> Result<u64, LayoutError> {
+        let (layout, file, digest, size) = self.finish()?;
+        if &digest != expected {
+            // Dropping `file` removes the temporary file.
+            drop(file);
+            return Err(LayoutError::DigestMismatch {
+                dir: layout.dir,
+                expected: expected.clone(),
+                actual: digest,
+            });
+        }
+        layout.place(file, &digest)?;
+        Ok(size)
+    }
+
+    fn finish(self) -> Result<(Layout, NamedTempFile, Digest, u64), LayoutError> {
+        let (buf, digest, size) = self.inner.finish();
+        let layout = self.layout;
+        let file = buf.into_inner().map_err(|e| {
+            let (error, buf) = e.into_parts();
+            layout.io("writing blob", buf.get_ref().path(), error)
+        })?;
+        file.as_file()
+            .sync_all()
+            .map_err(|e| layout.io("syncing blob", file.path(), e))?;
+        Ok((layout, file, digest, size))
+    }
+}
+
+impl Layout {
+    fn place(&self, file: NamedTempFile, digest: &Digest) -> Result<(), LayoutError> {
+        let dest = self.blob_path(digest);
+        if dest.is_file() {
+            // Content-addressed: the existing blob is the same bytes. The temporary file is
+            // removed when `file` drops.
+            return Ok(());
+        }
+        file.persist(&dest)
+            .map_err(|e| self.io("storing blob", &dest, e.error))?;
+        let parent = dest.parent().unwrap_or(&self.dir);
+        sync_dir(parent).map_err(|e| self.io("syncing directory", parent, e))
+    }
+}
+
+impl Write for BlobWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::media_type;
+
+    fn desc(n: u8) -> Descriptor {
+        Descriptor::new(
+            media_type::OCI_MANIFEST,
+            Digest::from_sha256_bytes([n; 32]),
+            1,
+        )
+    }
+
+    fn tmp_names(layout: &Layout) -> Vec<String> {
+        fs::read_dir(layout.dir().join(BLOBS_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tmp"))
+            .collect()
+    }
+
+    #[test]
+    fn create_then_open() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a/b");
+        let l = Layout::create(&dir).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join("oci-layout")).unwrap(),
+            r#"{"imageLayoutVersion":"1.0.0"}"#
+        );
+        assert!(dir.join("blobs/sha256").is_dir());
+        assert!(l.index().unwrap().manifests.is_empty());
+        // Re-creating keeps the index.
+        l.set_tag("v1", &desc(1)).unwrap();
+        let l = Layout::create(&dir).unwrap();
+        assert_eq!(l.index().unwrap().manifests.len(), 1);
+        Layout::open(&dir).unwrap();
+    }
+
+    #[test]
+    fn open_errors_table() {
+        let t = tempfile::tempdir().unwrap();
+        let none = t.path().join("none");
+        let empty = t.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let bad = t.path().join("bad");
+        fs::create_dir(&bad).unwrap();
+        fs::write(bad.join("oci-layout"), "{}").unwrap();
+        let v2 = t.path().join("v2");
+        fs::create_dir(&v2).unwrap();
+        fs::write(v2.join("oci-layout"), r#"{"imageLayoutVersion":"2.0.0"}"#).unwrap();
+        let cases = [
+            (&none, "does not exist"),
+            (&empty, "no oci-layout file"),
+            (&bad, "oci-layout: not"),
+            (&v2, "unsupported imageLayoutVersion \"2.0.0\""),
+        ];
+        for (dir, needle) in cases {
+            let msg = Layout::open(dir).unwrap_err().to_string();
+            assert!(msg.contains(needle), "{msg}");
+            assert!(msg.contains(&dir.display().to_string()), "{msg}");
+        }
+        assert!(Layout::create(&bad).is_err());
+    }
+
+    #[test]
+    fn blobs_round_trip() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        let (d, n) = l.write_blob(b"hello").unwrap();
+        assert_eq!(d, Digest::sha256(b"hello"));
+        assert_eq!(n, 5);
+        assert!(l.has_blob(&d));
+        assert_eq!(l.blob_path(&d), t.path().join("blobs/sha256").join(d.hex()));
+        assert_eq!(l.read_blob(&d).unwrap(), b"hello");
+        // Writing again is fine.
+        assert_eq!(l.write_blob(b"hello").unwrap(), (d.clone(), 5));
+        let mut s = String::new();
+        l.open_blob(&d).unwrap().read_to_string(&mut s).unwrap();
+        assert_eq!(s, "hello");
+
+        let big = vec![7u8; 1 << 20];
+        let (d2, n2) = l.write_blob_from(&big[..]).unwrap();
+        assert_eq!((d2, n2), (Digest::sha256(&big), 1 << 20));
+        assert!(tmp_names(&l).is_empty());
+    }
+
+    #[test]
+    fn blob_writer_commit_and_drop() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        let mut w = l.blob_writer().unwrap();
+        w.write_all(b"abc").unwrap();
+        assert_eq!(tmp_names(&l).len(), 1);
+        drop(w);
+        assert!(tmp_names(&l).is_empty());
+        assert!(!l.has_blob(&Digest::sha256(b"abc")));
+
+        let mut w = l.blob_writer().unwrap();
+        w.write_all(b"abc").unwrap();
+        assert_eq!(w.commit().unwrap(), (Digest::sha256(b"abc"), 3));
+        assert!(l.has_blob(&Digest::sha256(b"abc")));
+
+        let mut w = l.blob_writer().unwrap();
+        w.write_all(b"xyz").unwrap();
+        let msg = w
+            .commit_expecting(&Digest::sha256(b"abc"))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains(Digest::sha256(b"xyz").as_str()), "{msg}");
+        assert!(!l.has_blob(&Digest::sha256(b"xyz")));
+        assert!(tmp_names(&l).is_empty());
+    }
+
+    #[test]
+    fn read_blob_errors() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        let d = Digest::sha256(b"x");
+        let msg = l.read_blob(&d).unwrap_err().to_string();
+        assert!(
+            msg.contains("not found") && msg.contains(d.as_str()),
+            "{msg}"
+        );
+        assert!(matches!(
+            l.open_blob(&d),
+            Err(LayoutError::BlobNotFound { .. })
+        ));
+        fs::write(l.blob_path(&d), b"y").unwrap();
+        let msg = l.read_blob(&d).unwrap_err().to_string();
+        assert!(msg.contains(Digest::sha256(b"y").as_str()), "{msg}");
+    }
+
+    #[test]
+    fn tags_and_resolve() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        assert!(matches!(
+            l.resolve(None),
+            Err(LayoutError::Ambiguous { count: 0, .. })
+        ));
+        l.set_tag("v1", &desc(1)).unwrap();
+        assert_eq!(l.resolve(None).unwrap().digest, desc(1).digest);
+        l.set_tag("v2", &desc(2)).unwrap();
+        l.set_tag("v1", &desc(3)).unwrap();
+        l.add_manifest(&desc(4)).unwrap();
+        l.add_manifest(&desc(4)).unwrap();
+        let idx = l.index().unwrap();
+        assert_eq!(idx.manifests.len(), 3);
+
+        let cases = [
+            (Some("v1"), Ok(desc(3).digest)),
+            (Some("v2"), Ok(desc(2).digest)),
+            (Some("v3"), Err("no manifest tagged \"v3\" (tags: v2, v1)")),
+            (None, Err("has 3 manifests")),
+        ];
+        for (tag, want) in cases {
+            match (l.resolve(tag), want) {
+                (Ok(got), Ok(d)) => {
+                    assert_eq!(got.digest, d);
+                    assert_eq!(ref_name(&got), tag);
+                }
+                (Err(e), Err(needle)) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(needle), "{msg}");
+                    assert!(msg.contains(&t.path().display().to_string()), "{msg}");
+                }
+                (got, want) => panic!("{tag:?}: {got:?} vs {want:?}"),
+            }
+        }
+        assert!(l.set_tag("", &desc(1)).is_err());
+    }
+
+    #[test]
+    fn bad_index_names_path() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        fs::write(
+            t.path().join("index.json"),
+            r#"{"schemaVersion":2,"manifests":[{"mediaType":"x","digest":"sha256:1","size":1}]}"#,
+        )
+        .unwrap();
+        let msg = l.index().unwrap_err().to_string();
+        assert!(msg.contains("$.manifests[0].digest"), "{msg}");
+    }
+}
