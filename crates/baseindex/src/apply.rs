@@ -1,0 +1,631 @@
+//! Building the index: stream each layer of the base once, in order, and apply it over the
+//! layers below it the way container runtimes unpack images (OCI whiteouts, opaque
+//! directories, hard links), keeping only metadata and the few contents the planner reads.
+//!
+//! The rules, where runtimes leave room:
+//! - A whiteout (`.wh.<name>`) or an opaque marker (`.wh..wh..opq`) hides what the *lower*
+//!   layers have there, never what its own layer has, wherever the marker sits in the tar
+//!   (the OCI image spec). A lower directory that still holds entries of this layer stays,
+//!   as the plain directory the layer's extraction would have created for them.
+//! - A missing parent directory is created as `0755 root:root`. A parent that exists as a
+//!   non-directory (a symlink, say) is replaced by such a directory, as overlayfs shows an
+//!   upper directory over a lower non-directory; a parent that is a directory is kept.
+//! - A hard link (`Link` member) shares the inode of its target, which may be in this
+//!   layer or a lower one; the link member's mode and owner apply to that inode, as
+//!   runtimes chown/chmod the link path after creating it.
+//! - Any other member replaces what was at its path (a new inode), except that a directory
+//!   over a directory keeps the children and takes the new metadata.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::ops::Bound;
+
+use machineos_image::LayerCompression;
+
+use crate::IndexError;
+use crate::index::{Assembler, BaseIndex, Meta, NewData, NewKind};
+use crate::path;
+
+/// Files up to this size in the directories [`keep_content`] names are kept in the index.
+pub const KEEP_LIMIT: u64 = 1 << 20;
+
+/// Whether the contents of the regular file at `path` (clean, absolute) of `size` bytes
+/// are kept in the index rather than located in their layer.
+///
+/// Kept are the files the planner may read on every build: anything under `/etc` up to
+/// [`KEEP_LIMIT`] (it appends to and copies up files there, reads `/etc/passwd`,
+/// `/etc/group` and the preset file), the image's own user databases `/usr/lib/passwd`
+/// and `/usr/lib/group` whatever their size, and unit files under `/usr/lib/systemd/` up
+/// to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section). Empty files need no
+/// bytes and count as kept whatever this says. Everything else is read from its layer
+/// through a [`crate::LayerSource`] when it is needed at all.
+pub fn keep_content(path: &str, size: u64) -> bool {
+    match path {
+        "/usr/lib/passwd" | "/usr/lib/group" => true,
+        _ => {
+            size <= KEEP_LIMIT
+                && (path.starts_with("/etc/") || path.starts_with("/usr/lib/systemd/"))
+        }
+    }
+}
+
+/// What applying one layer met.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerStats {
+    /// Tar members applied (whiteouts included; extension headers not).
+    pub entries: u64,
+    /// Length of the uncompressed tar stream, trailing padding included.
+    pub bytes_uncompressed: u64,
+    /// Whiteout and opaque-directory markers.
+    pub whiteouts: u64,
+}
+
+/// Why a layer could not be applied; every variant names the layer and, when there is
+/// one, the tar member.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Layers were not applied as 0, 1, 2, … in order.
+    #[error("applying layer {layer}: layers must be applied in order; expected layer {expected}")]
+    OutOfOrder {
+        /// The layer given.
+        layer: u32,
+        /// The layer expected next.
+        expected: u32,
+    },
+    /// The stream could not be read or decompressed, or is not a tar.
+    #[error("applying layer {layer}: reading the layer stream: {source}")]
+    Stream {
+        /// The layer number.
+        layer: u32,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A member's header or data could not be read.
+    #[error("applying layer {layer}: member {entry:?}: {source}")]
+    Member {
+        /// The layer number.
+        layer: u32,
+        /// The member name as in the tar.
+        entry: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A member name climbs out of the image root with `..`.
+    #[error("applying layer {layer}: member {entry:?}: path escapes the image root")]
+    Escape {
+        /// The layer number.
+        layer: u32,
+        /// The member name as in the tar.
+        entry: String,
+    },
+    /// A hard link whose target is absent, a directory, or outside the root.
+    #[error("applying layer {layer}: member {entry:?}: hard link to {target:?}: {reason}")]
+    LinkTarget {
+        /// The layer number.
+        layer: u32,
+        /// The member name as in the tar.
+        entry: String,
+        /// The link target as in the tar.
+        target: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A member type that has no place in an image (tape volume headers and the like), or
+    /// a non-directory at the root.
+    #[error("applying layer {layer}: member {entry:?}: {what}")]
+    Unsupported {
+        /// The layer number.
+        layer: u32,
+        /// The member name as in the tar.
+        entry: String,
+        /// What is unsupported.
+        what: String,
+    },
+}
+
+/// Owner and mode of directories nobody described.
+const IMPLICIT_DIR: Meta = Meta {
+    mode: 0o755,
+    uid: 0,
+    gid: 0,
+};
+
+/// A path while layers are applied.
+#[derive(Debug, Clone, Copy)]
+struct BNode {
+    /// The layer that last wrote this path.
+    layer: u32,
+    what: What,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum What {
+    Dir(Meta),
+    /// A non-directory: its inode number.
+    Inode(u64),
+}
+
+/// A non-directory, shared by its hard links.
+#[derive(Debug)]
+struct Inode {
+    meta: Meta,
+    kind: IKind,
+    /// Paths naming it.
+    links: u32,
+}
+
+#[derive(Debug)]
+enum IKind {
+    File { size: u64, data: Contents },
+    Symlink(String),
+    Other,
+}
+
+#[derive(Debug)]
+enum Contents {
+    Kept(Vec<u8>),
+    Located {
+        layer: u32,
+        offset: u64,
+        sparse: bool,
+    },
+}
+
+/// Applies a base image's layers, lowest first, into a [`BaseIndex`].
+///
+/// After [`IndexBuilder::apply_layer`] fails the builder holds a partly applied layer and
+/// must be dropped.
+#[derive(Debug)]
+pub struct IndexBuilder {
+    /// Paths in byte order (a directory's descendants are the keys with its prefix).
+    nodes: BTreeMap<String, BNode>,
+    inodes: HashMap<u64, Inode>,
+    next_inode: u64,
+    layers: u32,
+}
+
+impl Default for IndexBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Counts the bytes read through it.
+struct Counting<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+}
+
+/// Read `r` to its end, discarding.
+fn drain(mut r: impl Read) -> std::io::Result<u64> {
+    std::io::copy(&mut r, &mut std::io::sink())
+}
+
+impl IndexBuilder {
+    /// An empty filesystem: the root directory, `0755 root:root`.
+    pub fn new() -> Self {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(
+            "/".to_string(),
+            BNode {
+                layer: 0,
+                what: What::Dir(IMPLICIT_DIR),
+            },
+        );
+        Self {
+            nodes,
+            inodes: HashMap::new(),
+            next_inode: 0,
+            layers: 0,
+        }
+    }
+
+    /// Apply layer number `layer` (0 for the lowest, then 1, 2, … in order), read as a
+    /// `compression`-compressed tar stream from `reader`, streaming. The whole stream is
+    /// consumed, past the end of the tar and of the compressed data, so a caller hashing
+    /// what `reader` yields sees every byte of the blob.
+    pub fn apply_layer(
+        &mut self,
+        layer: u32,
+        compression: LayerCompression,
+        reader: impl Read,
+    ) -> Result<LayerStats, IndexError> {
+        if layer != self.layers {
+            return Err(ApplyError::OutOfOrder {
+                layer,
+                expected: self.layers,
+            }
+            .into());
+        }
+        let stream = |source| ApplyError::Stream { layer, source };
+        let stats = match compression {
+            LayerCompression::None => {
+                let mut reader = reader;
+                self.apply_tar(layer, &mut reader)?
+            }
+            LayerCompression::Gzip => {
+                let mut dec = flate2::read::MultiGzDecoder::new(reader);
+                let stats = self.apply_tar(layer, &mut dec)?;
+                drain(dec.into_inner()).map_err(stream)?;
+                stats
+            }
+            LayerCompression::Zstd => {
+                let mut dec = zstd::stream::read::Decoder::new(reader).map_err(stream)?;
+                let stats = self.apply_tar(layer, &mut dec)?;
+                drain(dec.finish()).map_err(stream)?;
+                stats
+            }
+        };
+        self.layers += 1;
+        Ok(stats)
+    }
+
+    /// The index of every layer applied.
+    pub fn finish(self) -> BaseIndex {
+        let mut items: Vec<(String, BNode)> = self.nodes.into_iter().collect();
+        items.sort_by(|a, b| path::cmp(&a.0, &b.0));
+        let text: usize = items.iter().map(|(p, _)| p.len()).sum();
+        let mut asm = Assembler::new(self.layers, items.len(), text, 0);
+        // Hard-link group of each multiply-linked file inode, numbered as first met.
+        let mut groups: HashMap<u64, u32> = HashMap::new();
+        for (p, n) in &items {
+            let (kind, meta, link) = match n.what {
+                What::Dir(meta) => (NewKind::Dir, meta, None),
+                What::Inode(id) => {
+                    let Some(inode) = self.inodes.get(&id) else {
+                        debug_assert!(false, "{p}: inode {id} is gone");
+                        continue;
+                    };
+                    match &inode.kind {
+                        IKind::Symlink(t) => (NewKind::Symlink(t), inode.meta, None),
+                        IKind::Other => (NewKind::Other, inode.meta, None),
+                        IKind::File { size, data } => {
+                            let mut first = true;
+                            let link = (inode.links > 1).then(|| {
+                                let next = groups.len() as u32;
+                                let g = *groups.entry(id).or_insert(next);
+                                first = g == next;
+                                g
+                            });
+                            let data = match data {
+                                _ if !first => NewData::SameAsGroup,
+                                Contents::Kept(b) => NewData::Kept(b),
+                                &Contents::Located {
+                                    layer,
+                                    offset,
+                                    sparse,
+                                } => NewData::Located {
+                                    layer,
+                                    offset,
+                                    sparse,
+                                },
+                            };
+                            (NewKind::File { size: *size, data }, inode.meta, link)
+                        }
+                    }
+                }
+            };
+            let pushed = asm.push(p, kind, meta, link);
+            debug_assert!(pushed.is_ok(), "{p}: {pushed:?}");
+        }
+        let (idx, check) = asm.finish();
+        debug_assert!(check.is_ok(), "{check:?}");
+        idx
+    }
+
+    fn apply_tar<R: Read>(&mut self, layer: u32, r: &mut R) -> Result<LayerStats, ApplyError> {
+        let stream = |source| ApplyError::Stream { layer, source };
+        let mut stats = LayerStats::default();
+        let mut archive = tar::Archive::new(Counting { inner: r, n: 0 });
+        for entry in archive.entries().map_err(stream)? {
+            let mut entry = entry.map_err(stream)?;
+            self.apply_entry(layer, &mut entry, &mut stats)?;
+        }
+        let mut rest = archive.into_inner();
+        drain(&mut rest).map_err(stream)?;
+        stats.bytes_uncompressed = rest.n;
+        Ok(stats)
+    }
+
+    fn apply_entry<R: Read>(
+        &mut self,
+        layer: u32,
+        entry: &mut tar::Entry<'_, R>,
+        stats: &mut LayerStats,
+    ) -> Result<(), ApplyError> {
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let member = |source| ApplyError::Member {
+            layer,
+            entry: name.clone(),
+            source,
+        };
+        let etype = match entry.header().entry_type() {
+            // Pre-POSIX archives mark directories by a trailing slash alone.
+            tar::EntryType::Regular if name.ends_with('/') => tar::EntryType::Directory,
+            tar::EntryType::XGlobalHeader => return Ok(()),
+            t => t,
+        };
+        let p = path::normalize(name.as_bytes()).map_err(|_| ApplyError::Escape {
+            layer,
+            entry: name.clone(),
+        })?;
+        stats.entries += 1;
+        let base = path::file_name(&p);
+        if let Some(hidden) = base.strip_prefix(".wh.") {
+            let dir = path::parent(&p).to_string();
+            if hidden == ".wh..opq" {
+                stats.whiteouts += 1;
+                self.ensure_dir(&dir, layer);
+                self.hide_lower(&dir, layer, false);
+            } else if hidden.starts_with(".wh.") || hidden.is_empty() {
+                // Other `.wh..wh.` names are aufs bookkeeping, not part of the tree.
+            } else {
+                stats.whiteouts += 1;
+                self.ensure_dir(&dir, layer);
+                self.hide_lower(&path::join(&dir, hidden), layer, true);
+            }
+            return Ok(());
+        }
+
+        let h = entry.header();
+        let meta = Meta {
+            mode: h.mode().map_err(member)? & 0o7777,
+            uid: id32(h.uid().map_err(member)?).map_err(member)?,
+            gid: id32(h.gid().map_err(member)?).map_err(member)?,
+        };
+        let kind = match etype {
+            tar::EntryType::Directory => {
+                self.put_dir(&p, meta, layer);
+                return Ok(());
+            }
+            tar::EntryType::Link => {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                return self.link(layer, &name, &p, &target, meta);
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
+                let size = entry.size();
+                let data = if size == 0 {
+                    Contents::Kept(Vec::new())
+                } else if keep_content(&p, size) {
+                    let mut buf =
+                        Vec::with_capacity(usize::try_from(size.min(KEEP_LIMIT)).unwrap_or(0));
+                    entry.read_to_end(&mut buf).map_err(member)?;
+                    if buf.len() as u64 != size {
+                        return Err(member(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            format!("{} bytes of data where the header says {size}", buf.len()),
+                        )));
+                    }
+                    Contents::Kept(buf)
+                } else if etype == tar::EntryType::GNUSparse {
+                    Contents::Located {
+                        layer,
+                        offset: entry.raw_header_position(),
+                        sparse: true,
+                    }
+                } else {
+                    Contents::Located {
+                        layer,
+                        offset: entry.raw_file_position(),
+                        sparse: false,
+                    }
+                };
+                IKind::File { size, data }
+            }
+            tar::EntryType::Symlink => IKind::Symlink(
+                entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default(),
+            ),
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => IKind::Other,
+            other => {
+                return Err(ApplyError::Unsupported {
+                    layer,
+                    entry: name,
+                    what: format!("unsupported tar member type {:?}", other.as_byte() as char),
+                });
+            }
+        };
+        if p == "/" {
+            return Err(ApplyError::Unsupported {
+                layer,
+                entry: name,
+                what: "the image root must be a directory".into(),
+            });
+        }
+        let id = self.next_inode;
+        self.next_inode += 1;
+        self.inodes.insert(
+            id,
+            Inode {
+                meta,
+                kind,
+                links: 1,
+            },
+        );
+        self.replace(&p, What::Inode(id), layer);
+        Ok(())
+    }
+
+    /// A `Link` member at `p` (named `name` in the tar) to `target`.
+    fn link(
+        &mut self,
+        layer: u32,
+        name: &str,
+        p: &str,
+        target: &str,
+        meta: Meta,
+    ) -> Result<(), ApplyError> {
+        let bad = |reason| ApplyError::LinkTarget {
+            layer,
+            entry: name.to_string(),
+            target: target.to_string(),
+            reason,
+        };
+        let t = path::normalize(target.as_bytes()).map_err(|_| bad("escapes the image root"))?;
+        let id = match self.nodes.get(&t) {
+            None => return Err(bad("no such file in this or a lower layer")),
+            Some(BNode {
+                what: What::Dir(_), ..
+            }) => return Err(bad("is a directory")),
+            Some(&BNode {
+                what: What::Inode(id),
+                ..
+            }) => id,
+        };
+        if t != p {
+            // Counted before the old node at `p` goes, in case it holds the target.
+            if let Some(inode) = self.inodes.get_mut(&id) {
+                inode.links += 1;
+            }
+            self.replace(p, What::Inode(id), layer);
+        } else if let Some(n) = self.nodes.get_mut(p) {
+            n.layer = layer;
+        }
+        if let Some(inode) = self.inodes.get_mut(&id) {
+            inode.meta = meta;
+        }
+        Ok(())
+    }
+
+    /// Put `what` at `p` (not the root), replacing whatever was there with its subtree.
+    fn replace(&mut self, p: &str, what: What, layer: u32) {
+        self.ensure_dir(path::parent(p), layer);
+        self.remove_tree(p);
+        self.nodes.insert(p.to_string(), BNode { layer, what });
+    }
+
+    /// A directory member: a directory over a directory keeps its children.
+    fn put_dir(&mut self, p: &str, meta: Meta, layer: u32) {
+        if let Some(BNode {
+            what: What::Dir(m),
+            layer: l,
+        }) = self.nodes.get_mut(p)
+        {
+            *m = meta;
+            *l = layer;
+            return;
+        }
+        self.replace(p, What::Dir(meta), layer);
+    }
+
+    /// Make `dir` and its ancestors directories, creating missing ones (and replacing
+    /// non-directories) as implicit directories of `layer`.
+    fn ensure_dir(&mut self, dir: &str, layer: u32) {
+        if dir == "/" {
+            return;
+        }
+        let mut end = 0;
+        while end < dir.len() {
+            end = dir[end + 1..].find('/').map_or(dir.len(), |i| end + 1 + i);
+            let a = &dir[..end];
+            match self.nodes.get(a) {
+                Some(BNode {
+                    what: What::Dir(_), ..
+                }) => {}
+                Some(_) => {
+                    self.remove_tree(a);
+                    self.insert_implicit(a, layer);
+                }
+                None => self.insert_implicit(a, layer),
+            }
+        }
+    }
+
+    fn insert_implicit(&mut self, p: &str, layer: u32) {
+        self.nodes.insert(
+            p.to_string(),
+            BNode {
+                layer,
+                what: What::Dir(IMPLICIT_DIR),
+            },
+        );
+    }
+
+    /// The strict descendants of `dir`, in byte order.
+    fn descendants(&self, dir: &str) -> Vec<String> {
+        let prefix = path::descendant_prefix(dir);
+        self.nodes
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Remove `p` and everything under it.
+    fn remove_tree(&mut self, p: &str) {
+        for d in self.descendants(p) {
+            self.remove_one(&d);
+        }
+        self.remove_one(p);
+    }
+
+    fn remove_one(&mut self, p: &str) {
+        if p == "/" {
+            return;
+        }
+        if let Some(BNode {
+            what: What::Inode(id),
+            ..
+        }) = self.nodes.remove(p)
+            && let Some(inode) = self.inodes.get_mut(&id)
+        {
+            inode.links = inode.links.saturating_sub(1);
+            if inode.links == 0 {
+                self.inodes.remove(&id);
+            }
+        }
+    }
+
+    /// Hide what the layers below `layer` have under `p` (and at `p` itself when
+    /// `include_self`): their nodes go, this layer's stay, and a lower directory that
+    /// still holds nodes of this layer becomes an implicit directory of this layer.
+    fn hide_lower(&mut self, p: &str, layer: u32, include_self: bool) {
+        let mut paths = Vec::new();
+        if include_self && self.nodes.contains_key(p) {
+            paths.push(p.to_string());
+        }
+        paths.extend(self.descendants(p));
+        // Byte order puts ancestors first; backwards, a directory's fate is known once
+        // all of its descendants have been seen.
+        let mut needed: HashSet<String> = HashSet::new();
+        for q in paths.iter().rev() {
+            let Some(&n) = self.nodes.get(q) else {
+                continue;
+            };
+            let keep = n.layer == layer || needed.contains(q);
+            if keep {
+                if n.layer != layer {
+                    if !matches!(n.what, What::Dir(_)) {
+                        self.remove_one(q);
+                    }
+                    self.insert_implicit(q, layer);
+                }
+                needed.insert(path::parent(q).to_string());
+            } else {
+                self.remove_one(q);
+            }
+        }
+    }
+}
+
+fn id32(id: u64) -> std::io::Result<u32> {
+    u32::try_from(id).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("owner id {id} does not fit in 32 bits"),
+        )
+    })
+}
