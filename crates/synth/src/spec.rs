@@ -1,0 +1,346 @@
+//! What to generate: the parameters of a synthetic base image and the named presets the
+//! README, the tests and the benchmark use, so every caller asks for the same shapes.
+
+use machineos_image::Platform;
+
+/// The version string the presets put in `os-release` and the image labels.
+pub const DEFAULT_VERSION: &str = "41.20241027.3.0";
+
+/// The smallest `files` any spec may ask for: the fixed skeleton (passwd, os-release, the
+/// named packages' key files, …) needs this many regular files.
+pub const MIN_FILES: u32 = 200;
+
+/// Why a [`SynthSpec`] cannot be generated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Fewer than two layers (the skeleton and the final layer with whiteouts).
+    #[error("validating synthetic image spec: layers = {0}, need at least 2")]
+    TooFewLayers(u32),
+    /// More layers than a manifest should reasonably carry.
+    #[error("validating synthetic image spec: layers = {0}, at most 127 are supported")]
+    TooManyLayers(u32),
+    /// Fewer files than the fixed skeleton has.
+    #[error("validating synthetic image spec: files = {got}, need at least {min}")]
+    TooFewFiles {
+        /// The requested count.
+        got: u32,
+        /// The minimum.
+        min: u32,
+    },
+    /// gzip levels are 0 to 9.
+    #[error("validating synthetic image spec: gzip_level = {0}, must be 0 to 9")]
+    GzipLevel(u32),
+    /// The version string is empty or contains characters that do not belong in os-release.
+    #[error("validating synthetic image spec: version {0:?} must be non-empty [A-Za-z0-9._+~-]")]
+    Version(String),
+    /// An extra file's path is not a normalised absolute path of a file.
+    #[error(
+        "validating synthetic image spec: extra file path {0:?} must be absolute, normalised (no `.`, `..`, `//`, trailing `/`) and not `/`"
+    )]
+    ExtraPath(String),
+    /// Two extra files have the same path.
+    #[error("validating synthetic image spec: extra file {0:?} is given twice")]
+    DuplicateExtra(String),
+    /// An extra file's mode has bits beyond the permission bits.
+    #[error(
+        "validating synthetic image spec: extra file {path:?} mode {mode:#o} has bits beyond 0o7777"
+    )]
+    ExtraMode {
+        /// The file.
+        path: String,
+        /// The mode given.
+        mode: u32,
+    },
+}
+
+/// A file copied verbatim into the final layer of the generated image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraFile {
+    /// Absolute path inside the image, e.g. `/usr/bin/tool`. Its parent directories are
+    /// created (0755 root) when the generated tree lacks them; it must not lie below a
+    /// symlink of the tree (e.g. `/usr/local/...`: use `/var/usrlocal/...`).
+    pub path: String,
+    /// The file's contents.
+    pub contents: Vec<u8>,
+    /// Permission bits (`0o755`, `0o4755`, …), owner root:root.
+    pub mode: u32,
+}
+
+/// The parameters of a synthetic CoreOS-like base image. Equal specs give byte-identical
+/// blobs and therefore the same manifest digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SynthSpec {
+    /// Seed of every pseudo-random choice (paths, sizes, contents).
+    pub seed: u64,
+    /// Number of layers, at least 2: a skeleton layer (filesystem, passwd, os-release), the
+    /// package layers, and a final layer with the whiteouts, the opaque directory, the
+    /// per-architecture marker and the extra files.
+    pub layers: u32,
+    /// Number of regular files written, extra files not counted (at least [`MIN_FILES`]).
+    pub files: u32,
+    /// Sum of the sizes of those regular files, in bytes. Small fixed text files (passwd,
+    /// units, …) keep their natural size; the rest is spread over the generated binaries,
+    /// libraries, kernel, firmware and data files with a heavy-tailed distribution.
+    pub total_bytes: u64,
+    /// The image's platform. The kernel version, the loader's name and file contents
+    /// depend on it, and `/usr/lib/machineos-synth-arch` holds the architecture.
+    pub platform: Platform,
+    /// Version string (`os-release` `VERSION`, label `org.opencontainers.image.version`).
+    pub version: String,
+    /// gzip level 0–9 of the layer blobs. The presets use 6 for `example` and 1 for the
+    /// benchmark profiles, where generation speed matters more than blob size.
+    pub gzip_level: u32,
+    /// Emit Docker schema2 media types (manifest, config, layers, manifest list) instead of
+    /// OCI ones. Docker manifests carry no annotations.
+    pub docker_media_types: bool,
+    /// Files added verbatim to the final layer.
+    pub extra_files: Vec<ExtraFile>,
+}
+
+/// A named preset, as the `--profile` flag spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// [`SynthSpec::example`].
+    Example,
+    /// [`SynthSpec::bench_100m`].
+    Bench100m,
+    /// [`SynthSpec::bench_1g`].
+    Bench1g,
+}
+
+impl Profile {
+    /// Every profile, in the order `--help` lists them.
+    pub const ALL: [Profile; 3] = [Profile::Example, Profile::Bench100m, Profile::Bench1g];
+
+    /// The profile's command-line name (`example`, `bench-100m`, `bench-1g`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Example => "example",
+            Profile::Bench100m => "bench-100m",
+            Profile::Bench1g => "bench-1g",
+        }
+    }
+
+    /// The profile with command-line name `name`.
+    pub fn from_name(name: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The profile's spec for `platform`.
+    pub fn spec(self, platform: Platform) -> SynthSpec {
+        let spec = match self {
+            Profile::Example => SynthSpec::example(),
+            Profile::Bench100m => SynthSpec::bench_100m(),
+            Profile::Bench1g => SynthSpec::bench_1g(),
+        };
+        SynthSpec { platform, ..spec }
+    }
+}
+
+/// Seed of the presets.
+const PRESET_SEED: u64 = 0x6d61_6368_696e_656f; // "machineo"
+
+impl SynthSpec {
+    /// The small image of the README's main job and of the tests: 5 layers, 400 files,
+    /// 2 MiB of file contents (2.5 MiB of tar, 1.5 MiB of gzip), linux/amd64, gzip level 6.
+    /// Generates in about 0.1 s in release, most of it syncing blobs to disk.
+    pub fn example() -> SynthSpec {
+        SynthSpec {
+            seed: PRESET_SEED,
+            layers: 5,
+            files: 400,
+            total_bytes: 2 << 20,
+            platform: Platform::new("linux", "amd64", None),
+            version: DEFAULT_VERSION.to_owned(),
+            gzip_level: 6,
+            docker_media_types: false,
+            extra_files: Vec::new(),
+        }
+    }
+
+    /// The benchmark shape at 100 MiB: the same tree as [`SynthSpec::bench_1g`] (40 layers,
+    /// 60 000 files, same paths and layer split) with every generated file about ten times
+    /// smaller. gzip level 1.
+    pub fn bench_100m() -> SynthSpec {
+        SynthSpec {
+            total_bytes: 100 << 20,
+            ..SynthSpec::bench_1g()
+        }
+    }
+
+    /// The benchmark shape at full size: 40 layers, 60 000 files, 1 GiB of file contents,
+    /// gzip level 1 — roughly the shape of a Fedora CoreOS chunked image.
+    pub fn bench_1g() -> SynthSpec {
+        SynthSpec {
+            seed: PRESET_SEED,
+            layers: 40,
+            files: 60_000,
+            total_bytes: 1 << 30,
+            platform: Platform::new("linux", "amd64", None),
+            version: DEFAULT_VERSION.to_owned(),
+            gzip_level: 1,
+            docker_media_types: false,
+            extra_files: Vec::new(),
+        }
+    }
+
+    /// This spec for another platform (everything else unchanged).
+    pub fn with_platform(&self, platform: Platform) -> SynthSpec {
+        SynthSpec {
+            platform,
+            ..self.clone()
+        }
+    }
+
+    /// Check the parameters without generating anything.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.layers < 2 {
+            return Err(SpecError::TooFewLayers(self.layers));
+        }
+        if self.layers > 127 {
+            return Err(SpecError::TooManyLayers(self.layers));
+        }
+        if self.files < MIN_FILES {
+            return Err(SpecError::TooFewFiles {
+                got: self.files,
+                min: MIN_FILES,
+            });
+        }
+        if self.gzip_level > 9 {
+            return Err(SpecError::GzipLevel(self.gzip_level));
+        }
+        if self.version.is_empty()
+            || !self
+                .version
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+~-".contains(c))
+        {
+            return Err(SpecError::Version(self.version.clone()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for x in &self.extra_files {
+            if !is_normal_absolute(&x.path) {
+                return Err(SpecError::ExtraPath(x.path.clone()));
+            }
+            if x.mode & !0o7777 != 0 {
+                return Err(SpecError::ExtraMode {
+                    path: x.path.clone(),
+                    mode: x.mode,
+                });
+            }
+            if !seen.insert(x.path.as_str()) {
+                return Err(SpecError::DuplicateExtra(x.path.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `/a/b` with no empty, `.` or `..` components and not `/` itself.
+fn is_normal_absolute(path: &str) -> bool {
+    match path.strip_prefix('/') {
+        Some(rest) if !rest.is_empty() => rest
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0')),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() {
+        for p in Profile::ALL {
+            p.spec(Platform::new("linux", "arm64", None))
+                .validate()
+                .unwrap();
+            assert_eq!(Profile::from_name(p.name()), Some(p));
+        }
+        assert_eq!(Profile::from_name("nope"), None);
+    }
+
+    #[test]
+    fn validation_table() {
+        let base = SynthSpec::example();
+        let extra = |path: &str, mode: u32| ExtraFile {
+            path: path.to_owned(),
+            contents: vec![],
+            mode,
+        };
+        let cases: Vec<(SynthSpec, Option<&str>)> = vec![
+            (base.clone(), None),
+            (
+                SynthSpec {
+                    layers: 1,
+                    ..base.clone()
+                },
+                Some("layers = 1"),
+            ),
+            (
+                SynthSpec {
+                    files: 10,
+                    ..base.clone()
+                },
+                Some("files = 10"),
+            ),
+            (
+                SynthSpec {
+                    gzip_level: 10,
+                    ..base.clone()
+                },
+                Some("gzip_level"),
+            ),
+            (
+                SynthSpec {
+                    version: "4 1".into(),
+                    ..base.clone()
+                },
+                Some("version"),
+            ),
+            (
+                SynthSpec {
+                    extra_files: vec![extra("usr/bin/x", 0o755)],
+                    ..base.clone()
+                },
+                Some("must be absolute"),
+            ),
+            (
+                SynthSpec {
+                    extra_files: vec![extra("/usr/../x", 0o755)],
+                    ..base.clone()
+                },
+                Some("normalised"),
+            ),
+            (
+                SynthSpec {
+                    extra_files: vec![extra("/usr/bin/x/", 0o755)],
+                    ..base.clone()
+                },
+                Some("normalised"),
+            ),
+            (
+                SynthSpec {
+                    extra_files: vec![extra("/x", 0o100755)],
+                    ..base.clone()
+                },
+                Some("mode"),
+            ),
+            (
+                SynthSpec {
+                    extra_files: vec![extra("/x", 0o755), extra("/x", 0o644)],
+                    ..base.clone()
+                },
+                Some("twice"),
+            ),
+        ];
+        for (spec, want) in cases {
+            match (spec.validate(), want) {
+                (Ok(()), None) => {}
+                (Err(e), Some(w)) => assert!(e.to_string().contains(w), "{e}"),
+                (got, want) => panic!("{got:?}, wanted {want:?}"),
+            }
+        }
+    }
+}
