@@ -1,1 +1,10 @@
-//! Registry and OCI-layout transport: pull manifests and blobs, push blobs and manifests, with retries and credentials.
+//! Registry transport for machineos: read base images and publish derived ones, on
+//! oci-client with bounded retries, credentials per registry, extra CAs and an explicit
+//! plain-HTTP policy.
+
+pub mod client;
+pub mod retry;
+pub mod scheme;
+
+pub use client::{Registry, RegistryError, RegistryOptions, Stats};
+pub use retry::RetryPolicy;

@@ -1,0 +1,569 @@
+//! A registry client for what a build does: read a base image's manifests and blobs, and
+//! publish a derived image (mount or copy blobs, upload a layer, put a manifest) — on
+//! oci-client, with bounded retries, per-registry credentials, extra CAs and an explicit
+//! plain-HTTP policy.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use machineos_image::auth::Credentials;
+use machineos_image::{Digest, RegistryRef};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+
+use crate::retry::{RetryPolicy, with_retry};
+use crate::scheme::{Scheme, may_use_plain_http};
+
+/// Every manifest media type a build can read.
+pub const ACCEPTED_MANIFEST_TYPES: &[&str] = &[
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
+/// How to reach registries.
+#[derive(Debug, Default)]
+pub struct RegistryOptions {
+    /// Extra trusted CA certificates, PEM (one or several per entry).
+    pub ca_pems: Vec<Vec<u8>>,
+    /// Hosts (`host[:port]`) that may be reached over plain HTTP, besides loopback.
+    pub insecure_hosts: Vec<String>,
+    /// Credentials by registry and repository.
+    pub credentials: Credentials,
+    /// Retries of transient failures.
+    pub retry: RetryPolicy,
+    /// Upload blobs in one PUT instead of chunks.
+    pub monolithic_push: bool,
+}
+
+/// Counters of what the client did, for tests and the build summary.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Manifests fetched.
+    pub manifests_fetched: AtomicU64,
+    /// Blobs opened for reading (configs and layers).
+    pub blobs_read: AtomicU64,
+    /// Blobs uploaded.
+    pub blobs_pushed: AtomicU64,
+    /// Blobs mounted from another repository.
+    pub blobs_mounted: AtomicU64,
+    /// Blobs found already present at the destination.
+    pub blobs_present: AtomicU64,
+    /// Manifests pushed.
+    pub manifests_pushed: AtomicU64,
+}
+
+impl Stats {
+    /// A counter's current value.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a registry operation failed. Each names the operation and the image.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The registry refused our credentials, or wanted some we do not have.
+    #[error("{op} {image}: access denied by {registry} ({detail}); {hint}")]
+    Unauthorized {
+        /// The operation.
+        op: String,
+        /// The image.
+        image: String,
+        /// The registry host.
+        registry: String,
+        /// What the registry said.
+        detail: String,
+        /// Whether we sent credentials, and where they would come from.
+        hint: String,
+    },
+    /// The manifest, tag, repository or blob does not exist.
+    #[error("{op} {image}: not found ({detail})")]
+    NotFound {
+        /// The operation.
+        op: String,
+        /// The image.
+        image: String,
+        /// What the registry said.
+        detail: String,
+    },
+    /// Any other failure, after the retries allowed.
+    #[error("{op} {image}: failed after {attempts} attempt(s): {source}")]
+    Request {
+        /// The operation.
+        op: String,
+        /// The image.
+        image: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        source: Box<OciDistributionError>,
+    },
+    /// The registry stored a manifest under another digest than the one we computed.
+    #[error("pushing manifest {image}: the registry reports digest {got}, we computed {want}")]
+    DigestMismatch {
+        /// The image.
+        image: String,
+        /// What the registry reported.
+        got: String,
+        /// What we computed.
+        want: Digest,
+    },
+    /// A CA certificate could not be used.
+    #[error("setting up TLS: {0}")]
+    Tls(String),
+    /// The HTTP client could not be built.
+    #[error("setting up the registry client: {0}")]
+    Setup(String),
+}
+
+/// A registry client shared by every operation of one build.
+pub struct Registry {
+    client: Client,
+    credentials: Credentials,
+    retry: RetryPolicy,
+    plain_http: Vec<String>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("plain_http", &self.plain_http)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A client for `hosts` (`host[:port]`). Hosts that may use plain HTTP (loopback, or named
+    /// in `insecure_hosts`) are probed: HTTPS is used when it answers, plain HTTP otherwise.
+    pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
+        let mut certs = Vec::new();
+        for pem in &opts.ca_pems {
+            // Validate early, so a bad CA file is reported as such and not as a TLS failure.
+            reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| RegistryError::Tls(format!("not a PEM certificate bundle: {e}")))?;
+            certs.push(Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            });
+        }
+        let mut plain_http = Vec::new();
+        let mut seen = HashSet::new();
+        for host in hosts {
+            if !seen.insert(host.to_string()) || !may_use_plain_http(host, &opts.insecure_hosts) {
+                continue;
+            }
+            if crate::scheme::probe(host, &opts.ca_pems).await == Scheme::Http {
+                plain_http.push(host.to_string());
+            }
+        }
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(plain_http.clone()),
+            extra_root_certificates: certs,
+            use_monolithic_push: opts.monolithic_push,
+            connect_timeout: Some(Duration::from_secs(30)),
+            read_timeout: Some(Duration::from_secs(300)),
+            user_agent: concat!("machineos/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        let client = Client::try_from(config).map_err(|e| RegistryError::Setup(e.to_string()))?;
+        Ok(Registry {
+            client,
+            credentials: opts.credentials,
+            retry: opts.retry,
+            plain_http,
+            stats: Stats::default(),
+        })
+    }
+
+    /// What this client has done so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Whether `host` is reached over plain HTTP.
+    pub fn uses_plain_http(&self, host: &str) -> bool {
+        self.plain_http.iter().any(|h| h == host)
+    }
+
+    fn auth_for(&self, r: &RegistryRef) -> RegistryAuth {
+        match self.credentials.lookup(r.registry(), r.repository()) {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.expose().to_string()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+
+    async fn prepare(&self, r: &RegistryRef) {
+        let auth = self.auth_for(r);
+        self.client
+            .store_auth_if_needed(&resolve_registry(r.registry()), &auth)
+            .await;
+    }
+
+    fn classify(
+        &self,
+        op: &str,
+        r: &RegistryRef,
+        (err, attempts): (OciDistributionError, u32),
+    ) -> RegistryError {
+        let image = r.to_string();
+        let denied = match &err {
+            OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => true,
+            OciDistributionError::ServerError { code, .. } => *code == 401 || *code == 403,
+            OciDistributionError::RegistryError { envelope, .. } => envelope
+                .errors
+                .iter()
+                .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
+            _ => false,
+        };
+        if denied {
+            let hint = if self
+                .credentials
+                .lookup(r.registry(), r.repository())
+                .is_some()
+            {
+                format!(
+                    "the credentials for {} were sent and refused (from {})",
+                    r.registry(),
+                    self.credentials.describe_sources()
+                )
+            } else {
+                format!(
+                    "no credentials for {} were found (looked in {})",
+                    r.registry(),
+                    self.credentials.describe_sources()
+                )
+            };
+            return RegistryError::Unauthorized {
+                op: op.to_string(),
+                image,
+                registry: r.registry().to_string(),
+                detail: brief(&err),
+                hint,
+            };
+        }
+        let missing = match &err {
+            OciDistributionError::ImageManifestNotFoundError(_) => true,
+            OciDistributionError::ServerError { code, .. } => *code == 404,
+            OciDistributionError::RegistryError { envelope, .. } => {
+                envelope.errors.iter().any(|e| {
+                    matches!(
+                        e.code,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::BlobUnknown
+                            | OciErrorCode::NotFound
+                    )
+                })
+            }
+            _ => false,
+        };
+        if missing {
+            return RegistryError::NotFound {
+                op: op.to_string(),
+                image,
+                detail: brief(&err),
+            };
+        }
+        RegistryError::Request {
+            op: op.to_string(),
+            image,
+            attempts,
+            source: Box::new(err),
+        }
+    }
+
+    /// The manifest `r` names (by digest when it has one, else by tag), with its digest. A
+    /// reference with a digest is checked against the bytes received.
+    pub async fn manifest(&self, r: &RegistryRef) -> Result<(Vec<u8>, Digest), RegistryError> {
+        self.prepare(r).await;
+        let reference = to_reference(r);
+        let auth = self.auth_for(r);
+        let (body, _) = with_retry(&self.retry, "fetching manifest", || {
+            self.client
+                .pull_manifest_raw(&reference, &auth, ACCEPTED_MANIFEST_TYPES)
+        })
+        .await
+        .map_err(|e| self.classify("fetching manifest", r, e))?;
+        Stats::bump(&self.stats.manifests_fetched);
+        let digest = match r.digest() {
+            Some(d) => {
+                let got = d.same_algorithm_of(&body);
+                if &got != d {
+                    return Err(RegistryError::DigestMismatch {
+                        image: r.to_string(),
+                        got: got.to_string(),
+                        want: d.clone(),
+                    });
+                }
+                got
+            }
+            None => Digest::sha256(&body),
+        };
+        Ok((body.to_vec(), digest))
+    }
+
+    /// A small blob (an image config) read whole and checked against its digest.
+    pub async fn blob(&self, r: &RegistryRef, digest: &Digest) -> Result<Vec<u8>, RegistryError> {
+        self.prepare(r).await;
+        let reference = to_reference(r);
+        let desc = descriptor(digest);
+        let body = with_retry(&self.retry, "fetching blob", || async {
+            let mut out = Vec::new();
+            self.client.pull_blob(&reference, &desc, &mut out).await?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| self.classify(&format!("fetching blob {digest} of"), r, e))?;
+        Stats::bump(&self.stats.blobs_read);
+        Ok(body)
+    }
+
+    /// A blob as a stream of bytes; the stream fails at its end if the bytes do not match
+    /// `digest`. Opening is retried; a failure mid-stream is the caller's to retry.
+    pub async fn blob_stream(
+        &self,
+        r: &RegistryRef,
+        digest: &Digest,
+    ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError> {
+        self.prepare(r).await;
+        let reference = to_reference(r);
+        let desc = descriptor(digest);
+        let stream = with_retry(&self.retry, "opening blob", || {
+            self.client.pull_blob_stream(&reference, &desc)
+        })
+        .await
+        .map_err(|e| self.classify(&format!("reading blob {digest} of"), r, e))?;
+        Stats::bump(&self.stats.blobs_read);
+        Ok(stream.stream)
+    }
+
+    /// Whether the repository of `r` already has the blob.
+    pub async fn has_blob(&self, r: &RegistryRef, digest: &Digest) -> Result<bool, RegistryError> {
+        self.prepare(r).await;
+        let reference = to_reference(r);
+        with_retry(&self.retry, "checking blob", || {
+            self.client.blob_exists(&reference, digest.as_str())
+        })
+        .await
+        .map_err(|e| self.classify(&format!("checking blob {digest} in"), r, e))
+    }
+
+    /// Asks the registry to mount a blob of `source` into the repository of `target`.
+    /// `Ok(false)` when the registry declined (it answered with an upload session instead),
+    /// so the caller copies the blob.
+    pub async fn mount(
+        &self,
+        target: &RegistryRef,
+        source: &RegistryRef,
+        digest: &Digest,
+    ) -> Result<bool, RegistryError> {
+        if target.registry() != source.registry() {
+            return Ok(false);
+        }
+        self.prepare(target).await;
+        let t = to_reference(target);
+        let s = to_reference(source);
+        match with_retry(&self.retry, "mounting blob", || {
+            self.client.mount_blob(&t, &s, digest.as_str())
+        })
+        .await
+        {
+            Ok(()) => {
+                Stats::bump(&self.stats.blobs_mounted);
+                Ok(true)
+            }
+            Err((OciDistributionError::SpecViolationError(_), _)) => Ok(false),
+            Err(e) => Err(self.classify(&format!("mounting blob {digest} into"), target, e)),
+        }
+    }
+
+    /// Uploads a blob held in memory (the new layer, the config). Skipped when present.
+    pub async fn push_blob(
+        &self,
+        target: &RegistryRef,
+        data: Bytes,
+        digest: &Digest,
+    ) -> Result<(), RegistryError> {
+        if self.has_blob(target, digest).await? {
+            Stats::bump(&self.stats.blobs_present);
+            return Ok(());
+        }
+        let t = to_reference(target);
+        with_retry(&self.retry, "uploading blob", || {
+            self.client.push_blob(&t, data.clone(), digest.as_str())
+        })
+        .await
+        .map_err(|e| self.classify(&format!("uploading blob {digest} to"), target, e))?;
+        Stats::bump(&self.stats.blobs_pushed);
+        Ok(())
+    }
+
+    /// Uploads a blob from a stream that `open` produces (once per attempt), without holding
+    /// it in memory.
+    pub async fn push_blob_stream<F, Fut>(
+        &self,
+        target: &RegistryRef,
+        digest: &Digest,
+        size: u64,
+        open: F,
+    ) -> Result<(), RegistryError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<
+                Output = Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError>,
+            >,
+    {
+        self.prepare(target).await;
+        let t = to_reference(target);
+        let mut attempt = 1;
+        loop {
+            let stream = open().await?;
+            let stream = futures_util::TryStreamExt::map_err(stream, OciDistributionError::IoError);
+            match self
+                .client
+                .push_blob_stream(&t, stream, digest.as_str(), Some(size))
+                .await
+            {
+                Ok(_) => {
+                    Stats::bump(&self.stats.blobs_pushed);
+                    return Ok(());
+                }
+                Err(e) if crate::retry::is_transient(&e) => match self.retry.backoff(attempt) {
+                    Some(wait) => {
+                        tracing::warn!("uploading blob {digest}: attempt {attempt} failed: {e}");
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                    }
+                    None => {
+                        return Err(self.classify(
+                            &format!("uploading blob {digest} to"),
+                            target,
+                            (e, attempt),
+                        ));
+                    }
+                },
+                Err(e) => {
+                    return Err(self.classify(
+                        &format!("uploading blob {digest} to"),
+                        target,
+                        (e, attempt),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Puts a manifest under the tag of `target` (or its digest when it has no tag), then
+    /// checks that the registry stored it under the digest we computed.
+    pub async fn push_manifest(
+        &self,
+        target: &RegistryRef,
+        body: &[u8],
+        media_type: &str,
+    ) -> Result<Digest, RegistryError> {
+        self.prepare(target).await;
+        let want = Digest::sha256(body);
+        let by_digest = target.with_digest(want.clone());
+        let put_ref = match target.tag() {
+            Some(tag) => Reference::with_tag(
+                target.registry().to_string(),
+                target.repository().to_string(),
+                tag.to_string(),
+            ),
+            None => to_reference(&by_digest),
+        };
+        let content_type = reqwest::header::HeaderValue::from_str(media_type)
+            .map_err(|e| RegistryError::Setup(format!("media type {media_type:?}: {e}")))?;
+        let body = Bytes::copy_from_slice(body);
+        let location = with_retry(&self.retry, "pushing manifest", || {
+            self.client
+                .push_manifest_raw(&put_ref, body.clone(), content_type.clone())
+        })
+        .await
+        .map_err(|e| self.classify("pushing manifest", target, e))?;
+        Stats::bump(&self.stats.manifests_pushed);
+        // The registry names what it stored: in the Location header when it follows the
+        // spec, and always in Docker-Content-Digest of the manifest we can read back.
+        if let Some(got) = location
+            .rsplit('/')
+            .next()
+            .filter(|s| s.contains(':') && *s != want.as_str())
+        {
+            return Err(RegistryError::DigestMismatch {
+                image: target.to_string(),
+                got: got.to_string(),
+                want,
+            });
+        }
+        let auth = self.auth_for(target);
+        let got = with_retry(&self.retry, "checking pushed manifest", || {
+            self.client.fetch_manifest_digest(&put_ref, &auth)
+        })
+        .await
+        .map_err(|e| self.classify("checking pushed manifest", target, e))?;
+        if got != want.as_str() {
+            return Err(RegistryError::DigestMismatch {
+                image: target.to_string(),
+                got,
+                want,
+            });
+        }
+        Ok(want)
+    }
+}
+
+/// The short form of an oci-client error for messages that already name the operation.
+fn brief(err: &OciDistributionError) -> String {
+    match err {
+        OciDistributionError::ServerError { code, message, .. } => {
+            let message = message.trim();
+            if message.is_empty() {
+                format!("HTTP {code}")
+            } else {
+                format!("HTTP {code}: {message}")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The registry host oci-client keys its credentials by (`docker.io` is served by
+/// `index.docker.io`).
+fn resolve_registry(registry: &str) -> String {
+    if registry == "docker.io" {
+        "index.docker.io".to_string()
+    } else {
+        registry.to_string()
+    }
+}
+
+fn to_reference(r: &RegistryRef) -> Reference {
+    let registry = r.registry().to_string();
+    let repository = r.repository().to_string();
+    match (r.tag(), r.digest()) {
+        (_, Some(d)) => Reference::with_digest(registry, repository, d.to_string()),
+        (Some(t), None) => Reference::with_tag(registry, repository, t.to_string()),
+        (None, None) => Reference::with_tag(registry, repository, "latest".to_string()),
+    }
+}
+
+fn descriptor(digest: &Digest) -> OciDescriptor {
+    OciDescriptor {
+        digest: digest.to_string(),
+        ..OciDescriptor::default()
+    }
+}

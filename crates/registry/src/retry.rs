@@ -1,0 +1,217 @@
+//! When a registry operation is worth repeating, and how long to wait before it: a bounded
+//! exponential backoff decided by pure functions, so the policy is tested without a network.
+
+use std::future::Future;
+use std::time::Duration;
+
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+
+/// How often and how patiently transient failures are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts, the first included (1 = never retry).
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled for each further one.
+    pub initial_backoff: Duration,
+    /// Upper bound of one wait.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(4),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A policy for tests: the same number of attempts, waits of a few milliseconds.
+    pub fn fast() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(20),
+        }
+    }
+
+    /// The wait after failed attempt number `attempt` (1-based), or `None` when that was the
+    /// last attempt allowed.
+    pub fn backoff(&self, attempt: u32) -> Option<Duration> {
+        if attempt >= self.attempts {
+            return None;
+        }
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        Some(
+            self.initial_backoff
+                .saturating_mul(factor)
+                .min(self.max_backoff),
+        )
+    }
+}
+
+/// Whether a failure is transient: throttling (429), a server error (5xx), or a connection
+/// that failed, timed out or was cut. Authentication failures, missing objects and digest
+/// mismatches are final: repeating them only hammers the registry.
+pub fn is_transient(err: &OciDistributionError) -> bool {
+    match err {
+        OciDistributionError::ServerError { code, .. } => *code == 429 || *code >= 500,
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| e.code == OciErrorCode::Toomanyrequests),
+        OciDistributionError::RequestError(e) => {
+            if let Some(status) = e.status() {
+                return status.as_u16() == 429 || status.is_server_error();
+            }
+            e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
+        }
+        OciDistributionError::IoError(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `op` until it succeeds, fails with a final error, or runs out of attempts. Returns the
+/// last error and the number of attempts made.
+pub async fn with_retry<T, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    mut op: F,
+) -> Result<T, (OciDistributionError, u32)>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, OciDistributionError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if is_transient(&e) => match policy.backoff(attempt) {
+                Some(wait) => {
+                    tracing::warn!(
+                        "{what}: attempt {attempt} of {} failed, retrying in {wait:?}: {e}",
+                        policy.attempts
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                None => return Err((e, attempt)),
+            },
+            Err(e) => return Err((e, attempt)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_stops_after_the_last_attempt() {
+        let p = RetryPolicy {
+            attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(300),
+        };
+        let waits: Vec<_> = (1..=5).map(|a| p.backoff(a)).collect();
+        assert_eq!(
+            waits,
+            vec![
+                Some(Duration::from_millis(100)),
+                Some(Duration::from_millis(200)),
+                Some(Duration::from_millis(300)),
+                Some(Duration::from_millis(300)),
+                None,
+            ]
+        );
+        let once = RetryPolicy { attempts: 1, ..p };
+        assert_eq!(once.backoff(1), None);
+    }
+
+    #[test]
+    fn transient_errors_are_throttling_server_errors_and_io() {
+        let server = |code| OciDistributionError::ServerError {
+            code,
+            url: "u".into(),
+            message: String::new(),
+        };
+        let table = [
+            (server(500), true),
+            (server(502), true),
+            (server(503), true),
+            (server(429), true),
+            (server(404), false),
+            (server(400), false),
+            (
+                OciDistributionError::UnauthorizedError { url: "u".into() },
+                false,
+            ),
+            (
+                OciDistributionError::AuthenticationFailure("no".into()),
+                false,
+            ),
+            (
+                OciDistributionError::IoError(std::io::Error::other("reset")),
+                true,
+            ),
+            (
+                OciDistributionError::ImageManifestNotFoundError("x".into()),
+                false,
+            ),
+        ];
+        for (err, want) in table {
+            assert_eq!(is_transient(&err), want, "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn with_retry_stops_on_final_errors_and_after_the_budget() {
+        let policy = RetryPolicy::fast();
+        let mut calls = 0;
+        let r: Result<(), _> = with_retry(&policy, "t", || {
+            calls += 1;
+            async { Err(OciDistributionError::UnauthorizedError { url: "u".into() }) }
+        })
+        .await;
+        assert_eq!(r.unwrap_err().1, 1);
+        assert_eq!(calls, 1);
+
+        let mut calls = 0;
+        let r: Result<(), _> = with_retry(&policy, "t", || {
+            calls += 1;
+            async {
+                Err(OciDistributionError::ServerError {
+                    code: 503,
+                    url: "u".into(),
+                    message: String::new(),
+                })
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap_err().1, 4);
+        assert_eq!(calls, 4);
+
+        let mut calls = 0;
+        let r = with_retry(&policy, "t", || {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n < 3 {
+                    Err(OciDistributionError::ServerError {
+                        code: 500,
+                        url: "u".into(),
+                        message: String::new(),
+                    })
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap(), 3);
+    }
+}
