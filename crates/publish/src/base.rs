@@ -1,0 +1,276 @@
+//! The base image, wherever it lives: resolve a reference (a registry tag or digest, or an
+//! OCI layout) to one platform's manifest and config, and open its layer blobs.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use machineos_image::manifest::{ImageManifest, Manifest, parse_manifest};
+use machineos_image::{Descriptor, Digest, ImageRef, Layout, LayoutRef, Platform, RegistryRef};
+use machineos_registry::Registry;
+
+use crate::PublishError;
+
+/// Where an image's blobs can be read.
+#[derive(Debug, Clone)]
+pub enum Store {
+    /// A repository in a registry.
+    Registry {
+        /// The client.
+        client: Arc<Registry>,
+        /// The image (its repository is what matters for blobs).
+        reference: RegistryRef,
+    },
+    /// An OCI image layout directory.
+    Layout {
+        /// The opened layout.
+        layout: Arc<Layout>,
+        /// The reference it was named by.
+        reference: LayoutRef,
+    },
+}
+
+impl Store {
+    /// The image as the user named it.
+    pub fn name(&self) -> String {
+        match self {
+            Store::Registry { reference, .. } => reference.to_string(),
+            Store::Layout { reference, .. } => reference.to_string(),
+        }
+    }
+
+    /// `digest` as a pullspec of this store (`host/repo@sha256:…` or `oci:DIR@sha256:…`).
+    pub fn pullspec(&self, digest: &Digest) -> String {
+        match self {
+            Store::Registry { reference, .. } => reference.by_digest(digest),
+            Store::Layout { reference, .. } => format!("oci:{}@{digest}", reference.dir),
+        }
+    }
+
+    /// A whole (small) blob, checked against its digest.
+    pub async fn blob(&self, digest: &Digest) -> Result<Vec<u8>, PublishError> {
+        match self {
+            Store::Registry { client, reference } => Ok(client.blob(reference, digest).await?),
+            Store::Layout { layout, reference } => {
+                layout
+                    .read_blob(digest)
+                    .map_err(|source| PublishError::Layout {
+                        image: reference.to_string(),
+                        source,
+                    })
+            }
+        }
+    }
+
+    /// A blob as a stream (registry) — the caller bridges it to a reader where it blocks.
+    pub async fn blob_stream(
+        &self,
+        digest: &Digest,
+    ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, PublishError> {
+        match self {
+            Store::Registry { client, reference } => {
+                Ok(client.blob_stream(reference, digest).await?)
+            }
+            Store::Layout { layout, reference } => {
+                let file = layout
+                    .open_blob(digest)
+                    .map_err(|source| PublishError::Layout {
+                        image: reference.to_string(),
+                        source,
+                    })?;
+                let file = tokio::fs::File::from_std(file);
+                Ok(Box::pin(tokio_util::io::ReaderStream::new(file)))
+            }
+        }
+    }
+
+    /// A blob as a blocking reader, for use on a blocking thread. Registry blobs are checked
+    /// against their digest by the stream; layout blobs by the caller (see
+    /// [`open_verified`]).
+    pub fn blob_reader(
+        &self,
+        handle: &tokio::runtime::Handle,
+        digest: &Digest,
+    ) -> Result<Box<dyn Read + Send>, PublishError> {
+        match self {
+            Store::Registry { .. } => {
+                let stream = handle.block_on(self.blob_stream(digest))?;
+                let reader = tokio_util::io::StreamReader::new(stream);
+                let bridge = tokio_util::io::SyncIoBridge::new_with_handle(reader, handle.clone());
+                Ok(Box::new(bridge))
+            }
+            Store::Layout { layout, reference } => {
+                let file = layout
+                    .open_blob(digest)
+                    .map_err(|source| PublishError::Layout {
+                        image: reference.to_string(),
+                        source,
+                    })?;
+                Ok(Box::new(std::io::BufReader::with_capacity(
+                    256 * 1024,
+                    file,
+                )))
+            }
+        }
+    }
+}
+
+/// A base image resolved to one platform.
+#[derive(Debug, Clone)]
+pub struct ResolvedBase {
+    /// Where its blobs are.
+    pub store: Store,
+    /// The platform manifest's bytes, verbatim.
+    pub manifest_bytes: Vec<u8>,
+    /// Their digest: the key of the base index cache.
+    pub manifest_digest: Digest,
+    /// The manifest, parsed.
+    pub manifest: ImageManifest,
+    /// The config blob, verbatim.
+    pub config: Vec<u8>,
+    /// The platform that was selected (from the index, else from the config).
+    pub platform: Platform,
+    /// The platforms of the index it was selected from (empty for a single manifest).
+    pub index_platforms: Vec<Platform>,
+}
+
+impl ResolvedBase {
+    /// The base by digest, as recorded in the `baseOSContainerImage` label.
+    pub fn pullspec(&self) -> String {
+        self.store.pullspec(&self.manifest_digest)
+    }
+}
+
+/// Opens the store behind a reference: a registry through `client`, a layout from disk.
+pub fn open_store(
+    reference: &ImageRef,
+    client: Option<&Arc<Registry>>,
+    create: bool,
+) -> Result<Store, PublishError> {
+    match reference {
+        ImageRef::Registry(r) => Ok(Store::Registry {
+            client: client
+                .cloned()
+                .ok_or_else(|| PublishError::Internal("no registry client".into()))?,
+            reference: r.clone(),
+        }),
+        ImageRef::Layout(l) => {
+            let dir = std::path::Path::new(&l.dir);
+            let layout = if create {
+                Layout::create(dir)
+            } else {
+                Layout::open(dir)
+            }
+            .map_err(|source| PublishError::Layout {
+                image: l.to_string(),
+                source,
+            })?;
+            Ok(Store::Layout {
+                layout: Arc::new(layout),
+                reference: l.clone(),
+            })
+        }
+    }
+}
+
+/// Resolves the base to the manifest for `platform` and reads its config.
+pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, PublishError> {
+    let name = store.name();
+    let (bytes, digest) = match &store {
+        Store::Registry { client, reference } => client.manifest(reference).await?,
+        Store::Layout { layout, reference } => {
+            let digest = match &reference.digest {
+                Some(d) => d.clone(),
+                None => {
+                    layout
+                        .resolve(reference.tag.as_deref())
+                        .map_err(|source| PublishError::Layout {
+                            image: name.clone(),
+                            source,
+                        })?
+                        .digest
+                }
+            };
+            let bytes = layout
+                .read_blob(&digest)
+                .map_err(|source| PublishError::Layout {
+                    image: name.clone(),
+                    source,
+                })?;
+            (bytes, digest)
+        }
+    };
+    let manifest_err = |source| PublishError::Manifest {
+        image: name.clone(),
+        source,
+    };
+    let (manifest_bytes, manifest_digest, index_platforms, selected) =
+        match parse_manifest(&bytes, None).map_err(manifest_err)? {
+            Manifest::Image(_) => (bytes, digest, Vec::new(), None),
+            Manifest::Index(index) => {
+                let platforms = index
+                    .manifests
+                    .iter()
+                    .filter_map(|m| m.platform.clone())
+                    .collect();
+                let entry: Descriptor = index.select(platform).map_err(manifest_err)?.clone();
+                let (b, d) = match &store {
+                    Store::Registry { client, reference } => {
+                        client
+                            .manifest(&reference.with_digest(entry.digest.clone()))
+                            .await?
+                    }
+                    Store::Layout { layout, .. } => {
+                        let b = layout.read_blob(&entry.digest).map_err(|source| {
+                            PublishError::Layout {
+                                image: name.clone(),
+                                source,
+                            }
+                        })?;
+                        (b, entry.digest.clone())
+                    }
+                };
+                (b, d, platforms, entry.platform.clone())
+            }
+        };
+    let manifest = match parse_manifest(&manifest_bytes, None).map_err(manifest_err)? {
+        Manifest::Image(m) => m,
+        Manifest::Index(_) => {
+            return Err(PublishError::Internal(format!(
+                "{name}: an index entry points at another index"
+            )));
+        }
+    };
+    let config = store.blob(&manifest.config.digest).await?;
+    let view =
+        machineos_image::config::parse_config(&config).map_err(|source| PublishError::Config {
+            image: name.clone(),
+            source,
+        })?;
+    let actual = selected
+        .unwrap_or_else(|| Platform::new(&view.os, &view.architecture, view.variant.as_deref()));
+    if index_platforms.is_empty() && !actual.matches(platform) {
+        return Err(PublishError::PlatformMismatch {
+            image: name,
+            wanted: platform.to_string(),
+            found: actual.to_string(),
+        });
+    }
+    if view.diff_ids.len() != manifest.layers.len() {
+        return Err(PublishError::Internal(format!(
+            "{name}: the config lists {} diff_ids for {} layers",
+            view.diff_ids.len(),
+            manifest.layers.len()
+        )));
+    }
+    Ok(ResolvedBase {
+        store,
+        manifest_bytes,
+        manifest_digest,
+        manifest,
+        config,
+        platform: actual,
+        index_platforms,
+    })
+}

@@ -1,0 +1,122 @@
+//! The derived image as data: from the base's manifest and config and a plan, the new layer
+//! blob, the patched config and the new manifest — pure, so the same inputs give the same
+//! bytes and digests, and nothing here touches a registry or a disk.
+
+use std::collections::BTreeMap;
+
+use machineos_build::Plan;
+use machineos_build::layer::{self, LayerDigests, LayerOptions};
+use machineos_image::config::{ConfigPatch, patch_config, rfc3339_from_unix};
+use machineos_image::manifest::{derive_manifest, layer_media_type_for};
+use machineos_image::{Descriptor, Digest, LayerCompression};
+
+use crate::PublishError;
+use crate::base::ResolvedBase;
+
+/// Everything that is new in the derived image.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// The new layer, compressed.
+    pub layer_blob: Vec<u8>,
+    /// Its descriptor in the manifest.
+    pub layer: Descriptor,
+    /// Its digests and sizes.
+    pub layer_digests: LayerDigests,
+    /// The patched config.
+    pub config: Vec<u8>,
+    /// Its descriptor.
+    pub config_descriptor: Descriptor,
+    /// The manifest.
+    pub manifest: Vec<u8>,
+    /// Its digest.
+    pub manifest_digest: Digest,
+    /// Its media type.
+    pub manifest_media_type: String,
+}
+
+/// What the build adds to the image's metadata.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    /// Labels merged into the config (ours win over the base's on the same key).
+    pub labels: BTreeMap<String, String>,
+    /// The history entry's `created_by`.
+    pub created_by: String,
+    /// The history entry's `comment`.
+    pub comment: Option<String>,
+}
+
+/// Derives the image: `plan` as one gzip layer on top of `base`.
+pub fn derive(
+    base: &ResolvedBase,
+    plan: &Plan,
+    opts: &LayerOptions,
+    meta: &Metadata,
+) -> Result<Derived, PublishError> {
+    let name = base.store.name();
+    let (layer_digests, layer_blob) = layer::write_blob(plan, opts, Vec::new())
+        .map_err(|e| PublishError::Internal(format!("writing the layer: {e}")))?;
+    let parse = |s: &str| {
+        Digest::parse(s).map_err(|e| PublishError::Internal(format!("layer digest {s}: {e}")))
+    };
+    let diff_id = parse(&layer_digests.diff_id)?;
+    let manifest_media_type = base
+        .manifest
+        .media_type
+        .clone()
+        .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string());
+    let layer = Descriptor {
+        media_type: layer_media_type_for(&manifest_media_type, LayerCompression::Gzip)
+            .map_err(|source| PublishError::Manifest {
+                image: name.clone(),
+                source,
+            })?
+            .to_string(),
+        digest: parse(&layer_digests.digest)?,
+        size: layer_digests.size,
+        platform: None,
+        annotations: BTreeMap::new(),
+        urls: Vec::new(),
+    };
+    let created = i64::try_from(opts.mtime)
+        .map(rfc3339_from_unix)
+        .map_err(|_| PublishError::Internal(format!("mtime {} out of range", opts.mtime)))?;
+    let config = patch_config(
+        &base.config,
+        &ConfigPatch {
+            diff_id,
+            labels: meta.labels.clone(),
+            created: Some(created),
+            history_created_by: meta.created_by.clone(),
+            history_comment: meta.comment.clone(),
+        },
+    )
+    .map_err(|source| PublishError::Config {
+        image: name.clone(),
+        source,
+    })?;
+    let config_descriptor = Descriptor {
+        media_type: base.manifest.config.media_type.clone(),
+        digest: Digest::sha256(&config),
+        size: config.len() as u64,
+        platform: None,
+        annotations: BTreeMap::new(),
+        urls: Vec::new(),
+    };
+    let manifest =
+        derive_manifest(&base.manifest_bytes, &config_descriptor, &layer).map_err(|source| {
+            PublishError::Manifest {
+                image: name.clone(),
+                source,
+            }
+        })?;
+    Ok(Derived {
+        manifest_digest: Digest::sha256(&manifest),
+        layer_blob,
+        layer,
+        layer_digests,
+        config,
+        config_descriptor,
+        manifest,
+        manifest_media_type,
+    })
+}

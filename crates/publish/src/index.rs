@@ -1,0 +1,178 @@
+//! The base's filesystem index: loaded from the cache by manifest digest, or built by
+//! streaming each base layer once (on a blocking thread, never holding a layer in memory) and
+//! then cached, so the next build against that base reads no base layer at all.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, LayerSource};
+use machineos_image::LayerCompression;
+
+use crate::PublishError;
+use crate::base::{ResolvedBase, Store};
+use crate::progress::{Event, Progress};
+
+/// How the index was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CacheUse {
+    /// Loaded from the cache: no base layer was read.
+    Hit,
+    /// Built from the layers and stored in the cache.
+    Miss,
+    /// Built from the layers; no cache in use.
+    Disabled,
+}
+
+/// Counts base layer reads: whole-layer streams for indexing, and on-demand reads of a file
+/// whose contents the index does not keep.
+#[derive(Debug, Default)]
+pub struct LayerReads(AtomicU64);
+
+impl LayerReads {
+    /// Reads so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Reopens base layers for the few file contents the index does not keep.
+struct BaseLayers {
+    handle: tokio::runtime::Handle,
+    store: Store,
+    layers: Vec<(machineos_image::Digest, LayerCompression)>,
+    reads: Arc<LayerReads>,
+}
+
+impl LayerSource for BaseLayers {
+    fn open_layer(&self, layer: u32) -> std::io::Result<Box<dyn Read + Send>> {
+        let (digest, compression) = self
+            .layers
+            .get(layer as usize)
+            .ok_or_else(|| std::io::Error::other(format!("no base layer {layer}")))?;
+        self.reads.bump();
+        let raw = self
+            .store
+            .blob_reader(&self.handle, digest)
+            .map_err(std::io::Error::other)?;
+        decompress(*compression, raw)
+    }
+}
+
+/// An uncompressed view of a layer blob.
+pub fn decompress(
+    compression: LayerCompression,
+    raw: Box<dyn Read + Send>,
+) -> std::io::Result<Box<dyn Read + Send>> {
+    Ok(match compression {
+        LayerCompression::None => raw,
+        LayerCompression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
+        LayerCompression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw)?),
+    })
+}
+
+fn compression_of(
+    base: &ResolvedBase,
+) -> Result<Vec<(machineos_image::Digest, LayerCompression)>, PublishError> {
+    base.manifest
+        .layers
+        .iter()
+        .map(|l| {
+            let c = LayerCompression::from_media_type(&l.media_type).map_err(|source| {
+                PublishError::Manifest {
+                    image: base.store.name(),
+                    source,
+                }
+            })?;
+            Ok((l.digest.clone(), c))
+        })
+        .collect()
+}
+
+/// The base's index, from `cache` when it has it, else by streaming every layer. The index
+/// can read the contents it does not keep from the base layers on demand (counted in
+/// `reads`).
+pub async fn base_index(
+    base: &ResolvedBase,
+    cache: Option<&Cache>,
+    progress: &Arc<dyn Progress>,
+    reads: &Arc<LayerReads>,
+) -> Result<(BaseIndex, CacheUse), PublishError> {
+    let layers = compression_of(base)?;
+    let handle = tokio::runtime::Handle::current();
+    let cached = match cache {
+        Some(c) => c
+            .load(&base.manifest_digest)
+            .map_err(|source| PublishError::Index {
+                image: base.store.name(),
+                source,
+            })?,
+        None => None,
+    };
+    let (mut index, used) = match cached {
+        Some(index) => (index, CacheUse::Hit),
+        None => {
+            progress.event(Event::Stage("indexing base"));
+            let store = base.store.clone();
+            let sizes: Vec<u64> = base.manifest.layers.iter().map(|l| l.size).collect();
+            let layers = layers.clone();
+            let progress = progress.clone();
+            let reads = reads.clone();
+            let handle = handle.clone();
+            let name = base.store.name();
+            let index = tokio::task::spawn_blocking(move || {
+                let mut builder = IndexBuilder::new();
+                for (i, (digest, compression)) in layers.iter().enumerate() {
+                    progress.event(Event::IndexLayer {
+                        index: i,
+                        count: layers.len(),
+                        size: sizes[i],
+                    });
+                    reads.bump();
+                    let raw = store.blob_reader(&handle, digest)?;
+                    let mut hashed = machineos_image::digest::Sha256Reader::new(raw);
+                    builder
+                        .apply_layer(i as u32, *compression, &mut hashed)
+                        .map_err(|source| PublishError::Index {
+                            image: format!("{name} layer {digest}"),
+                            source,
+                        })?;
+                    let (got, _) = hashed.finish();
+                    if digest.algorithm() == got.algorithm() && &got != digest {
+                        return Err(PublishError::BlobDigest {
+                            image: name.clone(),
+                            want: digest.clone(),
+                            got,
+                        });
+                    }
+                }
+                Ok::<_, PublishError>(builder.finish())
+            })
+            .await
+            .map_err(|e| PublishError::Internal(format!("indexing task: {e}")))??;
+            match cache {
+                Some(c) => {
+                    c.store(&base.manifest_digest, &index).map_err(|source| {
+                        PublishError::Index {
+                            image: base.store.name(),
+                            source,
+                        }
+                    })?;
+                    (index, CacheUse::Miss)
+                }
+                None => (index, CacheUse::Disabled),
+            }
+        }
+    };
+    index.set_layer_source(Arc::new(BaseLayers {
+        handle,
+        store: base.store.clone(),
+        layers,
+        reads: reads.clone(),
+    }));
+    Ok((index, used))
+}

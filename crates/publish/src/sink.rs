@@ -1,0 +1,190 @@
+//! Publishing a derived image: make every base blob present at the destination (already
+//! there, mounted from the base's repository, or copied), upload the new layer and config,
+//! and only then put the manifest and its tag — the one step that makes the image visible.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use machineos_image::{Descriptor, Digest};
+
+use crate::PublishError;
+use crate::base::{ResolvedBase, Store};
+use crate::derive::Derived;
+use crate::progress::{Event, Progress};
+
+/// How the base blobs reached the destination.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobCounts {
+    /// Already present.
+    pub present: u64,
+    /// Mounted from the base's repository (same registry).
+    pub mounted: u64,
+    /// Copied (read from the base and written to the destination).
+    pub copied: u64,
+    /// Hard-linked between OCI layouts on one filesystem.
+    pub linked: u64,
+}
+
+/// Publishes `derived` on top of `base` to `dest`, tagging it with `tag` when given. Returns
+/// the manifest digest, as checked against what the destination stored.
+pub async fn publish(
+    base: &ResolvedBase,
+    derived: &Derived,
+    dest: &Store,
+    tag: Option<&str>,
+    progress: &Arc<dyn Progress>,
+) -> Result<(Digest, BlobCounts), PublishError> {
+    let mut counts = BlobCounts::default();
+    for layer in &base.manifest.layers {
+        ensure_blob(base, layer, dest, progress, &mut counts).await?;
+    }
+    match dest {
+        Store::Registry { client, reference } => {
+            client
+                .push_blob(
+                    reference,
+                    Bytes::from(derived.layer_blob.clone()),
+                    &derived.layer.digest,
+                )
+                .await?;
+            client
+                .push_blob(
+                    reference,
+                    Bytes::from(derived.config.clone()),
+                    &derived.config_descriptor.digest,
+                )
+                .await?;
+            let target = match tag {
+                Some(t) => reference
+                    .with_tag(t)
+                    .map_err(|e| PublishError::Internal(format!("tag {t}: {e}")))?,
+                None => reference.clone(),
+            };
+            let digest = client
+                .push_manifest(&target, &derived.manifest, &derived.manifest_media_type)
+                .await?;
+            Ok((digest, counts))
+        }
+        Store::Layout { layout, reference } => {
+            let err = |source| PublishError::Layout {
+                image: reference.to_string(),
+                source,
+            };
+            layout.write_blob(&derived.layer_blob).map_err(err)?;
+            layout.write_blob(&derived.config).map_err(err)?;
+            let (digest, size) = layout.write_blob(&derived.manifest).map_err(err)?;
+            if digest != derived.manifest_digest {
+                return Err(PublishError::BlobDigest {
+                    image: reference.to_string(),
+                    want: derived.manifest_digest.clone(),
+                    got: digest,
+                });
+            }
+            let desc = Descriptor {
+                media_type: derived.manifest_media_type.clone(),
+                digest: digest.clone(),
+                size,
+                platform: Some(base.platform.clone()),
+                annotations: Default::default(),
+                urls: Vec::new(),
+            };
+            match tag {
+                Some(t) => layout.set_tag(t, &desc).map_err(err)?,
+                None => layout.add_manifest(&desc).map_err(err)?,
+            }
+            Ok((digest, counts))
+        }
+    }
+}
+
+async fn ensure_blob(
+    base: &ResolvedBase,
+    blob: &Descriptor,
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+    counts: &mut BlobCounts,
+) -> Result<(), PublishError> {
+    match dest {
+        Store::Registry { client, reference } => {
+            if client.has_blob(reference, &blob.digest).await? {
+                counts.present += 1;
+                return Ok(());
+            }
+            if let Store::Registry {
+                reference: source, ..
+            } = &base.store
+                && client.mount(reference, source, &blob.digest).await?
+            {
+                counts.mounted += 1;
+                return Ok(());
+            }
+            progress.event(Event::CopyBlob {
+                digest: blob.digest.to_string(),
+                size: blob.size,
+            });
+            let store = base.store.clone();
+            client
+                .push_blob_stream(reference, &blob.digest, blob.size, || {
+                    let store = store.clone();
+                    let digest = blob.digest.clone();
+                    async move {
+                        store.blob_stream(&digest).await.map_err(|e| {
+                            machineos_registry::RegistryError::Setup(format!(
+                                "reading base blob {digest}: {e}"
+                            ))
+                        })
+                    }
+                })
+                .await?;
+            counts.copied += 1;
+            Ok(())
+        }
+        Store::Layout { layout, reference } => {
+            if layout.has_blob(&blob.digest) {
+                counts.present += 1;
+                return Ok(());
+            }
+            // Blobs are immutable and named by digest, so layouts on one filesystem can share
+            // them; when linking is not possible (another filesystem), the blob is copied.
+            if let Store::Layout { layout: from, .. } = &base.store
+                && std::fs::hard_link(from.blob_path(&blob.digest), layout.blob_path(&blob.digest))
+                    .is_ok()
+            {
+                counts.linked += 1;
+                return Ok(());
+            }
+            progress.event(Event::CopyBlob {
+                digest: blob.digest.to_string(),
+                size: blob.size,
+            });
+            let handle = tokio::runtime::Handle::current();
+            let store = base.store.clone();
+            let layout = layout.clone();
+            let digest = blob.digest.clone();
+            let image = reference.to_string();
+            tokio::task::spawn_blocking(move || {
+                let mut reader = store.blob_reader(&handle, &digest)?;
+                let (got, _) =
+                    layout
+                        .write_blob_from(&mut reader)
+                        .map_err(|source| PublishError::Layout {
+                            image: image.clone(),
+                            source,
+                        })?;
+                if got != digest {
+                    return Err(PublishError::BlobDigest {
+                        image,
+                        want: digest,
+                        got,
+                    });
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| PublishError::Internal(format!("copy task: {e}")))??;
+            counts.copied += 1;
+            Ok(())
+        }
+    }
+}
