@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: render the example MachineConfigs for pool
-# "worker" and build their layer over the example base root filesystem, into
-# ./machineos-out. Needs only cargo.
+# The main job on the embedded default: generate the small example base image (a
+# deterministic CoreOS-shaped OCI layout, target/example-base), render the example
+# MachineConfigs for pool "worker", build the layered image into the OCI layout
+# ./machineos-out (tag "worker"), and describe the result. Needs only cargo: no registry,
+# no container runtime, no privileges.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=$(bash scripts/example-base.sh target/example-base)
-mkdir -p machineos-out
-cargo run --quiet --release -p machineos -- build \
-  --base-dir "$base" \
-  --layer-out machineos-out/layer.tar \
-  --blob-out machineos-out/layer.tar.gz \
-  -o json --pool worker examples/machineconfigs
-echo "layer contents (machineos-out/layer.tar):"
-tar -tvf machineos-out/layer.tar --numeric-owner
+cargo build --quiet --release -p machineos -p machineos-synth
+bin=target/release
+$bin/machineos-synth --out target/example-base --tag latest --profile example >/dev/null
+cache=target/machineos-cache
+echo "== cold build (indexes the base, fills $cache)" >&2
+$bin/machineos build --base oci:target/example-base:latest --output oci:machineos-out:worker \
+  --cache-dir "$cache" --layer-out machineos-out-layer.tar \
+  --pool worker examples/machineconfigs
+echo "== warm build (reads no base layer)" >&2
+$bin/machineos build --base oci:target/example-base:latest --output oci:machineos-out:worker \
+  --cache-dir "$cache" -o json --pool worker examples/machineconfigs
+echo "== machineos inspect oci:machineos-out:worker" >&2
+$bin/machineos inspect oci:machineos-out:worker
+echo "== the added layer (machineos-out-layer.tar)" >&2
+tar -tvf machineos-out-layer.tar --numeric-owner

@@ -1,15 +1,21 @@
-//! `machineos build`: inputs → plan over a base root filesystem → layer files and a summary.
+//! `machineos build`: inputs → a layered image published by digest (from a base image), or
+//! just the layer (over an unpacked root filesystem with `--base-dir`).
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use machineos_build::layer::{self, LayerOptions};
 use machineos_build::plan::{ExtraFile, PlanOptions};
-use machineos_build::{DirView, EntryKind};
+use machineos_build::{DirView, EntryKind, Plan};
+use machineos_image::{ImageRef, Platform};
+use machineos_publish::{BuildSpec, Environment, Metadata, Progress};
 
 use crate::input::Input;
+use crate::registry::RegistryArgs;
 
 /// Where the MCO's build puts the rendered MachineConfig.
 const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
@@ -17,19 +23,45 @@ const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
 /// Arguments of `machineos build`.
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// The base image's root filesystem, unpacked in a directory. (Registry and OCI
-    /// layout bases are not supported yet.)
+    /// The base OS image: `host[:port]/repo[:tag][@digest]`, `docker://…` or
+    /// `oci:DIR[:tag]`. Defaults to the rendered MachineConfig's `spec.osImageURL`.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "base_dir")]
+    base: Option<String>,
+    /// Instead of a base image, plan over this unpacked root filesystem and write only the
+    /// layer (`--layer-out`, `--blob-out`); nothing is published.
     #[arg(long, value_name = "DIR")]
-    base_dir: PathBuf,
-    /// Write the uncompressed layer tar here.
+    base_dir: Option<PathBuf>,
+    /// Where to publish: `host[:port]/repo[:tag]` (tag defaults to `latest`) or
+    /// `oci:DIR[:tag]`.
+    #[arg(
+        long,
+        value_name = "DEST",
+        default_value = "oci:./machineos-out",
+        conflicts_with = "base_dir"
+    )]
+    output: String,
+    /// The platform to take from a multi-platform base, `os/arch[/variant]`. Defaults to
+    /// this machine's.
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Option<String>,
+    /// Write the uncompressed layer tar that was added here.
     #[arg(long, value_name = "FILE")]
     layer_out: Option<PathBuf>,
-    /// Write the gzip-compressed layer blob here.
-    #[arg(long, value_name = "FILE")]
+    /// Write the gzip-compressed layer blob here (`--base-dir` only; with a base image the
+    /// blob is in the output).
+    #[arg(long, value_name = "FILE", requires = "base_dir")]
     blob_out: Option<PathBuf>,
+    /// The base index cache. Defaults to `$XDG_CACHE_HOME/machineos` (`~/.cache/machineos`).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Do not use the base index cache: index the base's layers every time.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Output format of the summary.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
-    output: Format,
+    output_format: Format,
     #[command(flatten)]
     render: crate::input::RenderArgs,
     /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
@@ -45,24 +77,33 @@ enum Format {
     Json,
 }
 
-/// Run `machineos build`.
-pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
-    if !args.base_dir.is_dir() {
-        bail!("--base-dir {}: not a directory", args.base_dir.display());
-    }
-    let base = DirView::new(&args.base_dir);
-    let (name, config, opts) = match crate::input::read(&args.inputs, &args.render)? {
+/// What the inputs amount to, ready to plan.
+struct Job {
+    name: String,
+    config: machineos_ignition::Config,
+    opts: PlanOptions,
+    labels: BTreeMap<String, String>,
+    os_image_url: Option<String>,
+}
+
+fn job(args: &BuildArgs) -> anyhow::Result<Job> {
+    Ok(match crate::input::read(&args.inputs, &args.render)? {
         Input::Ignition { name, bytes } => {
             let prepared = machineos_build::prepare(&bytes, &name)?;
             for w in &prepared.warnings {
                 eprintln!("{name}: {w}");
             }
             // A plain Ignition config gets exactly what ignition-apply would write.
-            (name, prepared.config, PlanOptions::default())
+            Job {
+                name,
+                config: prepared.config,
+                opts: PlanOptions::default(),
+                labels: BTreeMap::new(),
+                os_image_url: None,
+            }
         }
         Input::Rendered(r) => {
-            let name = format!("MachineConfig {}", r.machine_config.name());
+            let mc_name = r.machine_config.name().to_string();
             let config = crate::input::rendered_config(&r)?;
             // As the MCO's build: the rendered MachineConfig is written to
             // currentconfig before ignition-apply, and the commit empties /tmp & co.
@@ -73,15 +114,177 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 }],
                 commit_cleanup: true,
             };
-            (name, config, opts)
+            let labels = BTreeMap::from([
+                ("machineconfig".to_string(), mc_name.clone()),
+                ("machineconfigpool".to_string(), args.render.pool.clone()),
+            ]);
+            let url = r.machine_config.spec.os_image_url.clone();
+            Job {
+                name: format!("MachineConfig {mc_name}"),
+                config,
+                opts,
+                labels,
+                os_image_url: (!url.is_empty()).then_some(url),
+            }
         }
+    })
+}
+
+/// Run `machineos build`.
+pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
+    let job = job(args)?;
+    if let Some(dir) = &args.base_dir {
+        return layer_only(args, dir, job);
+    }
+    let base = match (&args.base, &job.os_image_url) {
+        (Some(b), _) => b.clone(),
+        (None, Some(url)) => url.clone(),
+        (None, None) => bail!(
+            "{}: no base image: give --base IMAGE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
+            job.name
+        ),
     };
-    let plan = machineos_build::plan::plan_with(&config, &base, &opts).map_err(|error| {
-        machineos_build::BuildError::Plan {
-            source_name: name.clone(),
-            error,
+    let base = ImageRef::parse(&base).with_context(|| "--base")?;
+    let output = ImageRef::parse(&args.output).with_context(|| "--output")?;
+    let platform = match &args.platform {
+        Some(p) => p.parse::<Platform>().context("--platform")?,
+        None => Platform::host(),
+    };
+    let cache = if args.no_cache {
+        None
+    } else {
+        let dir = match &args.cache_dir {
+            Some(d) => d.clone(),
+            None => machineos_baseindex::Cache::default_dir().context(
+                "no cache directory: set XDG_CACHE_HOME or HOME, or give --cache-dir or --no-cache",
+            )?,
+        };
+        Some(machineos_baseindex::Cache::new(dir))
+    };
+    let progress = Arc::new(Bar::new());
+    let env = Environment {
+        registry: args.registry.options()?,
+        cache,
+        progress: progress.clone(),
+    };
+    let spec = BuildSpec {
+        base,
+        output,
+        platform,
+        config: job.config.clone(),
+        source_name: job.name.clone(),
+        plan_options: job.opts.clone(),
+        metadata: Metadata {
+            labels: job.labels.clone(),
+            created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),
+            comment: Some(job.name.clone()),
+        },
+        layer: LayerOptions::from_env()?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(machineos_publish::build(spec.clone(), env));
+    progress.finish();
+    let outcome = outcome?;
+    for w in &outcome.plan.warnings {
+        eprintln!("{}: {w}", job.name);
+    }
+    if let Some(path) = &args.layer_out {
+        write_atomically(path, |f| {
+            layer::write_tar(&outcome.plan, &spec.layer, f)?;
+            Ok(())
+        })?;
+    }
+    let counts = Counts::of(&outcome.plan, &job.config);
+    match args.output_format {
+        Format::Json => {
+            let summary = serde_json::json!({
+                "input": job.name,
+                "image": outcome.pullspec,
+                "digest": outcome.manifest_digest.to_string(),
+                "config": outcome.config_digest.to_string(),
+                "base": outcome.base_pullspec,
+                "platform": outcome.platform.to_string(),
+                "baseLayers": outcome.base_layers,
+                "layer": {
+                    "digest": outcome.layer.digest,
+                    "diffID": outcome.layer.diff_id,
+                    "size": outcome.layer.size,
+                    "uncompressedSize": outcome.layer.uncompressed_size,
+                },
+                "entries": outcome.plan.entries.len(),
+                "files": counts.files,
+                "units": counts.units,
+                "whiteouts": counts.whiteouts,
+                "baseIndexCache": outcome.cache,
+                "baseLayerReads": outcome.base_layer_reads,
+                "baseBlobs": outcome.blobs,
+                "timings": outcome.timings,
+            });
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            println!("{}", outcome.pullspec);
         }
-    })?;
+        Format::Text => {
+            eprintln!(
+                "base {} ({}, {} layers, index {:?}); layer {} ({} entries: {} files, {} units, {} whiteouts; {} bytes gzip) in {:.1} ms",
+                outcome.base_pullspec,
+                outcome.platform,
+                outcome.base_layers,
+                outcome.cache,
+                outcome.layer.digest,
+                outcome.plan.entries.len(),
+                counts.files,
+                counts.units,
+                counts.whiteouts,
+                outcome.layer.size,
+                outcome.timings.total_ms
+            );
+            println!("{}", outcome.pullspec);
+        }
+    }
+    Ok(())
+}
+
+/// Counts for the summary: files and units as the config declares them, whiteouts as the
+/// layer carries them.
+struct Counts {
+    files: usize,
+    units: usize,
+    whiteouts: usize,
+}
+
+impl Counts {
+    fn of(plan: &Plan, config: &machineos_ignition::Config) -> Counts {
+        Counts {
+            files: config.storage.files.len(),
+            units: config.systemd.units.len(),
+            whiteouts: plan
+                .entries
+                .iter()
+                .filter(|e| matches!(e.kind, EntryKind::Whiteout | EntryKind::Opaque))
+                .count(),
+        }
+    }
+}
+
+/// `--base-dir`: plan over an unpacked root filesystem, write the layer, publish nothing.
+fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if !dir.is_dir() {
+        bail!("--base-dir {}: not a directory", dir.display());
+    }
+    let base = DirView::new(dir);
+    let name = job.name;
+    let plan =
+        machineos_build::plan::plan_with(&job.config, &base, &job.opts).map_err(|error| {
+            machineos_build::BuildError::Plan {
+                source_name: name.clone(),
+                error,
+            }
+        })?;
     for w in &plan.warnings {
         eprintln!("{name}: {w}");
     }
@@ -97,12 +300,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
     }
-    let count =
-        |pred: fn(&EntryKind) -> bool| plan.entries.iter().filter(|e| pred(&e.kind)).count();
-    let files = count(|k| matches!(k, EntryKind::File(_)));
-    let whiteouts = count(|k| matches!(k, EntryKind::Whiteout | EntryKind::Opaque));
+    let counts = Counts::of(&plan, &job.config);
     let total = started.elapsed();
-    match args.output {
+    match args.output_format {
         Format::Json => {
             let summary = serde_json::json!({
                 "input": name,
@@ -111,16 +311,19 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 "layerSize": digests.size,
                 "uncompressedSize": digests.uncompressed_size,
                 "entries": plan.entries.len(),
-                "files": files,
-                "whiteouts": whiteouts,
+                "files": counts.files,
+                "units": counts.units,
+                "whiteouts": counts.whiteouts,
                 "timings": { "planMs": planned.as_secs_f64() * 1e3, "totalMs": total.as_secs_f64() * 1e3 },
             });
             println!("{}", serde_json::to_string_pretty(&summary)?);
         }
         Format::Text => {
             eprintln!(
-                "{} entries ({files} files, {whiteouts} whiteouts), {} bytes uncompressed, {} bytes gzip, in {:.1} ms",
+                "{} entries ({} files, {} whiteouts), {} bytes uncompressed, {} bytes gzip, in {:.1} ms",
                 plan.entries.len(),
+                counts.files,
+                counts.whiteouts,
                 digests.uncompressed_size,
                 digests.size,
                 total.as_secs_f64() * 1e3
@@ -132,16 +335,52 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A spinner on stderr when it is a terminal; nothing otherwise.
+struct Bar(Option<indicatif::ProgressBar>);
+
+impl Bar {
+    fn new() -> Bar {
+        if !std::io::stderr().is_terminal() {
+            return Bar(None);
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        Bar(Some(bar))
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn event(&self, event: machineos_publish::Event) {
+        let Some(bar) = &self.0 else { return };
+        match event {
+            machineos_publish::Event::Stage(s) => bar.set_message(s.to_string()),
+            machineos_publish::Event::IndexLayer { index, count, size } => bar.set_message(
+                format!("indexing base layer {}/{count} ({size} bytes)", index + 1),
+            ),
+            machineos_publish::Event::CopyBlob { digest, size } => {
+                bar.set_message(format!("copying {digest} ({size} bytes)"))
+            }
+            machineos_publish::Event::Bytes(_) => {}
+        }
+    }
+}
+
 /// Write through a temporary file in the same directory and rename, so a failure leaves
 /// nothing half-written at `path`.
-fn write_atomically<T>(
-    path: &PathBuf,
+pub fn write_atomically<T>(
+    path: &Path,
     f: impl FnOnce(&mut std::fs::File) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
+        .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("out")

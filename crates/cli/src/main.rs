@@ -1,10 +1,12 @@
 //! `machineos`: the command-line shim over the machineos libraries.
 //!
 //! Each subcommand parses its arguments, calls one library function, and prints; the
-//! logic lives in the crates (`machineos-build`, `machineos-render`, `machineos-api`).
+//! logic lives in the crates (`machineos-build`, `machineos-render`, `machineos-publish`,
+//! `machineos-api`).
 
 mod build;
 mod input;
+mod registry;
 
 use clap::{Parser, Subcommand};
 
@@ -18,9 +20,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Compute the image layer that ignition-apply would write over a base root
-    /// filesystem, and write it as a deterministic tar.
+    /// Build a layered image: the base image plus one layer with what ignition-apply
+    /// would write for the inputs, published by digest to a registry or an OCI layout.
     Build(build::BuildArgs),
+    /// Describe an image: platform, labels, layers, and the rendered MachineConfig it
+    /// embeds.
+    Inspect(InspectCmd),
     /// Print the CustomResourceDefinitions of every machineos API kind as YAML.
     Crds,
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
@@ -40,6 +45,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Render(cmd) => render(&cmd),
+        Command::Inspect(cmd) => inspect(&cmd),
         Command::Crds => {
             print!("{}", machineos_api::crds_yaml());
             Ok(())
@@ -76,4 +82,38 @@ fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Arguments of `machineos inspect`.
+#[derive(Debug, clap::Args)]
+struct InspectCmd {
+    /// The image: `host[:port]/repo[:tag][@digest]`, `docker://…` or `oci:DIR[:tag]`.
+    #[arg(value_name = "IMAGE")]
+    image: String,
+    /// The platform to describe in a multi-platform image. Defaults to this machine's.
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Option<String>,
+    #[command(flatten)]
+    registry: registry::RegistryArgs,
+}
+
+fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let image = machineos_image::ImageRef::parse(&cmd.image).context("IMAGE")?;
+    let platform = match &cmd.platform {
+        Some(p) => p.parse().context("--platform")?,
+        None => machineos_image::Platform::host(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let inspection = runtime.block_on(machineos_publish::inspect::inspect(
+        &image,
+        &platform,
+        cmd.registry.options()?,
+    ))?;
+    println!("{}", serde_json::to_string_pretty(&inspection)?);
+    Ok(())
 }
