@@ -224,12 +224,12 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 "baseBlobs": outcome.blobs,
                 "timings": outcome.timings,
             });
-            println!("{}", serde_json::to_string_pretty(&summary)?);
-            println!("{}", outcome.pullspec);
+            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
+            crate::emit(&outcome.pullspec)?;
         }
         Format::Text => {
             eprintln!(
-                "base {} ({}, {} layers, index {:?}); layer {} ({} entries: {} files, {} units, {} whiteouts; {} bytes gzip) in {:.1} ms",
+                "base {} ({}, {} layers, {}); layer {} ({} entries: {} files, {} units, {} whiteouts; {} bytes gzip) in {:.1} ms",
                 outcome.base_pullspec,
                 outcome.platform,
                 outcome.base_layers,
@@ -242,7 +242,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 outcome.layer.size,
                 outcome.timings.total_ms
             );
-            println!("{}", outcome.pullspec);
+            crate::emit(&outcome.pullspec)?;
         }
     }
     Ok(())
@@ -316,7 +316,7 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
                 "whiteouts": counts.whiteouts,
                 "timings": { "planMs": planned.as_secs_f64() * 1e3, "totalMs": total.as_secs_f64() * 1e3 },
             });
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
         }
         Format::Text => {
             eprintln!(
@@ -328,8 +328,8 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
                 digests.size,
                 total.as_secs_f64() * 1e3
             );
-            println!("diff_id {}", digests.diff_id);
-            println!("{}", digests.digest);
+            crate::emit(&format!("diff_id {}", digests.diff_id))?;
+            crate::emit(&digests.digest)?;
         }
     }
     Ok(())

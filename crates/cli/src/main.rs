@@ -46,10 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::Build(args) => build::run(&args),
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
-        Command::Crds => {
-            print!("{}", machineos_api::crds_yaml());
-            Ok(())
-        }
+        Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -78,7 +75,7 @@ fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
             )
         }
         input::Input::Rendered(r) => {
-            println!("{}", serde_json::to_string_pretty(&r.machine_config)?);
+            crate::emit(&serde_json::to_string_pretty(&r.machine_config)?)?;
             Ok(())
         }
     }
@@ -114,6 +111,17 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
         &platform,
         cmd.registry.options()?,
     ))?;
-    println!("{}", serde_json::to_string_pretty(&inspection)?);
+    crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
     Ok(())
+}
+
+/// Writes one line of output to stdout. A closed pipe (`machineos inspect … | head`) ends
+/// the output quietly instead of panicking as `println!` would.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

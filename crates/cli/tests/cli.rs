@@ -101,3 +101,91 @@ fn bad_input_names_file_and_path_and_writes_nothing() {
     );
     assert!(!out.exists());
 }
+
+/// The example synthetic base as an OCI layout tagged `base`.
+fn example_base_image(dir: &Path) -> PathBuf {
+    let path = dir.join("base-image");
+    let layout = machineos_image::Layout::create(&path).unwrap();
+    let desc =
+        machineos_synth::write_image(&layout, &machineos_synth::SynthSpec::example()).unwrap();
+    layout.set_tag("base", &desc).unwrap();
+    path
+}
+
+#[test]
+fn build_from_an_image_prints_the_pullspec_last_and_inspect_reads_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    let cache = tmp.path().join("cache");
+    let run = || {
+        machineos(&[
+            "build",
+            "--base",
+            &base,
+            "--output",
+            &format!("oci:{}:worker", out.display()),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--platform",
+            "linux/amd64",
+            "-o",
+            "json",
+            "examples/machineconfigs",
+        ])
+    };
+    let cold = run();
+    assert!(
+        cold.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cold.stderr)
+    );
+    let warm = run();
+    assert!(
+        warm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    let stdout = String::from_utf8(warm.stdout).unwrap();
+    let (json, last) = stdout.trim_end().rsplit_once('\n').unwrap();
+    let summary: serde_json::Value = serde_json::from_str(json).unwrap();
+    let digest = summary["digest"].as_str().unwrap();
+    assert_eq!(last, format!("oci:{}@{digest}", out.display()));
+    assert_eq!(summary["baseIndexCache"], "hit");
+    assert_eq!(summary["baseLayerReads"], 0);
+    assert_eq!(summary["units"], 2);
+    // Same inputs, same image.
+    let cold_stdout = String::from_utf8(cold.stdout).unwrap();
+    assert_eq!(cold_stdout.trim_end().rsplit_once('\n').unwrap().1, last);
+
+    let o = machineos(&[
+        "inspect",
+        "--platform",
+        "linux/amd64",
+        &format!("oci:{}:worker", out.display()),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let inspection: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(inspection["digest"], digest);
+    assert_eq!(inspection["labels"]["machineconfigpool"], "worker");
+    assert_eq!(inspection["labels"]["ostree.bootable"], "true");
+    let mc_name = inspection["labels"]["machineconfig"].as_str().unwrap();
+    assert!(mc_name.starts_with("rendered-worker-"), "{mc_name}");
+    assert_eq!(inspection["machineConfig"]["metadata"]["name"], mc_name);
+}
+
+#[test]
+fn build_without_a_base_names_what_is_missing() {
+    let o = machineos(&["build", "examples/machineconfigs"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no base image") && err.contains("--base"),
+        "{err}"
+    );
+
+    let o = machineos(&["build", "--base", "Not A Ref", "examples/machineconfigs"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--base") && err.contains("Not A Ref"), "{err}");
+}

@@ -25,6 +25,16 @@ pub enum CacheUse {
     Disabled,
 }
 
+impl std::fmt::Display for CacheUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CacheUse::Hit => "cache hit",
+            CacheUse::Miss => "indexed, cached",
+            CacheUse::Disabled => "indexed, no cache",
+        })
+    }
+}
+
 /// Counts base layer reads: whole-layer streams for indexing, and on-demand reads of a file
 /// whose contents the index does not keep.
 #[derive(Debug, Default)]

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use machineos_image::{Descriptor, Digest};
 
 use crate::PublishError;
@@ -36,25 +37,34 @@ pub async fn publish(
     progress: &Arc<dyn Progress>,
 ) -> Result<(Digest, BlobCounts), PublishError> {
     let mut counts = BlobCounts::default();
-    for layer in &base.manifest.layers {
-        ensure_blob(base, layer, dest, progress, &mut counts).await?;
+    let fates: Vec<Result<Fate, PublishError>> = futures_util::stream::iter(&base.manifest.layers)
+        .map(|layer| ensure_blob(base, layer, dest, progress))
+        .buffer_unordered(BLOB_CONCURRENCY)
+        .collect()
+        .await;
+    for fate in fates {
+        match fate? {
+            Fate::Present => counts.present += 1,
+            Fate::Mounted => counts.mounted += 1,
+            Fate::Copied => counts.copied += 1,
+            Fate::Linked => counts.linked += 1,
+        }
     }
     match dest {
         Store::Registry { client, reference } => {
-            client
-                .push_blob(
-                    reference,
-                    Bytes::from(derived.layer_blob.clone()),
-                    &derived.layer.digest,
-                )
-                .await?;
-            client
-                .push_blob(
-                    reference,
-                    Bytes::from(derived.config.clone()),
-                    &derived.config_descriptor.digest,
-                )
-                .await?;
+            let layer = client.push_blob(
+                reference,
+                Bytes::from(derived.layer_blob.clone()),
+                &derived.layer.digest,
+            );
+            let config = client.push_blob(
+                reference,
+                Bytes::from(derived.config.clone()),
+                &derived.config_descriptor.digest,
+            );
+            let (layer, config) = futures_util::join!(layer, config);
+            layer?;
+            config?;
             let target = match tag {
                 Some(t) => reference
                     .with_tag(t)
@@ -98,26 +108,46 @@ pub async fn publish(
     }
 }
 
+/// How many base blobs are checked, mounted or copied at once.
+const BLOB_CONCURRENCY: usize = 8;
+
+/// How one base blob reached the destination.
+enum Fate {
+    Present,
+    Mounted,
+    Copied,
+    Linked,
+}
+
 async fn ensure_blob(
     base: &ResolvedBase,
     blob: &Descriptor,
     dest: &Store,
     progress: &Arc<dyn Progress>,
-    counts: &mut BlobCounts,
-) -> Result<(), PublishError> {
+) -> Result<Fate, PublishError> {
     match dest {
         Store::Registry { client, reference } => {
-            if client.has_blob(reference, &blob.digest).await? {
-                counts.present += 1;
-                return Ok(());
+            let source = match &base.store {
+                Store::Registry {
+                    reference: source, ..
+                } => Some(source),
+                Store::Layout { .. } => None,
+            };
+            if let Some(source) = source {
+                // The base manifest lives in its repository, so its blobs do too.
+                if source.registry() == reference.registry()
+                    && source.repository() == reference.repository()
+                {
+                    return Ok(Fate::Present);
+                }
+                // Same registry: a mount answers 201 whether the blob was already there or
+                // is linked now, in one request.
+                if client.mount(reference, source, &blob.digest).await? {
+                    return Ok(Fate::Mounted);
+                }
             }
-            if let Store::Registry {
-                reference: source, ..
-            } = &base.store
-                && client.mount(reference, source, &blob.digest).await?
-            {
-                counts.mounted += 1;
-                return Ok(());
+            if client.has_blob(reference, &blob.digest).await? {
+                return Ok(Fate::Present);
             }
             progress.event(Event::CopyBlob {
                 digest: blob.digest.to_string(),
@@ -137,13 +167,11 @@ async fn ensure_blob(
                     }
                 })
                 .await?;
-            counts.copied += 1;
-            Ok(())
+            Ok(Fate::Copied)
         }
         Store::Layout { layout, reference } => {
             if layout.has_blob(&blob.digest) {
-                counts.present += 1;
-                return Ok(());
+                return Ok(Fate::Present);
             }
             // Blobs are immutable and named by digest, so layouts on one filesystem can share
             // them; when linking is not possible (another filesystem), the blob is copied.
@@ -151,8 +179,7 @@ async fn ensure_blob(
                 && std::fs::hard_link(from.blob_path(&blob.digest), layout.blob_path(&blob.digest))
                     .is_ok()
             {
-                counts.linked += 1;
-                return Ok(());
+                return Ok(Fate::Linked);
             }
             progress.event(Event::CopyBlob {
                 digest: blob.digest.to_string(),
@@ -183,8 +210,7 @@ async fn ensure_blob(
             })
             .await
             .map_err(|e| PublishError::Internal(format!("copy task: {e}")))??;
-            counts.copied += 1;
-            Ok(())
+            Ok(Fate::Copied)
         }
     }
 }
