@@ -191,6 +191,9 @@ impl AuthFile {
         let root = root
             .as_object()
             .ok_or_else(|| invalid("$".to_owned(), "not a JSON object"))?;
+        if root.get("kind").and_then(Value::as_str) == Some("Secret") {
+            return AuthFile::parse_secret(root);
+        }
         let mut entries = BTreeMap::new();
         match root.get("auths") {
             None | Some(Value::Null) => {}
@@ -204,6 +207,36 @@ impl AuthFile {
             Some(_) => return Err(invalid("$.auths".to_owned(), "not an object")),
         }
         Ok(AuthFile { entries })
+    }
+
+    /// A Kubernetes Secret manifest in JSON (`kubectl get secret -o json`) of type
+    /// `kubernetes.io/dockerconfigjson`: its `.dockerconfigjson` payload, from `data`
+    /// (base64) or `stringData`.
+    fn parse_secret(root: &Map<String, Value>) -> Result<AuthFile, AuthError> {
+        const KEY: &str = ".dockerconfigjson";
+        if let Some(text) = root
+            .get("stringData")
+            .and_then(|d| d.get(KEY))
+            .and_then(Value::as_str)
+        {
+            return AuthFile::parse(text.as_bytes());
+        }
+        let path = || format!("$.data[{KEY:?}]");
+        let encoded = root
+            .get("data")
+            .and_then(|d| d.get(KEY))
+            .ok_or_else(|| {
+                invalid(
+                    path(),
+                    "missing: not a kubernetes.io/dockerconfigjson Secret",
+                )
+            })?
+            .as_str()
+            .ok_or_else(|| invalid(path(), "not a string"))?;
+        let payload = STANDARD
+            .decode(encoded.trim())
+            .map_err(|_| invalid(path(), "not valid base64"))?;
+        AuthFile::parse(&payload)
     }
 
     /// The normalised keys that have credentials.
@@ -423,6 +456,28 @@ mod tests {
             f.lookup("quay.io", "a").unwrap().password.expose(),
             PASSWORD
         );
+    }
+
+    #[test]
+    fn kubernetes_secret_manifests_carry_the_same_payload() {
+        let data = format!(
+            r#"{{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {{"name": "pull-secret"}},
+                "data": {{".dockerconfigjson": "{}"}}}}"#,
+            b64(&sample())
+        );
+        let string_data = format!(
+            r#"{{"kind": "Secret", "stringData": {{".dockerconfigjson": {}}}}}"#,
+            serde_json::to_string(&sample()).unwrap()
+        );
+        for text in [data, string_data] {
+            let f = AuthFile::parse(text.as_bytes()).unwrap();
+            assert_eq!(f.lookup("quay.io", "org/x").unwrap().username, "u2");
+        }
+        let err = AuthFile::parse(br#"{"kind": "Secret", "data": {"other": "eA=="}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(".dockerconfigjson"), "{err}");
     }
 
     #[test]

@@ -48,6 +48,12 @@ impl Store {
         }
     }
 
+    /// Whether blob streams from this store are checked against their digest as they are
+    /// read (registry streams are, by the client; layout files are not).
+    pub fn verifies_blobs(&self) -> bool {
+        matches!(self, Store::Registry { .. })
+    }
+
     /// A whole (small) blob, checked against its digest.
     pub async fn blob(&self, digest: &Digest) -> Result<Vec<u8>, PublishError> {
         match self {
@@ -237,9 +243,10 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
     let manifest = match parse_manifest(&manifest_bytes, None).map_err(manifest_err)? {
         Manifest::Image(m) => m,
         Manifest::Index(_) => {
-            return Err(PublishError::Internal(format!(
-                "{name}: an index entry points at another index"
-            )));
+            return Err(PublishError::InvalidImage {
+                image: name,
+                problem: "an index entry points at another index".into(),
+            });
         }
     };
     let config = store.blob(&manifest.config.digest).await?;
@@ -258,11 +265,14 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
         });
     }
     if view.diff_ids.len() != manifest.layers.len() {
-        return Err(PublishError::Internal(format!(
-            "{name}: the config lists {} diff_ids for {} layers",
-            view.diff_ids.len(),
-            manifest.layers.len()
-        )));
+        return Err(PublishError::InvalidImage {
+            image: name,
+            problem: format!(
+                "the config lists {} diff_ids for {} layers",
+                view.diff_ids.len(),
+                manifest.layers.len()
+            ),
+        });
     }
     Ok(ResolvedBase {
         store,

@@ -144,20 +144,27 @@ pub async fn base_index(
                     });
                     reads.bump();
                     let raw = store.blob_reader(&handle, digest)?;
-                    let mut hashed = machineos_image::digest::Sha256Reader::new(raw);
-                    builder
-                        .apply_layer(i as u32, *compression, &mut hashed)
-                        .map_err(|source| PublishError::Index {
-                            image: format!("{name} layer {digest}"),
-                            source,
-                        })?;
-                    let (got, _) = hashed.finish();
-                    if digest.algorithm() == got.algorithm() && &got != digest {
-                        return Err(PublishError::BlobDigest {
-                            image: name.clone(),
-                            want: digest.clone(),
-                            got,
-                        });
+                    let mut apply = |reader: &mut dyn std::io::Read| {
+                        builder
+                            .apply_layer(i as u32, *compression, reader)
+                            .map_err(|source| PublishError::Index {
+                                image: format!("{name} layer {digest}"),
+                                source,
+                            })
+                    };
+                    if store.verifies_blobs() {
+                        apply(&mut { raw })?;
+                    } else {
+                        let mut hashed = machineos_image::digest::Sha256Reader::new(raw);
+                        apply(&mut hashed)?;
+                        let got = hashed.finish().0;
+                        if digest.algorithm() == got.algorithm() && &got != digest {
+                            return Err(PublishError::BlobDigest {
+                                image: name.clone(),
+                                want: digest.clone(),
+                                got,
+                            });
+                        }
                     }
                 }
                 Ok::<_, PublishError>(builder.finish())

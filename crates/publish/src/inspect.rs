@@ -60,12 +60,14 @@ pub async fn inspect(
         None => None,
     };
     let machine_config = match machine_config {
-        Some(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| {
-            PublishError::Internal(format!(
-                "{}: /{CURRENT_CONFIG} is not JSON: {e}",
-                store.name()
-            ))
-        })?),
+        Some(bytes) => {
+            Some(
+                serde_json::from_slice(&bytes).map_err(|e| PublishError::InvalidImage {
+                    image: store.name(),
+                    problem: format!("/{CURRENT_CONFIG} is not JSON: {e}"),
+                })?,
+            )
+        }
         None => None,
     };
     Ok(Inspection {
@@ -106,11 +108,12 @@ async fn top_layer_file(
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let raw = store.blob_reader(&handle, &digest)?;
-        let reader = crate::index::decompress(compression, raw)
-            .map_err(|e| PublishError::Internal(format!("reading layer {digest}: {e}")))?;
-        let io = |e: std::io::Error| {
-            PublishError::Internal(format!("{}: reading layer {digest}: {e}", store.name()))
+        let io = |source: std::io::Error| PublishError::LayerRead {
+            image: store.name(),
+            digest: digest.clone(),
+            source,
         };
+        let reader = crate::index::decompress(compression, raw).map_err(io)?;
         let mut archive = tar::Archive::new(reader);
         for entry in archive.entries().map_err(io)? {
             let mut entry = entry.map_err(io)?;

@@ -92,7 +92,26 @@ pub enum PublishError {
     /// Planning the layer failed (bad config for this base).
     #[error(transparent)]
     Plan(#[from] machineos_build::BuildError),
-    /// An invariant of ours did not hold.
+    /// The image is malformed (its manifest, config or a layer's contents contradict each
+    /// other or the spec).
+    #[error("{image}: {problem}")]
+    InvalidImage {
+        /// The image (and blob).
+        image: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Reading a layer's contents failed.
+    #[error("{image}: reading layer {digest}: {source}")]
+    LayerRead {
+        /// The image.
+        image: String,
+        /// The layer.
+        digest: Digest,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An invariant of ours did not hold (a bug, or a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -160,9 +160,7 @@ async fn ensure_blob(
                     let digest = blob.digest.clone();
                     async move {
                         store.blob_stream(&digest).await.map_err(|e| {
-                            machineos_registry::RegistryError::Setup(format!(
-                                "reading base blob {digest}: {e}"
-                            ))
+                            std::io::Error::other(format!("reading base blob {digest}: {e}"))
                         })
                     }
                 })

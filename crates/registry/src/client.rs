@@ -413,7 +413,7 @@ impl Registry {
     }
 
     /// Uploads a blob from a stream that `open` produces (once per attempt), without holding
-    /// it in memory.
+    /// it in memory. A failure to open the source counts as a transient I/O failure.
     pub async fn push_blob_stream<F, Fut>(
         &self,
         target: &RegistryRef,
@@ -424,20 +424,24 @@ impl Registry {
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<
-                Output = Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError>,
+                Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
             >,
     {
         self.prepare(target).await;
         let t = to_reference(target);
         let mut attempt = 1;
         loop {
-            let stream = open().await?;
-            let stream = futures_util::TryStreamExt::map_err(stream, OciDistributionError::IoError);
-            match self
-                .client
-                .push_blob_stream(&t, stream, digest.as_str(), Some(size))
-                .await
-            {
+            let pushed = match open().await {
+                Ok(stream) => {
+                    let stream =
+                        futures_util::TryStreamExt::map_err(stream, OciDistributionError::IoError);
+                    self.client
+                        .push_blob_stream(&t, stream, digest.as_str(), Some(size))
+                        .await
+                }
+                Err(e) => Err(OciDistributionError::IoError(e)),
+            };
+            match pushed {
                 Ok(_) => {
                     Stats::bump(&self.stats.blobs_pushed);
                     return Ok(());
