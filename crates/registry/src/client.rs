@@ -147,7 +147,8 @@ impl std::fmt::Debug for Registry {
 
 impl Registry {
     /// A client for `hosts` (`host[:port]`). Hosts that may use plain HTTP (loopback, or named
-    /// in `insecure_hosts`) are probed: HTTPS is used when it answers, plain HTTP otherwise.
+    /// in `insecure_hosts`) are probed (see [`crate::scheme::probe`]): plain HTTP only when the
+    /// registry does not speak TLS.
     pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
         let mut certs = Vec::new();
         for pem in &opts.ca_pems {
@@ -165,7 +166,7 @@ impl Registry {
             if !seen.insert(host.to_string()) || !may_use_plain_http(host, &opts.insecure_hosts) {
                 continue;
             }
-            if crate::scheme::probe(host, &opts.ca_pems).await == Scheme::Http {
+            if crate::scheme::probe(host).await == Scheme::Http {
                 plain_http.push(host.to_string());
             }
         }

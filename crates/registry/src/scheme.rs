@@ -1,8 +1,8 @@
 //! Which registries may be spoken to over plain HTTP, and which scheme one actually answers on.
 //!
 //! Plain HTTP is allowed only for loopback hosts and hosts the user names with
-//! `--insecure-registry`; for those, HTTPS is tried first (a loopback registry with TLS keeps
-//! TLS) and plain HTTP is used only when HTTPS does not answer. Everyone else gets HTTPS.
+//! `--insecure-registry`, and only when the registry does not speak TLS: a loopback registry
+//! with TLS keeps TLS. Everyone else gets HTTPS.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -44,33 +44,32 @@ fn host_name(host: &str) -> &str {
     }
 }
 
-/// Asks `GET /v2/` over HTTPS; any HTTP answer (200, 401, …) means HTTPS works. Otherwise
-/// plain HTTP is tried, and used if it answers. If neither answers, HTTPS is kept so the real
-/// operation reports the connection error.
-pub async fn probe(host: &str, ca_pems: &[Vec<u8>]) -> Scheme {
-    let mut builder = reqwest::Client::builder()
+/// Which scheme the registry at `host` speaks. One port speaks either TLS or plain HTTP, so
+/// a plain `GET /v2/` (no credentials are ever sent) tells them apart in one round trip: a
+/// registry answering it with a registry status (200, or 401 asking for credentials) speaks
+/// plain HTTP; a TLS port refuses it (Go's servers answer 400) or drops the connection, and
+/// is used over HTTPS — as is a host that does not answer at all, so the real operation
+/// reports the connection error.
+pub async fn probe(host: &str) -> Scheme {
+    // The probe never speaks TLS, so the client needs no trust roots.
+    let Ok(client) = reqwest::Client::builder()
+        .tls_certs_only(Vec::new())
+        .no_proxy()
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(10));
-    for pem in ca_pems {
-        if let Ok(certs) = reqwest::Certificate::from_pem_bundle(pem) {
-            builder = builder.tls_certs_merge(certs);
-        }
-    }
-    let Ok(client) = builder.build() else {
+        .timeout(Duration::from_secs(10))
+        .build()
+    else {
         return Scheme::Https;
     };
-    if client
-        .get(format!("https://{host}/v2/"))
-        .send()
-        .await
-        .is_ok()
-    {
-        return Scheme::Https;
-    }
     match client.get(format!("http://{host}/v2/")).send().await {
-        Ok(_) => Scheme::Http,
-        Err(_) => Scheme::Https,
+        Ok(r) if is_registry_answer(r.status().as_u16()) => Scheme::Http,
+        _ => Scheme::Https,
     }
+}
+
+/// Whether a plain-HTTP answer to `GET /v2/` comes from a registry speaking plain HTTP.
+fn is_registry_answer(status: u16) -> bool {
+    matches!(status, 200 | 401)
 }
 
 #[cfg(test)]
@@ -94,6 +93,19 @@ mod tests {
         ];
         for (host, want) in table {
             assert_eq!(may_use_plain_http(host, &insecure), want, "{host}");
+        }
+    }
+
+    #[test]
+    fn only_registry_statuses_mean_plain_http() {
+        for (status, want) in [
+            (200, true),
+            (401, true),
+            (400, false),
+            (404, false),
+            (502, false),
+        ] {
+            assert_eq!(is_registry_answer(status), want, "{status}");
         }
     }
 }
