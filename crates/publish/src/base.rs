@@ -79,21 +79,14 @@ impl Store {
                 Ok(client.blob_stream(reference, digest).await?)
             }
             Store::Layout { layout, reference } => {
-                let file = layout
-                    .open_blob(digest)
-                    .map_err(|source| PublishError::Layout {
-                        image: reference.to_string(),
-                        source,
-                    })?;
-                let file = tokio::fs::File::from_std(file);
+                let file = tokio::fs::File::from_std(open_blob(layout, reference, digest)?);
                 Ok(Box::pin(tokio_util::io::ReaderStream::new(file)))
             }
         }
     }
 
     /// A blob as a blocking reader, for use on a blocking thread. Registry blobs are checked
-    /// against their digest by the stream; layout blobs by the caller (see
-    /// [`open_verified`]).
+    /// against their digest by the stream; layout blobs are not (see [`Store::verifies_blobs`]).
     pub fn blob_reader(
         &self,
         handle: &tokio::runtime::Handle,
@@ -106,20 +99,26 @@ impl Store {
                 let bridge = tokio_util::io::SyncIoBridge::new_with_handle(reader, handle.clone());
                 Ok(Box::new(bridge))
             }
-            Store::Layout { layout, reference } => {
-                let file = layout
-                    .open_blob(digest)
-                    .map_err(|source| PublishError::Layout {
-                        image: reference.to_string(),
-                        source,
-                    })?;
-                Ok(Box::new(std::io::BufReader::with_capacity(
-                    256 * 1024,
-                    file,
-                )))
-            }
+            Store::Layout { layout, reference } => Ok(Box::new(std::io::BufReader::with_capacity(
+                256 * 1024,
+                open_blob(layout, reference, digest)?,
+            ))),
         }
     }
+}
+
+/// A layout's blob file, for reading.
+fn open_blob(
+    layout: &Layout,
+    reference: &LayoutRef,
+    digest: &Digest,
+) -> Result<std::fs::File, PublishError> {
+    layout
+        .open_blob(digest)
+        .map_err(|source| PublishError::Layout {
+            image: reference.to_string(),
+            source,
+        })
 }
 
 /// A base image resolved to one platform.

@@ -27,7 +27,10 @@ fn main() -> anyhow::Result<()> {
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
     std::fs::write(
         dir.join("auth.json"),
-        format!("{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}\n", reg.host()),
+        format!(
+            "{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}\n",
+            reg.host()
+        ),
     )?;
     println!("{}", reg.host());
     eprintln!(
