@@ -35,18 +35,16 @@ pub const KEEP_LIMIT: u64 = 1 << 20;
 /// Kept are the files the planner may read on every build: anything under `/etc` up to
 /// [`KEEP_LIMIT`] (it appends to and copies up files there, reads `/etc/passwd`,
 /// `/etc/group` and the preset file), the image's own user databases `/usr/lib/passwd`
-/// and `/usr/lib/group` whatever their size, and unit files under `/usr/lib/systemd/` up
+/// and `/usr/lib/group` up to the same limit, and unit files under `/usr/lib/systemd/` up
 /// to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section). Empty files need no
 /// bytes and count as kept whatever this says. Everything else is read from its layer
 /// through a [`crate::LayerSource`] when it is needed at all.
 pub fn keep_content(path: &str, size: u64) -> bool {
-    match path {
-        "/usr/lib/passwd" | "/usr/lib/group" => true,
-        _ => {
-            size <= KEEP_LIMIT
-                && (path.starts_with("/etc/") || path.starts_with("/usr/lib/systemd/"))
-        }
-    }
+    size <= KEEP_LIMIT
+        && (path == "/usr/lib/passwd"
+            || path == "/usr/lib/group"
+            || path.starts_with("/etc/")
+            || path.starts_with("/usr/lib/systemd/"))
 }
 
 /// What applying one layer met.
@@ -64,6 +62,12 @@ pub struct LayerStats {
 /// one, the tar member.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
+    /// The layers, applied, do not form a tree.
+    #[error("indexing the base: the layers do not form a tree: {what}")]
+    Inconsistent {
+        /// What is wrong.
+        what: String,
+    },
     /// Layers were not applied as 0, 1, 2, … in order.
     #[error("applying layer {layer}: layers must be applied in order; expected layer {expected}")]
     OutOfOrder {
@@ -268,8 +272,9 @@ impl IndexBuilder {
         Ok(stats)
     }
 
-    /// The index of every layer applied.
-    pub fn finish(self) -> BaseIndex {
+    /// The index of every layer applied; an error if the layers described a tree that is not
+    /// one (which [`IndexBuilder::apply_layer`] is meant to have rejected already).
+    pub fn finish(self) -> Result<BaseIndex, IndexError> {
         let mut items: Vec<(String, BNode)> = self.nodes.into_iter().collect();
         items.sort_by(|a, b| path::cmp(&a.0, &b.0));
         let text: usize = items.iter().map(|(p, _)| p.len()).sum();
@@ -313,12 +318,16 @@ impl IndexBuilder {
                     }
                 }
             };
-            let pushed = asm.push(p, kind, meta, link);
-            debug_assert!(pushed.is_ok(), "{p}: {pushed:?}");
+            asm.push(p, kind, meta, link)
+                .map_err(|what| ApplyError::Inconsistent {
+                    what: format!("{p}: {what}"),
+                })?;
         }
         let (idx, check) = asm.finish();
-        debug_assert!(check.is_ok(), "{check:?}");
-        idx
+        check.map_err(|what| ApplyError::Inconsistent {
+            what: what.to_string(),
+        })?;
+        Ok(idx)
     }
 
     fn apply_tar<R: Read>(&mut self, layer: u32, r: &mut R) -> Result<LayerStats, ApplyError> {
@@ -387,6 +396,13 @@ impl IndexBuilder {
                 return Ok(());
             }
             tar::EntryType::Link => {
+                if p == "/" {
+                    return Err(ApplyError::Unsupported {
+                        layer,
+                        entry: name,
+                        what: "the image root must be a directory, not a hard link".into(),
+                    });
+                }
                 let target = entry
                     .link_name_bytes()
                     .map(|t| String::from_utf8_lossy(&t).into_owned())

@@ -2,6 +2,7 @@
 //! manifest digest, so each base is streamed and indexed once per machine.
 
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -100,7 +101,13 @@ impl Cache {
             let path = path.to_path_buf();
             move |source| CacheError::Write { path, source }
         };
-        std::fs::create_dir_all(&dir).map_err(werr(&dir))?;
+        // The index keeps small files of the base's /etc, which may include /etc/shadow or
+        // keys: the cache is readable by its owner only.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(werr(&dir))?;
         let tmp = dir.join(format!(
             ".{}.idx.{}.{}.tmp",
             key.hex(),
@@ -111,6 +118,7 @@ impl Cache {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&tmp)?;
             f.write_all(&index.encode())?;
             f.sync_all()

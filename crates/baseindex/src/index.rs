@@ -14,7 +14,9 @@ use crate::path;
 /// of files the index does not keep.
 ///
 /// Each read of a file whose contents are not kept opens its layer once, through
-/// [`LayerSource::open_layer_at`].
+/// [`LayerSource::open_layer_at`], and reads the stream to its end, so a source whose stream
+/// fails at its end when the layer's digest does not match (as registry streams do) has the
+/// bytes it gave verified.
 pub trait LayerSource: Send + Sync {
     /// The UNCOMPRESSED tar stream of layer `layer` (the number given to
     /// [`crate::IndexBuilder::apply_layer`]), from its first byte.
@@ -286,7 +288,7 @@ impl BaseIndex {
                  layer source is set"
             ))));
         };
-        let r = source.open_layer_at(layer, offset).map_err(|e| {
+        let mut r = source.open_layer_at(layer, offset).map_err(|e| {
             err(std::io::Error::new(
                 e.kind(),
                 format!("opening layer {layer} at offset {offset}: {e}"),
@@ -294,7 +296,7 @@ impl BaseIndex {
         })?;
         let mut buf = Vec::with_capacity(usize::try_from(size.min(1 << 26)).unwrap_or(0));
         if sparse {
-            let mut ar = tar::Archive::new(r);
+            let mut ar = tar::Archive::new(&mut r);
             let mut entries = ar.entries().map_err(|e| err(layer_io(layer, e)))?;
             let mut entry = match entries.next() {
                 Some(entry) => entry.map_err(|e| err(layer_io(layer, e)))?,
@@ -309,10 +311,14 @@ impl BaseIndex {
                 .read_to_end(&mut buf)
                 .map_err(|e| err(layer_io(layer, e)))?;
         } else {
-            r.take(size)
+            (&mut r)
+                .take(size)
                 .read_to_end(&mut buf)
                 .map_err(|e| err(layer_io(layer, e)))?;
         }
+        // Read the stream to its end: a source that checks the layer's digest when its
+        // stream ends (registry blobs, verified layout blobs) then vouches for these bytes.
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| err(layer_io(layer, e)))?;
         if buf.len() as u64 != size {
             return Err(err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,

@@ -452,7 +452,8 @@ fn keep_content_rule() {
         ("/etc/passwd", 100, true),
         ("/etc/systemd/system/a.service", KEEP_LIMIT, true),
         ("/etc/big", KEEP_LIMIT + 1, false),
-        ("/usr/lib/passwd", 10 * KEEP_LIMIT, true),
+        ("/usr/lib/passwd", KEEP_LIMIT, true),
+        ("/usr/lib/passwd", KEEP_LIMIT + 1, false),
         ("/usr/lib/group", 10, true),
         ("/usr/lib/systemd/system/a.service", 10, true),
         ("/usr/lib/systemd/systemd", 2 * KEEP_LIMIT, false),
@@ -608,7 +609,7 @@ fn compressions_give_the_same_index_and_consume_everything() {
         assert_eq!(stats.bytes_uncompressed, padded.len() as u64, "{name}");
         assert_eq!(stats.entries, 3, "{name}");
         assert_eq!(stats.whiteouts, 0, "{name}");
-        let mut idx = b.finish();
+        let mut idx = b.finish().unwrap();
         idx.set_layer_source(Arc::new(Mem(vec![padded.clone()])));
         assert_eq!(idx.read("/usr/bin/x").unwrap(), b"x-binary", "{name}");
         match &reference {
@@ -738,4 +739,14 @@ fn iteration_is_in_path_order() {
     assert_eq!((s.files, s.dirs, s.symlinks, s.others), (4, 3, 0, 0));
     assert_eq!(idx.len(), 7);
     assert!(!idx.is_empty());
+}
+
+#[test]
+fn a_hard_link_at_the_root_is_rejected() {
+    // `./` as a hard link would replace the whole tree with a file.
+    let t = tar(&[M::File("etc/passwd", b"root"), M::Link("./", "etc/passwd")]);
+    let err = IndexBuilder::new()
+        .apply_layer(0, LayerCompression::None, t.as_slice())
+        .unwrap_err();
+    assert!(err.to_string().contains("root"), "{err}");
 }

@@ -106,7 +106,7 @@ fn index_answers_like_dirview() {
     builder
         .apply_layer(0, LayerCompression::None, layer.as_slice())
         .unwrap();
-    let mut idx = builder.finish();
+    let mut idx = builder.finish().unwrap();
     idx.set_layer_source(Arc::new(Mem(vec![layer])));
     let view = DirView::new(&root);
 

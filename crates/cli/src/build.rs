@@ -180,6 +180,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             comment: Some(job.name.clone()),
         },
         layer: LayerOptions::from_env()?,
+        layer_out: args.layer_out.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -191,12 +192,6 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     let outcome = outcome?;
     for w in &outcome.plan.warnings {
         eprintln!("{}: {w}", job.name);
-    }
-    if let Some(path) = &args.layer_out {
-        write_atomically(path, |f| {
-            layer::write_tar(&outcome.plan, &spec.layer, f)?;
-            Ok(())
-        })?;
     }
     let counts = Counts::of(&outcome.plan, &job.config);
     match args.output_format {
@@ -359,10 +354,28 @@ impl Progress for Bar {
     fn event(&self, event: machineos_publish::Event) {
         let Some(bar) = &self.0 else { return };
         match event {
-            machineos_publish::Event::Stage(s) => bar.set_message(s.to_string()),
-            machineos_publish::Event::IndexLayer { index, count, size } => bar.set_message(
-                format!("indexing base layer {}/{count} ({size} bytes)", index + 1),
-            ),
+            machineos_publish::Event::Stage(s) => {
+                if bar.length().is_some() {
+                    // Back to a spinner after the layer bar.
+                    bar.set_style(indicatif::ProgressStyle::default_spinner());
+                    bar.unset_length();
+                }
+                bar.set_message(s.to_string())
+            }
+            machineos_publish::Event::IndexLayer { index, count, size } => {
+                if bar.length() != Some(count as u64) {
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{msg} [{bar:30}] {pos}/{len} layers ({elapsed})",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.set_length(count as u64);
+                }
+                bar.set_position(index as u64);
+                bar.set_message(format!("indexing base layer ({size} bytes)"));
+            }
             machineos_publish::Event::CopyBlob { digest, size } => {
                 bar.set_message(format!("copying {digest} ({size} bytes)"))
             }
@@ -381,21 +394,14 @@ pub fn write_atomically<T>(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out")
-    ));
-    let result = (|| {
-        let mut file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let out = f(&mut file)?;
-        file.flush()?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(out)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file next to {}", path.display()))?;
+    let out = f(tmp.as_file_mut())?;
+    tmp.as_file_mut()
+        .flush()
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(out)
 }

@@ -189,3 +189,28 @@ fn build_without_a_base_names_what_is_missing() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--base") && err.contains("Not A Ref"), "{err}");
 }
+
+#[test]
+fn an_unwritable_layer_out_fails_before_anything_is_tagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    let o = machineos(&[
+        "build",
+        "--base",
+        &base,
+        "--output",
+        &format!("oci:{}:worker", out.display()),
+        "--no-cache",
+        "--platform",
+        "linux/amd64",
+        "--layer-out",
+        tmp.path().join("no/such/dir/layer.tar").to_str().unwrap(),
+        "examples/machineconfigs",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("layer.tar"), "{err}");
+    let index = std::fs::read_to_string(out.join("index.json")).unwrap_or_default();
+    assert!(!index.contains("worker"), "a tag was left behind: {index}");
+}

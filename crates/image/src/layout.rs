@@ -172,7 +172,9 @@ impl Layout {
         match fs::symlink_metadata(&index) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                layout.write_index(&ImageIndex::empty())?
+                let body = serde_json::to_vec(&ImageIndex::empty())
+                    .map_err(|e| layout.io("encoding", &index, io::Error::other(e)))?;
+                layout.write_atomically(&index, &body)?
             }
             Err(e) => return Err(layout.io("inspecting", &index, e)),
         }
@@ -326,21 +328,23 @@ impl Layout {
     }
 
     /// Tag `desc` as `tag` in `index.json`, replacing any entry with the same tag and keeping
-    /// all others. `index.json` is replaced atomically.
+    /// all others (with every field, known to us or not). `index.json` is replaced atomically.
     pub fn set_tag(&self, tag: &str, desc: &Descriptor) -> Result<(), LayoutError> {
         if tag.is_empty() {
             return Err(LayoutError::EmptyTag {
                 dir: self.dir.clone(),
             });
         }
-        let mut index = self.index()?;
-        index.manifests.retain(|d| ref_name(d) != Some(tag));
         let mut entry = desc.clone();
         entry
             .annotations
             .insert(ANNOTATION_REF_NAME.to_owned(), tag.to_owned());
-        index.manifests.push(entry);
-        self.write_index(&index)
+        let entry = self.entry_value(&entry)?;
+        self.update_index(|manifests| {
+            manifests.retain(|m| value_ref_name(m) != Some(tag));
+            manifests.push(entry);
+            true
+        })
     }
 
     /// Add `desc` to `index.json` as an untagged entry (any ref-name annotation is dropped);
@@ -348,19 +352,75 @@ impl Layout {
     pub fn add_manifest(&self, desc: &Descriptor) -> Result<(), LayoutError> {
         let mut entry = desc.clone();
         entry.annotations.remove(ANNOTATION_REF_NAME);
-        let mut index = self.index()?;
-        if index.manifests.contains(&entry) {
-            return Ok(());
-        }
-        index.manifests.push(entry);
-        self.write_index(&index)
+        let entry = self.entry_value(&entry)?;
+        self.update_index(|manifests| {
+            if manifests.contains(&entry) {
+                return false;
+            }
+            manifests.push(entry);
+            true
+        })
     }
 
-    fn write_index(&self, index: &ImageIndex) -> Result<(), LayoutError> {
+    fn entry_value(&self, desc: &Descriptor) -> Result<serde_json::Value, LayoutError> {
+        serde_json::to_value(desc).map_err(|e| {
+            self.io(
+                "encoding an entry of",
+                &self.dir.join(INDEX_FILE),
+                io::Error::other(e),
+            )
+        })
+    }
+
+    /// Changes `index.json`'s `manifests` under an exclusive lock (so two writers into one
+    /// layout do not lose each other's tags), patching the JSON as a value so fields we do
+    /// not model (`subject`, `artifactType`, annotations) survive. `change` returns whether
+    /// it changed anything.
+    fn update_index(
+        &self,
+        change: impl FnOnce(&mut Vec<serde_json::Value>) -> bool,
+    ) -> Result<(), LayoutError> {
         let path = self.dir.join(INDEX_FILE);
-        let body = serde_json::to_vec(index)
+        let lock_path = self.dir.join(".index.json.lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| self.io("opening", &lock_path, e))?;
+        lock.lock().map_err(|e| self.io("locking", &lock_path, e))?;
+        let bytes = fs::read(&path).map_err(|e| self.io("reading", &path, e))?;
+        // Validate as an index first, for the same errors as [`Layout::index`].
+        parse_index(&bytes).map_err(|(path, source)| LayoutError::BadIndex {
+            dir: self.dir.clone(),
+            path,
+            source,
+        })?;
+        let mut root: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| self.io("reading", &path, io::Error::other(e)))?;
+        let Some(obj) = root.as_object_mut() else {
+            return Err(self.io("reading", &path, io::Error::other("not a JSON object")));
+        };
+        let manifests = obj
+            .entry("manifests")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if manifests.is_null() {
+            *manifests = serde_json::Value::Array(Vec::new());
+        }
+        let Some(list) = manifests.as_array_mut() else {
+            return Err(self.io(
+                "reading",
+                &path,
+                io::Error::other("$.manifests is not an array"),
+            ));
+        };
+        if !change(list) {
+            return Ok(());
+        }
+        let body = serde_json::to_vec(&root)
             .map_err(|e| self.io("encoding", &path, io::Error::other(e)))?;
         self.write_atomically(&path, &body)
+        // The lock is released when `lock` is dropped.
     }
 
     /// Write `body` to a temporary file in the layout directory, sync it, and rename it over
@@ -404,6 +464,10 @@ impl Layout {
             self.io("reading blob", path, e)
         }
     }
+}
+
+fn value_ref_name(v: &serde_json::Value) -> Option<&str> {
+    v.get("annotations")?.get(ANNOTATION_REF_NAME)?.as_str()
 }
 
 fn ref_name(d: &Descriptor) -> Option<&str> {
@@ -500,6 +564,35 @@ impl Write for BlobWriter {
 mod tests {
     use super::*;
     use crate::descriptor::media_type;
+
+    #[test]
+    fn tagging_keeps_fields_we_do_not_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::create(dir.path()).unwrap();
+        let other = serde_json::json!({
+            "mediaType": media_type::OCI_MANIFEST,
+            "digest": Digest::from_sha256_bytes([9; 32]).to_string(),
+            "size": 3,
+            "artifactType": "application/vnd.example.sbom",
+            "annotations": {"org.opencontainers.image.ref.name": "sbom"}
+        });
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "subject": {"mediaType": media_type::OCI_MANIFEST,
+                        "digest": Digest::from_sha256_bytes([8; 32]).to_string(), "size": 1},
+            "manifests": [other]
+        });
+        std::fs::write(dir.path().join(INDEX_FILE), index.to_string()).unwrap();
+        layout.set_tag("v1", &desc(1)).unwrap();
+        let got: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(INDEX_FILE)).unwrap()).unwrap();
+        assert_eq!(got["subject"], index["subject"]);
+        assert_eq!(got["manifests"][0], other);
+        assert_eq!(
+            got["manifests"][1]["annotations"][ANNOTATION_REF_NAME],
+            "v1"
+        );
+    }
 
     fn desc(n: u8) -> Descriptor {
         Descriptor::new(

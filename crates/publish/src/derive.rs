@@ -17,13 +17,13 @@ use crate::base::ResolvedBase;
 #[derive(Debug, Clone)]
 pub struct Derived {
     /// The new layer, compressed.
-    pub layer_blob: Vec<u8>,
+    pub layer_blob: bytes::Bytes,
     /// Its descriptor in the manifest.
     pub layer: Descriptor,
     /// Its digests and sizes.
     pub layer_digests: LayerDigests,
     /// The patched config.
-    pub config: Vec<u8>,
+    pub config: bytes::Bytes,
     /// Its descriptor.
     pub config_descriptor: Descriptor,
     /// The manifest.
@@ -111,10 +111,10 @@ pub fn derive(
         })?;
     Ok(Derived {
         manifest_digest: Digest::sha256(&manifest),
-        layer_blob,
+        layer_blob: layer_blob.into(),
         layer,
         layer_digests,
-        config,
+        config: config.into(),
         config_descriptor,
         manifest,
         manifest_media_type,

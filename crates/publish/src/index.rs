@@ -60,10 +60,9 @@ struct BaseLayers {
 
 impl LayerSource for BaseLayers {
     fn open_layer(&self, layer: u32) -> std::io::Result<Box<dyn Read + Send>> {
-        let (digest, compression) = self
-            .layers
-            .get(layer as usize)
-            .ok_or_else(|| std::io::Error::other(format!("no base layer {layer}")))?;
+        let (digest, compression) = self.layers.get(layer as usize).ok_or_else(|| {
+            std::io::Error::other(format!("{} has no layer {layer}", self.store.name()))
+        })?;
         self.reads.bump();
         let raw = self
             .store
@@ -115,12 +114,19 @@ pub async fn base_index(
     let layers = compression_of(base)?;
     let handle = tokio::runtime::Handle::current();
     let cached = match cache {
-        Some(c) => c
-            .load(&base.manifest_digest)
-            .map_err(|source| PublishError::Index {
-                image: base.store.name(),
-                source,
-            })?,
+        Some(c) => {
+            let (c, key) = (
+                Cache::new(c.dir().to_path_buf()),
+                base.manifest_digest.clone(),
+            );
+            tokio::task::spawn_blocking(move || c.load(&key))
+                .await
+                .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?
+                .map_err(|source| PublishError::Index {
+                    image: base.store.name(),
+                    source,
+                })?
+        }
         None => None,
     };
     let (mut index, used) = match cached {
@@ -167,18 +173,27 @@ pub async fn base_index(
                         }
                     }
                 }
-                Ok::<_, PublishError>(builder.finish())
+                builder.finish().map_err(|source| PublishError::Index {
+                    image: name.clone(),
+                    source,
+                })
             })
             .await
             .map_err(|e| PublishError::Internal(format!("indexing task: {e}")))??;
             match cache {
                 Some(c) => {
-                    c.store(&base.manifest_digest, &index).map_err(|source| {
-                        PublishError::Index {
-                            image: base.store.name(),
-                            source,
-                        }
-                    })?;
+                    let (c, key) = (
+                        Cache::new(c.dir().to_path_buf()),
+                        base.manifest_digest.clone(),
+                    );
+                    let index =
+                        tokio::task::spawn_blocking(move || c.store(&key, &index).map(|()| index))
+                            .await
+                            .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?
+                            .map_err(|source| PublishError::Index {
+                                image: base.store.name(),
+                                source,
+                            })?;
                     (index, CacheUse::Miss)
                 }
                 None => (index, CacheUse::Disabled),

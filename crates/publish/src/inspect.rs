@@ -115,6 +115,7 @@ async fn top_layer_file(
         };
         let reader = crate::index::decompress(compression, raw).map_err(io)?;
         let mut archive = tar::Archive::new(reader);
+        let mut found = None;
         for entry in archive.entries().map_err(io)? {
             let mut entry = entry.map_err(io)?;
             let name = entry.path().map_err(io)?.to_string_lossy().into_owned();
@@ -123,10 +124,13 @@ async fn top_layer_file(
             {
                 let mut out = Vec::new();
                 entry.read_to_end(&mut out).map_err(io)?;
-                return Ok(Some(out));
+                found = Some(out);
+                break;
             }
         }
-        Ok(None)
+        // Read the blob to its end, so a registry stream checks its digest over what we used.
+        std::io::copy(&mut archive.into_inner(), &mut std::io::sink()).map_err(io)?;
+        Ok(found)
     })
     .await
     .map_err(|e| PublishError::Internal(format!("inspect task: {e}")))?

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod progress;
 pub mod sink;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -111,6 +112,22 @@ pub enum PublishError {
         /// The error.
         source: std::io::Error,
     },
+    /// The output reference cannot be published to.
+    #[error("{output}: {problem}")]
+    InvalidOutput {
+        /// The output reference.
+        output: String,
+        /// Why.
+        problem: String,
+    },
+    /// The uncompressed layer could not be written to `--layer-out`.
+    #[error("writing the layer tar {path}: {source}")]
+    LayerOut {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// An invariant of ours did not hold (a bug, or a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -135,6 +152,8 @@ pub struct BuildSpec {
     pub metadata: Metadata,
     /// Layer timestamps and compression.
     pub layer: LayerOptions,
+    /// Also write the added layer as an uncompressed tar here (only if the build succeeds).
+    pub layer_out: Option<PathBuf>,
 }
 
 /// How to reach things.
@@ -198,9 +217,52 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// Writes the plan's uncompressed layer tar to a temporary file in `path`'s directory.
+fn stage_layer_tar(
+    path: &Path,
+    plan: &Plan,
+    opts: &LayerOptions,
+) -> Result<tempfile::NamedTempFile, PublishError> {
+    let err = |source| PublishError::LayerOut {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
+    let file =
+        machineos_build::layer::write_tar(plan, opts, std::io::BufWriter::new(tmp.as_file_mut()))
+            .map_err(err)?;
+    file.into_inner()
+        .map_err(|e| err(e.into_error()))?
+        .sync_all()
+        .map_err(err)?;
+    Ok(tmp)
+}
+
+/// An output must name where to publish, not what: a digest is the result of the build.
+fn check_output(output: &ImageRef) -> Result<(), PublishError> {
+    let digest = match output {
+        ImageRef::Registry(r) => r.digest().is_some(),
+        ImageRef::Layout(l) => l.digest.is_some(),
+    };
+    if digest {
+        return Err(PublishError::InvalidOutput {
+            output: output.to_string(),
+            problem:
+                "an output cannot name a digest (the digest is what the build produces); give a tag"
+                    .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Builds and publishes one image.
 pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, PublishError> {
     let started = Instant::now();
+    check_output(&spec.output)?;
     let progress = env.progress.clone();
     progress.event(Event::Stage("resolving base"));
     let hosts: Vec<&str> = [&spec.base, &spec.output]
@@ -240,7 +302,22 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
         .labels
         .entry("baseOSContainerImage".to_string())
         .or_insert_with(|| base.pullspec());
-    let derived = derive::derive(&base, &plan, &spec.layer, &metadata)?;
+    let (derived, plan, staged) = {
+        let base = base.clone();
+        let layer = spec.layer.clone();
+        let layer_out = spec.layer_out.clone();
+        tokio::task::spawn_blocking(move || {
+            let derived = derive::derive(&base, &plan, &layer, &metadata)?;
+            // The uncompressed layer is staged next to its destination now and moved there
+            // only once the image is published, so a failure on either side leaves neither.
+            let staged = layer_out
+                .map(|path| stage_layer_tar(&path, &plan, &layer).map(|tmp| (tmp, path)))
+                .transpose()?;
+            Ok::<_, PublishError>((derived, plan, staged))
+        })
+        .await
+        .map_err(|e| PublishError::Internal(format!("derive task: {e}")))??
+    };
     let derived_at = started.elapsed();
 
     progress.event(Event::Stage("publishing"));
@@ -261,6 +338,12 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
             want: derived.manifest_digest.clone(),
             got: digest,
         });
+    }
+    if let Some((tmp, path)) = staged {
+        tmp.persist(&path).map_err(|e| PublishError::LayerOut {
+            path: path.clone(),
+            source: e.error,
+        })?;
     }
     let done = started.elapsed();
     Ok(Outcome {

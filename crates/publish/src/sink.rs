@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 use machineos_image::{Descriptor, Digest};
 
@@ -52,14 +51,11 @@ pub async fn publish(
     }
     match dest {
         Store::Registry { client, reference } => {
-            let layer = client.push_blob(
-                reference,
-                Bytes::from(derived.layer_blob.clone()),
-                &derived.layer.digest,
-            );
+            let layer =
+                client.push_blob(reference, derived.layer_blob.clone(), &derived.layer.digest);
             let config = client.push_blob(
                 reference,
-                Bytes::from(derived.config.clone()),
+                derived.config.clone(),
                 &derived.config_descriptor.digest,
             );
             let (layer, config) = futures_util::join!(layer, config);

@@ -34,7 +34,14 @@ fn tags(reg: &TestRegistry, repo: &str) -> Vec<String> {
                 })
                 .unwrap_or_default()
         }
-        Err(_) => Vec::new(),
+        // A repository that was never pushed to has no tags; anything else is a failure.
+        Err(e)
+            if format!("{e:#}").contains("NAME_UNKNOWN")
+                || format!("{e:#}").contains("name unknown") =>
+        {
+            Vec::new()
+        }
+        Err(e) => panic!("listing tags of {repo}: {e:#}"),
     }
 }
 
@@ -362,6 +369,72 @@ fn unauthorized_is_a_clear_error_without_a_retry_storm() {
         proxy.requests()
     );
     assert_eq!(proxy.count("PUT", "/manifests/"), 0);
+}
+
+#[test]
+fn credentials_scoped_to_repositories_are_used_for_their_repositories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = TestRegistry::start(RegistryOptions::new().with_auth("builder", "right-pw"))
+        .expect("registry");
+    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
+    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
+    let h = reg.host();
+    let base = format!("{h}/base/os:1");
+
+    // The host-wide entry is wrong; the entries for base/ and out/ are right.
+    let creds = credentials_for(
+        tmp.path(),
+        &[
+            (&h, "builder", "wrong-pw"),
+            (&format!("{h}/base"), "builder", "right-pw"),
+            (&format!("{h}/out"), "builder", "right-pw"),
+        ],
+    );
+    build(
+        spec(&base, &format!("{h}/out/scoped:v1"), CONFIG),
+        env(registry_options(None, creds), None),
+    )
+    .expect("each repository gets its own credential");
+
+    // Only base/ is right: pulling works, pushing to other/ uses the host-wide (wrong) entry.
+    let creds = credentials_for(
+        tmp.path(),
+        &[
+            (&h, "builder", "wrong-pw"),
+            (&format!("{h}/base"), "builder", "right-pw"),
+        ],
+    );
+    let err = build(
+        spec(&base, &format!("{h}/other/scoped:v1"), CONFIG),
+        env(registry_options(None, creds), None),
+    )
+    .expect_err("the push must use the host-wide credential");
+    assert!(
+        matches!(
+            err,
+            PublishError::Registry(RegistryError::Unauthorized { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("other/scoped"), "{err}");
+}
+
+#[test]
+fn an_output_with_a_digest_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
+    let out = format!(
+        "oci:{}@sha256:{}",
+        tmp.path().join("out").display(),
+        "a".repeat(64)
+    );
+    let err = build(
+        spec(&format!("oci:{}:base", layout.display()), &out, CONFIG),
+        env(registry_options(None, Credentials::default()), None),
+    )
+    .expect_err("digest outputs are refused");
+    assert!(matches!(err, PublishError::InvalidOutput { .. }), "{err:?}");
+    assert!(!tmp.path().join("out").exists());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! plain-HTTP policy.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -128,12 +129,39 @@ pub enum RegistryError {
 }
 
 /// A registry client shared by every operation of one build.
+///
+/// oci-client keeps one credential per registry host, while credentials may be scoped to a
+/// repository path (`quay.io/org-a` and `quay.io/org-b` with different robots); so there is
+/// one oci-client per credential in use, chosen per operation by longest match.
 pub struct Registry {
-    client: Client,
+    settings: Settings,
+    clients: std::sync::Mutex<std::collections::HashMap<String, Arc<Client>>>,
     credentials: Credentials,
     retry: RetryPolicy,
     plain_http: Vec<String>,
     stats: Stats,
+}
+
+/// What every oci-client of a [`Registry`] is built with.
+struct Settings {
+    plain_http: Vec<String>,
+    certs: Vec<Certificate>,
+    monolithic_push: bool,
+}
+
+impl Settings {
+    fn client(&self) -> Result<Client, RegistryError> {
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.plain_http.clone()),
+            extra_root_certificates: self.certs.clone(),
+            use_monolithic_push: self.monolithic_push,
+            connect_timeout: Some(Duration::from_secs(30)),
+            read_timeout: Some(Duration::from_secs(300)),
+            user_agent: concat!("machineos/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        Client::try_from(config).map_err(|e| RegistryError::Setup(e.to_string()))
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -170,18 +198,19 @@ impl Registry {
                 plain_http.push(host.to_string());
             }
         }
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(plain_http.clone()),
-            extra_root_certificates: certs,
-            use_monolithic_push: opts.monolithic_push,
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(300)),
-            user_agent: concat!("machineos/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
+        let settings = Settings {
+            plain_http: plain_http.clone(),
+            certs,
+            monolithic_push: opts.monolithic_push,
         };
-        let client = Client::try_from(config).map_err(|e| RegistryError::Setup(e.to_string()))?;
+        // Build one client now, so a bad setting is reported before any work is done.
+        let first = settings.client()?;
         Ok(Registry {
-            client,
+            settings,
+            clients: std::sync::Mutex::new(std::collections::HashMap::from([(
+                String::new(),
+                Arc::new(first),
+            )])),
             credentials: opts.credentials,
             retry: opts.retry,
             plain_http,
@@ -206,11 +235,36 @@ impl Registry {
         }
     }
 
-    async fn prepare(&self, r: &RegistryRef) {
+    /// The client that carries the credential for `r` (by longest match), with it stored.
+    async fn client_for(&self, r: &RegistryRef) -> Result<Arc<Client>, RegistryError> {
         let auth = self.auth_for(r);
-        self.client
+        // The key identifies the credential without keeping its password in clear text.
+        let key = match &auth {
+            RegistryAuth::Basic(user, pass) => format!(
+                "{}\n{user}\n{}",
+                r.registry(),
+                Digest::sha256(pass.as_bytes())
+            ),
+            _ => String::new(),
+        };
+        let client = {
+            let mut clients = self
+                .clients
+                .lock()
+                .map_err(|_| RegistryError::Setup("client table poisoned".into()))?;
+            match clients.get(&key) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = Arc::new(self.settings.client()?);
+                    clients.insert(key, c.clone());
+                    c
+                }
+            }
+        };
+        client
             .store_auth_if_needed(&resolve_registry(r.registry()), &auth)
             .await;
+        Ok(client)
     }
 
     fn classify(
@@ -224,6 +278,9 @@ impl Registry {
             OciDistributionError::UnauthorizedError { .. }
             | OciDistributionError::AuthenticationFailure(_) => true,
             OciDistributionError::ServerError { code, .. } => *code == 401 || *code == 403,
+            OciDistributionError::RequestError(e) => e
+                .status()
+                .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403),
             OciDistributionError::RegistryError { envelope, .. } => envelope
                 .errors
                 .iter()
@@ -237,7 +294,7 @@ impl Registry {
                 .is_some()
             {
                 format!(
-                    "the credentials for {} were sent and refused (from {})",
+                    "the credentials for {} were sent and refused, or its token service failed (credentials from {})",
                     r.registry(),
                     self.credentials.describe_sources()
                 )
@@ -259,6 +316,7 @@ impl Registry {
         let missing = match &err {
             OciDistributionError::ImageManifestNotFoundError(_) => true,
             OciDistributionError::ServerError { code, .. } => *code == 404,
+            OciDistributionError::RequestError(e) => e.status().is_some_and(|s| s.as_u16() == 404),
             OciDistributionError::RegistryError { envelope, .. } => {
                 envelope.errors.iter().any(|e| {
                     matches!(
@@ -290,12 +348,11 @@ impl Registry {
     /// The manifest `r` names (by digest when it has one, else by tag), with its digest. A
     /// reference with a digest is checked against the bytes received.
     pub async fn manifest(&self, r: &RegistryRef) -> Result<(Vec<u8>, Digest), RegistryError> {
-        self.prepare(r).await;
+        let client = self.client_for(r).await?;
         let reference = to_reference(r);
         let auth = self.auth_for(r);
         let (body, _) = with_retry(&self.retry, "fetching manifest", || {
-            self.client
-                .pull_manifest_raw(&reference, &auth, ACCEPTED_MANIFEST_TYPES)
+            client.pull_manifest_raw(&reference, &auth, ACCEPTED_MANIFEST_TYPES)
         })
         .await
         .map_err(|e| self.classify("fetching manifest", r, e))?;
@@ -319,12 +376,12 @@ impl Registry {
 
     /// A small blob (an image config) read whole and checked against its digest.
     pub async fn blob(&self, r: &RegistryRef, digest: &Digest) -> Result<Vec<u8>, RegistryError> {
-        self.prepare(r).await;
+        let client = self.client_for(r).await?;
         let reference = to_reference(r);
         let desc = descriptor(digest);
         let body = with_retry(&self.retry, "fetching blob", || async {
             let mut out = Vec::new();
-            self.client.pull_blob(&reference, &desc, &mut out).await?;
+            client.pull_blob(&reference, &desc, &mut out).await?;
             Ok(out)
         })
         .await
@@ -340,11 +397,11 @@ impl Registry {
         r: &RegistryRef,
         digest: &Digest,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError> {
-        self.prepare(r).await;
+        let client = self.client_for(r).await?;
         let reference = to_reference(r);
         let desc = descriptor(digest);
         let stream = with_retry(&self.retry, "opening blob", || {
-            self.client.pull_blob_stream(&reference, &desc)
+            client.pull_blob_stream(&reference, &desc)
         })
         .await
         .map_err(|e| self.classify(&format!("reading blob {digest} of"), r, e))?;
@@ -354,18 +411,20 @@ impl Registry {
 
     /// Whether the repository of `r` already has the blob.
     pub async fn has_blob(&self, r: &RegistryRef, digest: &Digest) -> Result<bool, RegistryError> {
-        self.prepare(r).await;
+        let client = self.client_for(r).await?;
         let reference = to_reference(r);
         with_retry(&self.retry, "checking blob", || {
-            self.client.blob_exists(&reference, digest.as_str())
+            client.blob_exists(&reference, digest.as_str())
         })
         .await
         .map_err(|e| self.classify(&format!("checking blob {digest} in"), r, e))
     }
 
     /// Asks the registry to mount a blob of `source` into the repository of `target`.
-    /// `Ok(false)` when the registry declined (it answered with an upload session instead),
-    /// so the caller copies the blob.
+    /// `Ok(false)` when the registry declined, so the caller copies the blob: it answered
+    /// with an upload session (202), or refused the mount itself (a token registry wants
+    /// pull access to the source repository in the same token, which oci-client does not ask
+    /// for; 401/403/404). Only transient failures that outlast the retries are errors.
     pub async fn mount(
         &self,
         target: &RegistryRef,
@@ -375,11 +434,11 @@ impl Registry {
         if target.registry() != source.registry() {
             return Ok(false);
         }
-        self.prepare(target).await;
+        let client = self.client_for(target).await?;
         let t = to_reference(target);
         let s = to_reference(source);
         match with_retry(&self.retry, "mounting blob", || {
-            self.client.mount_blob(&t, &s, digest.as_str())
+            client.mount_blob(&t, &s, digest.as_str())
         })
         .await
         {
@@ -387,8 +446,15 @@ impl Registry {
                 Stats::bump(&self.stats.blobs_mounted);
                 Ok(true)
             }
-            Err((OciDistributionError::SpecViolationError(_), _)) => Ok(false),
-            Err(e) => Err(self.classify(&format!("mounting blob {digest} into"), target, e)),
+            Err((e, attempts)) if crate::retry::is_transient(&e) => Err(self.classify(
+                &format!("mounting blob {digest} into"),
+                target,
+                (e, attempts),
+            )),
+            Err((e, _)) => {
+                tracing::debug!("mounting blob {digest} into {target} declined: {e}");
+                Ok(false)
+            }
         }
     }
 
@@ -403,9 +469,10 @@ impl Registry {
             Stats::bump(&self.stats.blobs_present);
             return Ok(());
         }
+        let client = self.client_for(target).await?;
         let t = to_reference(target);
         with_retry(&self.retry, "uploading blob", || {
-            self.client.push_blob(&t, data.clone(), digest.as_str())
+            client.push_blob(&t, data.clone(), digest.as_str())
         })
         .await
         .map_err(|e| self.classify(&format!("uploading blob {digest} to"), target, e))?;
@@ -428,7 +495,7 @@ impl Registry {
                 Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
             >,
     {
-        self.prepare(target).await;
+        let client = self.client_for(target).await?;
         let t = to_reference(target);
         let mut attempt = 1;
         loop {
@@ -436,7 +503,7 @@ impl Registry {
                 Ok(stream) => {
                     let stream =
                         futures_util::TryStreamExt::map_err(stream, OciDistributionError::IoError);
-                    self.client
+                    client
                         .push_blob_stream(&t, stream, digest.as_str(), Some(size))
                         .await
                 }
@@ -472,51 +539,39 @@ impl Registry {
         }
     }
 
-    /// Puts a manifest under the tag of `target` (or its digest when it has no tag), then
-    /// checks that the registry stored it under the digest we computed.
+    /// Puts a manifest by digest, checks that the registry stored it under the digest we
+    /// computed, and only then puts the same bytes under the tag of `target` (if it has one),
+    /// so a mismatch never moves a tag.
     pub async fn push_manifest(
         &self,
         target: &RegistryRef,
         body: &[u8],
         media_type: &str,
     ) -> Result<Digest, RegistryError> {
-        self.prepare(target).await;
+        let client = self.client_for(target).await?;
         let want = Digest::sha256(body);
-        let by_digest = target.with_digest(want.clone());
-        let put_ref = match target.tag() {
-            Some(tag) => Reference::with_tag(
-                target.registry().to_string(),
-                target.repository().to_string(),
-                tag.to_string(),
-            ),
-            None => to_reference(&by_digest),
-        };
+        let by_digest = to_reference(&target.with_digest(want.clone()));
         let content_type = reqwest::header::HeaderValue::from_str(media_type)
             .map_err(|e| RegistryError::Setup(format!("media type {media_type:?}: {e}")))?;
         let body = Bytes::copy_from_slice(body);
-        let location = with_retry(&self.retry, "pushing manifest", || {
-            self.client
-                .push_manifest_raw(&put_ref, body.clone(), content_type.clone())
-        })
-        .await
-        .map_err(|e| self.classify("pushing manifest", target, e))?;
-        Stats::bump(&self.stats.manifests_pushed);
-        // The registry names what it stored: in the Location header when it follows the
-        // spec, and always in Docker-Content-Digest of the manifest we can read back.
-        if let Some(got) = location
-            .rsplit('/')
-            .next()
-            .filter(|s| s.contains(':') && *s != want.as_str())
-        {
-            return Err(RegistryError::DigestMismatch {
-                image: target.to_string(),
-                got: got.to_string(),
-                want,
-            });
-        }
+        let put = |reference: Reference| {
+            let client = client.clone();
+            let body = body.clone();
+            let content_type = content_type.clone();
+            async move {
+                with_retry(&self.retry, "pushing manifest", || {
+                    client.push_manifest_raw(&reference, body.clone(), content_type.clone())
+                })
+                .await
+                .map_err(|e| self.classify("pushing manifest", target, e))
+            }
+        };
+        let location = put(by_digest.clone()).await?;
+        self.check_location(target, &location, &want)?;
+        // Read back what the registry serves under that digest.
         let auth = self.auth_for(target);
         let got = with_retry(&self.retry, "checking pushed manifest", || {
-            self.client.fetch_manifest_digest(&put_ref, &auth)
+            client.fetch_manifest_digest(&by_digest, &auth)
         })
         .await
         .map_err(|e| self.classify("checking pushed manifest", target, e))?;
@@ -527,7 +582,39 @@ impl Registry {
                 want,
             });
         }
+        if let Some(tag) = target.tag() {
+            let tagged = Reference::with_tag(
+                target.registry().to_string(),
+                target.repository().to_string(),
+                tag.to_string(),
+            );
+            let location = put(tagged).await?;
+            self.check_location(target, &location, &want)?;
+        }
+        Stats::bump(&self.stats.manifests_pushed);
         Ok(want)
+    }
+
+    /// The Location of a pushed manifest names its digest when the registry follows the
+    /// spec; it must be ours.
+    fn check_location(
+        &self,
+        target: &RegistryRef,
+        location: &str,
+        want: &Digest,
+    ) -> Result<(), RegistryError> {
+        match location
+            .rsplit('/')
+            .next()
+            .filter(|s| s.contains(':') && *s != want.as_str())
+        {
+            Some(got) => Err(RegistryError::DigestMismatch {
+                image: target.to_string(),
+                got: got.to_string(),
+                want: want.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 

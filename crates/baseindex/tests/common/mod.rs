@@ -105,7 +105,7 @@ pub fn index_plain(layers: &[Vec<u8>]) -> BaseIndex {
         b.apply_layer(i as u32, LayerCompression::None, l.as_slice())
             .unwrap();
     }
-    b.finish()
+    b.finish().unwrap()
 }
 
 /// The index of the tars of `layers`, with a layer source over them.

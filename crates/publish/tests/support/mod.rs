@@ -123,6 +123,7 @@ pub fn spec(base: &str, output: &str, config: &str) -> BuildSpec {
             mtime: 0,
             compression: Compression::Gzip,
         },
+        layer_out: None,
     }
 }
 
@@ -157,13 +158,20 @@ pub fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, PublishError>
 
 /// Writes an auth.json for `host` with `user:pass` and loads it.
 pub fn credentials_file(dir: &Path, host: &str, user: &str, pass: &str) -> Credentials {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+    credentials_for(dir, &[(host, user, pass)])
+}
+
+/// Writes an auth.json with one entry per `(key, user, pass)` and loads it.
+pub fn credentials_for(dir: &Path, entries: &[(&str, &str, &str)]) -> Credentials {
+    let auths: serde_json::Map<String, serde_json::Value> = entries
+        .iter()
+        .map(|(key, user, pass)| {
+            let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+            (key.to_string(), serde_json::json!({ "auth": auth }))
+        })
+        .collect();
     let path = dir.join("auth.json");
-    std::fs::write(
-        &path,
-        format!(r#"{{"auths": {{"{host}": {{"auth": "{auth}"}}}}}}"#),
-    )
-    .expect("auth.json");
+    std::fs::write(&path, serde_json::json!({ "auths": auths }).to_string()).expect("auth.json");
     Credentials::load(&[path]).expect("credentials")
 }
 
