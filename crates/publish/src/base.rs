@@ -121,6 +121,10 @@ fn open_blob(
         })
 }
 
+/// The largest image config read (containers/image accepts 4 MiB; OS images' configs are a
+/// few KiB, with long histories a few hundred).
+pub const MAX_CONFIG_SIZE: u64 = 4 << 20;
+
 /// A base image resolved to one platform.
 #[derive(Debug, Clone)]
 pub struct ResolvedBase {
@@ -248,6 +252,15 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
             });
         }
     };
+    if manifest.config.size > MAX_CONFIG_SIZE {
+        return Err(PublishError::InvalidImage {
+            image: name,
+            problem: format!(
+                "its config is {} bytes, more than the {MAX_CONFIG_SIZE} accepted",
+                manifest.config.size
+            ),
+        });
+    }
     let config = store.blob(&manifest.config.digest).await?;
     let view =
         machineos_image::config::parse_config(&config).map_err(|source| PublishError::Config {
