@@ -35,44 +35,47 @@ pub async fn publish(
     tag: Option<&str>,
     progress: &Arc<dyn Progress>,
 ) -> Result<(Digest, BlobCounts), PublishError> {
-    let mut counts = BlobCounts::default();
-    let fates: Vec<Result<Fate, PublishError>> = futures_util::stream::iter(&base.manifest.layers)
-        .map(|layer| ensure_blob(base, layer, dest, progress))
-        .buffer_unordered(BLOB_CONCURRENCY)
-        .collect()
-        .await;
-    for fate in fates {
-        match fate? {
-            Fate::Present => counts.present += 1,
-            Fate::Mounted => counts.mounted += 1,
-            Fate::Copied => counts.copied += 1,
-            Fate::Linked => counts.linked += 1,
-        }
-    }
     match dest {
         Store::Registry { client, reference } => {
-            let layer =
-                client.push_blob(reference, derived.layer_blob.clone(), &derived.layer.digest);
-            let config = client.push_blob(
-                reference,
-                derived.config.clone(),
-                &derived.config_descriptor.digest,
-            );
-            let (layer, config) = futures_util::join!(layer, config);
-            layer?;
-            config?;
-            let target = match tag {
-                Some(t) => reference
-                    .with_tag(t)
-                    .map_err(|e| PublishError::Internal(format!("tag {t}: {e}")))?,
-                None => reference.clone(),
+            // The new layer and config go up while the base's blobs are taken care of.
+            let uploads = async {
+                let layer =
+                    client.push_blob(reference, derived.layer_blob.clone(), &derived.layer.digest);
+                let config = client.push_blob(
+                    reference,
+                    derived.config.clone(),
+                    &derived.config_descriptor.digest,
+                );
+                let (layer, config) = futures_util::join!(layer, config);
+                layer.and(config)
             };
+            let (ensured, uploaded) =
+                futures_util::join!(ensure_base_in_registry(base, dest, progress), uploads);
+            let (counts, pin) = ensured?;
+            uploaded?;
+            // Everything is uploaded: now the manifests, the base's pin first.
+            if pin {
+                let media_type = base
+                    .manifest
+                    .media_type
+                    .clone()
+                    .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string());
+                client
+                    .push_manifest(reference, &base.manifest_bytes, &media_type, None)
+                    .await?;
+            }
             let digest = client
-                .push_manifest(&target, &derived.manifest, &derived.manifest_media_type)
+                .push_manifest(
+                    reference,
+                    &derived.manifest,
+                    &derived.manifest_media_type,
+                    tag,
+                )
                 .await?;
             Ok((digest, counts))
         }
         Store::Layout { layout, reference } => {
+            let counts = ensure_blobs(base, &base.manifest.layers, dest, progress).await?;
             let err = |source| PublishError::Layout {
                 image: reference.to_string(),
                 source,
@@ -102,6 +105,73 @@ pub async fn publish(
             Ok((digest, counts))
         }
     }
+}
+
+/// Makes every blob of `blobs` present at `dest`, [`BLOB_CONCURRENCY`] at a time.
+async fn ensure_blobs(
+    base: &ResolvedBase,
+    blobs: &[Descriptor],
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+) -> Result<BlobCounts, PublishError> {
+    let mut counts = BlobCounts::default();
+    let fates: Vec<Result<Fate, PublishError>> = futures_util::stream::iter(blobs)
+        .map(|blob| ensure_blob(base, blob, dest, progress))
+        .buffer_unordered(BLOB_CONCURRENCY)
+        .collect()
+        .await;
+    for fate in fates {
+        match fate? {
+            Fate::Present => counts.present += 1,
+            Fate::Mounted => counts.mounted += 1,
+            Fate::Copied => counts.copied += 1,
+            Fate::Linked => counts.linked += 1,
+        }
+    }
+    Ok(counts)
+}
+
+/// Makes the base's layers (and config) present in a destination repository; returns
+/// whether the base manifest should then be pinned there.
+///
+/// The pin is the base manifest pushed into the destination repository by digest,
+/// untagged: a registry keeps every blob a manifest in the repository references, so the
+/// next build into that repository learns with one request that all base layers are
+/// there, instead of one request per layer. If the pin is gone (garbage-collected), the
+/// layers are ensured one by one again and the pin is pushed again.
+async fn ensure_base_in_registry(
+    base: &ResolvedBase,
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+) -> Result<(BlobCounts, bool), PublishError> {
+    let Store::Registry { client, reference } = dest else {
+        return Ok((
+            ensure_blobs(base, &base.manifest.layers, dest, progress).await?,
+            false,
+        ));
+    };
+    let layers = base.manifest.layers.len() as u64;
+    let same_repo = matches!(&base.store, Store::Registry { reference: source, .. }
+        if source.registry() == reference.registry()
+            && source.repository() == reference.repository());
+    if same_repo
+        || client
+            .has_manifest(reference, &base.manifest_digest)
+            .await?
+    {
+        let counts = BlobCounts {
+            present: layers,
+            ..BlobCounts::default()
+        };
+        return Ok((counts, false));
+    }
+    let (counts, config) = futures_util::join!(
+        ensure_blobs(base, &base.manifest.layers, dest, progress),
+        ensure_blob(base, &base.manifest.config, dest, progress)
+    );
+    let counts = counts?;
+    config?;
+    Ok((counts, true))
 }
 
 /// How many base blobs are checked, mounted or copied at once.

@@ -140,6 +140,19 @@ fn mounts_within_a_registry_and_copies_across_registries() {
     .expect("build into the same registry");
     assert_eq!(same.blobs.mounted as usize, same.base_layers);
     assert_eq!(same.blobs.copied, 0);
+    // The base manifest pinned in team/worker tells the next build, in one request, that
+    // every base layer is there.
+    let again = build(
+        spec(
+            &base,
+            &format!("{}/team/worker:v2", a.host()),
+            &config_variant(4),
+        ),
+        env(registry_options(None, Credentials::default()), None),
+    )
+    .expect("second build into the same repository");
+    assert_eq!(again.blobs.present as usize, again.base_layers);
+    assert_eq!(again.blobs.mounted + again.blobs.copied, 0);
 
     let other = build(
         spec(&base, &format!("{}/team/worker:v1", b.host()), CONFIG),

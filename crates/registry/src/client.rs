@@ -539,14 +539,36 @@ impl Registry {
         }
     }
 
-    /// Puts a manifest by digest, checks that the registry stored it under the digest we
-    /// computed, and only then puts the same bytes under the tag of `target` (if it has one),
-    /// so a mismatch never moves a tag.
+    /// Whether the repository of `r` has the manifest `digest`.
+    pub async fn has_manifest(
+        &self,
+        r: &RegistryRef,
+        digest: &Digest,
+    ) -> Result<bool, RegistryError> {
+        let client = self.client_for(r).await?;
+        let reference = to_reference(&r.with_digest(digest.clone()));
+        let auth = self.auth_for(r);
+        match with_retry(&self.retry, "checking manifest", || {
+            client.fetch_manifest_digest(&reference, &auth)
+        })
+        .await
+        .map_err(|e| self.classify(&format!("checking manifest {digest} in"), r, e))
+        {
+            Ok(got) => Ok(got == digest.as_str()),
+            Err(RegistryError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Puts a manifest into the repository of `target` by digest, checks that the registry
+    /// stored it under the digest we computed, and only then puts the same bytes under `tag`
+    /// (if any), so a mismatch never moves a tag.
     pub async fn push_manifest(
         &self,
         target: &RegistryRef,
         body: &[u8],
         media_type: &str,
+        tag: Option<&str>,
     ) -> Result<Digest, RegistryError> {
         let client = self.client_for(target).await?;
         let want = Digest::sha256(body);
@@ -582,7 +604,7 @@ impl Registry {
                 want,
             });
         }
-        if let Some(tag) = target.tag() {
+        if let Some(tag) = tag {
             let tagged = Reference::with_tag(
                 target.registry().to_string(),
                 target.repository().to_string(),
