@@ -1,0 +1,549 @@
+//! The bench's report: the machine, the inputs, a markdown table of medians, the ratios, the
+//! targets (met or missed, never asserted) and the equality check; plus every sample as JSON.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use machineos_synth::Generated;
+use serde_json::{Value, json};
+
+use crate::compare::Comparison;
+use crate::fixture::Summary;
+use crate::measure::{Sample, median, run};
+
+/// The machine and tool versions the figures come from.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    /// CPU model (`/proc/cpuinfo`).
+    pub cpu: String,
+    /// `nproc`.
+    pub nproc: String,
+    /// `MemTotal`, GiB.
+    pub memory_gib: f64,
+    /// Kernel release.
+    pub kernel: String,
+    /// `PRETTY_NAME` of `/etc/os-release`.
+    pub os: String,
+    /// Tool versions, one string each.
+    pub tools: Vec<String>,
+    /// `git describe`-like revision of the checkout, if any.
+    pub revision: String,
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+fn file_field(path: &str, key: &str, sep: char) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(sep)?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+    })
+}
+
+impl Machine {
+    /// Reads `/proc`, `/etc/os-release` and the tools' `--version`.
+    pub fn detect(machineos: &Path, ignition: &Path) -> Machine {
+        let memory_gib = file_field("/proc/meminfo", "MemTotal", ':')
+            .and_then(|v| v.trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / f64::from(1 << 20));
+        let version = |program: &str, args: &[&str]| {
+            run(program, args)
+                .map(|o| first_line(&o))
+                .unwrap_or_else(|_| format!("{program}: unknown"))
+        };
+        let ignition_version = run(
+            "bash",
+            &[
+                "-c",
+                r#"exec -a ignition-apply "$0" --version 2>&1"#,
+                &ignition.display().to_string(),
+            ],
+        )
+        .map(|o| first_line(&o))
+        .unwrap_or_else(|_| "ignition-apply: unknown".to_owned());
+        let revision = match run("git", &["rev-parse", "--short", "HEAD"]) {
+            Ok(rev) => {
+                let dirty = run("git", &["status", "--porcelain"])
+                    .map(|s| !s.trim().is_empty())
+                    .unwrap_or(false);
+                format!(
+                    "{}{}",
+                    rev.trim(),
+                    if dirty { " (with local changes)" } else { "" }
+                )
+            }
+            Err(_) => "unknown".to_owned(),
+        };
+        Machine {
+            cpu: file_field("/proc/cpuinfo", "model name", ':').unwrap_or_else(|| "?".into()),
+            nproc: run("nproc", &[])
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default(),
+            memory_gib,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default(),
+            os: file_field("/etc/os-release", "PRETTY_NAME", '=').unwrap_or_default(),
+            tools: vec![
+                version(&machineos.display().to_string(), &["--version"]),
+                version("buildah", &["--version"]),
+                version("skopeo", &["--version"]),
+                version("umoci", &["--version"]),
+                ignition_version,
+            ],
+            revision,
+        }
+    }
+
+    /// One line for the progress output and the report.
+    pub fn line(&self) -> String {
+        format!(
+            "{}, {} CPUs (nproc), {:.1} GiB memory, Linux {}, {}",
+            self.cpu, self.nproc, self.memory_gib, self.kernel, self.os
+        )
+    }
+}
+
+/// One case's measurements.
+#[derive(Debug, Clone)]
+pub struct CaseReport {
+    /// `(a)`, `(b)`, `(c)` or `(a')`.
+    pub key: &'static str,
+    /// What it is.
+    pub title: String,
+    /// The command of one repetition.
+    pub command: String,
+    /// One sample per repetition.
+    pub samples: Vec<Sample>,
+    /// machineos's JSON summaries, one per repetition (empty for buildah).
+    pub summaries: Vec<Value>,
+    /// Named sub-measurements (buildah's `bud` and `push`), one sample per repetition.
+    pub parts: Vec<(String, Vec<Sample>)>,
+}
+
+impl CaseReport {
+    fn med(&self, f: impl Fn(&Sample) -> f64) -> f64 {
+        median(&self.samples.iter().map(f).collect::<Vec<_>>())
+    }
+
+    /// Median wall seconds.
+    pub fn wall(&self) -> f64 {
+        self.med(|s| s.wall)
+    }
+
+    /// Median CPU seconds.
+    pub fn cpu(&self) -> f64 {
+        self.med(Sample::cpu)
+    }
+
+    /// Median peak RSS, bytes.
+    pub fn rss(&self) -> f64 {
+        self.med(|s| s.max_rss_kib as f64 * 1024.0)
+    }
+
+    /// Largest peak RSS over the repetitions, bytes.
+    pub fn rss_max(&self) -> f64 {
+        self.samples
+            .iter()
+            .map(|s| s.max_rss_kib as f64 * 1024.0)
+            .fold(0.0, f64::max)
+    }
+
+    fn wall_range(&self) -> (f64, f64) {
+        let w: Vec<f64> = self.samples.iter().map(|s| s.wall).collect();
+        (
+            w.iter().copied().fold(f64::INFINITY, f64::min),
+            w.iter().copied().fold(0.0, f64::max),
+        )
+    }
+
+    fn stage(&self, key: &str) -> f64 {
+        median(
+            &self
+                .summaries
+                .iter()
+                .filter_map(|s| {
+                    s.pointer(&format!("/timings/{key}"))
+                        .and_then(Value::as_f64)
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+/// Everything the report shows.
+pub struct Report {
+    /// The machine.
+    pub machine: Machine,
+    /// The generated bases: profile name and statistics.
+    pub bases: Vec<(String, Generated)>,
+    /// The MachineConfig fixture's counts.
+    pub fixture: Summary,
+    /// The rendered MachineConfig's name.
+    pub rendered_name: String,
+    /// The cases, in the order they ran.
+    pub cases: Vec<CaseReport>,
+    /// The equality check, unless buildah was skipped.
+    pub comparison: Option<Comparison>,
+    /// Remarks (e.g. a stale checked-in render).
+    pub notes: Vec<String>,
+    /// How long the whole bench took.
+    pub elapsed: Duration,
+    /// The command line.
+    pub command: String,
+}
+
+impl Report {
+    fn case(&self, key: &str) -> Option<&CaseReport> {
+        self.cases.iter().find(|c| c.key == key)
+    }
+}
+
+/// `12.3 ms`, `4.56 s`, `212 s (3:32)`.
+fn time(secs: f64) -> String {
+    if secs.is_nan() {
+        "–".to_owned()
+    } else if secs < 1.0 {
+        format!("{:.1} ms", secs * 1e3)
+    } else if secs < 100.0 {
+        format!("{secs:.2} s")
+    } else {
+        let s = secs.round() as u64;
+        format!("{s} s ({}:{:02})", s / 60, s % 60)
+    }
+}
+
+/// Bytes as decimal MB.
+fn mb(bytes: f64) -> String {
+    format!("{:.1} MB", bytes / 1e6)
+}
+
+fn ratio(x: f64) -> String {
+    if x.is_nan() || x.is_infinite() {
+        "–".to_owned()
+    } else if x >= 10.0 {
+        format!("{x:.0}×")
+    } else {
+        format!("{x:.2}×")
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// The report as markdown.
+pub fn markdown(r: &Report) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "## Benchmark: `machineos build` vs the MCO's buildah build\n"
+    );
+    let _ = writeln!(
+        m,
+        "Machine: {}; checkout {}.\nTools: {}.\n",
+        r.machine.line(),
+        r.machine.revision,
+        r.machine.tools.join("; ")
+    );
+    for (name, g) in &r.bases {
+        let _ = writeln!(
+            m,
+            "- Base `{name}` (machineos-synth, Fedora CoreOS-shaped, + ignition-apply's runtime): {} layers, {} files, {} of file contents, {} of tar, {} gzip.",
+            g.layers,
+            g.files,
+            mib(g.content_bytes),
+            mib(g.uncompressed_bytes),
+            mib(g.compressed_bytes)
+        );
+    }
+    let layer = r
+        .case("(a)")
+        .and_then(|c| c.summaries.first())
+        .map(|s| {
+            format!(
+                "; the layer: {} entries, {} bytes gzip ({} uncompressed)",
+                s.get("entries").cloned().unwrap_or(Value::Null),
+                s.pointer("/layer/size").cloned().unwrap_or(Value::Null),
+                s.pointer("/layer/uncompressedSize")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        m,
+        "- Config: `bench/machineconfigs`, {} MachineConfigs ({} files, {} units, {:.0} KB) rendered for pool `worker` as `{}`{layer}.",
+        r.fixture.manifests,
+        r.fixture.files,
+        r.fixture.units,
+        r.fixture.bytes as f64 / 1e3,
+        r.rendered_name,
+    );
+    let _ = writeln!(
+        m,
+        "- Registry: CNCF distribution (`docker-registry`) on 127.0.0.1, plain HTTP, page cache warm; every repetition starts after `sync`.\n"
+    );
+
+    let _ = writeln!(
+        m,
+        "| case | what | runs | wall, median | wall, min–max | CPU user+sys, median | peak RSS, median (max) |"
+    );
+    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|");
+    for c in &r.cases {
+        let (lo, hi) = c.wall_range();
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | **{}** | {} – {} | {} | {} ({}) |",
+            c.key,
+            c.title,
+            c.samples.len(),
+            time(c.wall()),
+            time(lo),
+            time(hi),
+            time(c.cpu()),
+            mb(c.rss()),
+            mb(c.rss_max())
+        );
+        for (name, parts) in &c.parts {
+            let w = median(&parts.iter().map(|s| s.wall).collect::<Vec<_>>());
+            let cpu = median(&parts.iter().map(Sample::cpu).collect::<Vec<_>>());
+            let rss = median(
+                &parts
+                    .iter()
+                    .map(|s| s.max_rss_kib as f64 * 1024.0)
+                    .collect::<Vec<_>>(),
+            );
+            let _ = writeln!(
+                m,
+                "| {} | of which `buildah {name}` | {} | {} | | {} | {} |",
+                c.key,
+                parts.len(),
+                time(w),
+                time(cpu),
+                mb(rss)
+            );
+        }
+    }
+
+    let machineos: Vec<&CaseReport> = r.cases.iter().filter(|c| !c.summaries.is_empty()).collect();
+    if !machineos.is_empty() {
+        let _ = writeln!(
+            m,
+            "\n`machineos build`'s own stage timings (JSON summary, median ms; the process's wall time above adds start-up and exit):\n"
+        );
+        let _ = writeln!(
+            m,
+            "| case | resolve | index | plan | derive | publish | total | base index cache |"
+        );
+        let _ = writeln!(m, "|---|---:|---:|---:|---:|---:|---:|---|");
+        for c in machineos {
+            let cache = c
+                .summaries
+                .iter()
+                .filter_map(|s| s.get("baseIndexCache"))
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                m,
+                "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+                c.key,
+                c.stage("resolveMs"),
+                c.stage("indexMs"),
+                c.stage("planMs"),
+                c.stage("deriveMs"),
+                c.stage("publishMs"),
+                c.stage("totalMs"),
+                cache
+            );
+        }
+    }
+
+    let a = r.case("(a)");
+    let b = r.case("(b)");
+    let c = r.case("(c)");
+    let a100 = r.case("(a')");
+    let div =
+        |x: Option<&CaseReport>, y: Option<&CaseReport>, f: fn(&CaseReport) -> f64| match (x, y) {
+            (Some(x), Some(y)) => f(x) / f(y),
+            _ => f64::NAN,
+        };
+    let c_a = div(c, a, CaseReport::wall);
+    let c_b = div(c, b, CaseReport::wall);
+    let base_ratio = div(a, a100, CaseReport::wall);
+    let _ = writeln!(m, "\nRatios (medians):\n");
+    let _ = writeln!(
+        m,
+        "- (c)/(a): wall {}, CPU {}",
+        ratio(c_a),
+        ratio(div(c, a, CaseReport::cpu))
+    );
+    let _ = writeln!(
+        m,
+        "- (c)/(b): wall {}, CPU {}",
+        ratio(c_b),
+        ratio(div(c, b, CaseReport::cpu))
+    );
+    let _ = writeln!(
+        m,
+        "- (a) on the 1 GiB base / (a') on the 100 MiB base: wall {}, CPU {}, peak RSS {}",
+        ratio(base_ratio),
+        ratio(div(a, a100, CaseReport::cpu)),
+        ratio(div(a, a100, CaseReport::rss))
+    );
+
+    let _ = writeln!(m, "\nTargets (reported, not asserted):\n");
+    let _ = writeln!(m, "| target | measured | |");
+    let _ = writeln!(m, "|---|---:|---|");
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "**missed**",
+        None => "not measured",
+    };
+    let known = |x: f64| (!x.is_nan()).then_some(x);
+    let spread = a
+        .zip(a100)
+        .map(|(x, y)| x.wall().max(y.wall()) / x.wall().min(y.wall()));
+    let rows = [
+        (
+            "(a) at least 100× faster than (c)",
+            ratio(c_a),
+            known(c_a).map(|x| x >= 100.0),
+        ),
+        (
+            "(a) median under 100 ms",
+            a.map_or("–".into(), |x| time(x.wall())),
+            a.map(|x| x.wall() < 0.1),
+        ),
+        (
+            "(a) within 1.5× between the 100 MiB and the 1 GiB base",
+            spread.map_or("–".into(), ratio),
+            spread.map(|x| x <= 1.5),
+        ),
+        (
+            "(a) peak RSS under 64 MB (largest of the runs)",
+            a.map_or("–".into(), |x| mb(x.rss_max())),
+            a.map(|x| x.rss_max() < 64e6),
+        ),
+        (
+            "(b) faster than (c)",
+            ratio(c_b),
+            known(c_b).map(|x| x > 1.0),
+        ),
+    ];
+    for (what, value, ok) in rows {
+        let _ = writeln!(m, "| {what} | {value} | {} |", verdict(ok));
+    }
+
+    let _ = writeln!(m, "\nEquality of (a) and (c):\n");
+    match &r.comparison {
+        None => {
+            let _ = writeln!(m, "- not checked (buildah skipped)");
+        }
+        Some(cmp) => {
+            let _ = writeln!(
+                m,
+                "- **{}**: (a) changed {} paths of the base, (c) {}; {} compared after leaving out buildah's own artefacts ({}); `{}` compared as sorted lines.",
+                if cmp.equal() { "equal" } else { "DIFFERENT" },
+                cmp.changed_a,
+                cmp.changed_c,
+                cmp.compared,
+                if cmp.excluded.is_empty() {
+                    "none were present".to_owned()
+                } else {
+                    cmp.excluded
+                        .iter()
+                        .map(|(p, _)| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                crate::compare::PRESET_FILE
+            );
+            for d in &cmp.differences {
+                let _ = writeln!(m, "  - {d}");
+            }
+        }
+    }
+
+    let _ = writeln!(m, "\nCommands (one repetition each):\n");
+    for c in &r.cases {
+        let _ = writeln!(m, "- {}: `{}`", c.key, c.command);
+    }
+    for n in &r.notes {
+        let _ = writeln!(m, "\nNote: {n}");
+    }
+    let secs = r.elapsed.as_secs();
+    let _ = writeln!(
+        m,
+        "\nRun: `{}` — {}:{:02} in total (generation, pushes, warm-ups, untimed clean-ups and the equality check included).",
+        r.command,
+        secs / 60,
+        secs % 60
+    );
+    m
+}
+
+fn sample_json(s: &Sample) -> Value {
+    json!({
+        "wallS": s.wall,
+        "userS": s.user,
+        "sysS": s.sys,
+        "maxRssKiB": s.max_rss_kib,
+    })
+}
+
+/// Every sample and summary, for whoever wants more than medians.
+pub fn json(r: &Report) -> Value {
+    json!({
+        "machine": {
+            "cpu": r.machine.cpu,
+            "nproc": r.machine.nproc,
+            "memoryGiB": r.machine.memory_gib,
+            "kernel": r.machine.kernel,
+            "os": r.machine.os,
+            "tools": r.machine.tools,
+            "revision": r.machine.revision,
+        },
+        "cases": r.cases.iter().map(|c| json!({
+            "key": c.key,
+            "title": c.title,
+            "command": c.command,
+            "samples": c.samples.iter().map(sample_json).collect::<Vec<_>>(),
+            "summaries": c.summaries,
+            "parts": c.parts.iter().map(|(n, p)| json!({
+                "name": n,
+                "samples": p.iter().map(sample_json).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "comparison": r.comparison.as_ref().map(|c| json!({
+            "equal": c.equal(),
+            "changedA": c.changed_a,
+            "changedC": c.changed_c,
+            "compared": c.compared,
+            "excluded": c.excluded.iter().map(|(p, why)| json!({"path": p, "why": why})).collect::<Vec<_>>(),
+            "differences": c.differences,
+        })),
+        "elapsedS": r.elapsed.as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(time(0.0123), "12.3 ms");
+        assert_eq!(time(4.561), "4.56 s");
+        assert_eq!(time(212.4), "212 s (3:32)");
+        assert_eq!(ratio(1234.4), "1234×");
+        assert_eq!(ratio(1.234), "1.23×");
+        assert_eq!(mb(21_300_000.0), "21.3 MB");
+    }
+}
