@@ -182,12 +182,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         layer: LayerOptions::from_env()?,
         layer_out: args.layer_out.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let outcome = runtime.block_on(machineos_publish::build(spec.clone(), env));
+    let outcome = crate::runtime()?.block_on(machineos_publish::build(spec, env));
     progress.finish();
     let outcome = outcome?;
     for w in &outcome.plan.warnings {

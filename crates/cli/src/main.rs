@@ -101,18 +101,23 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
         Some(p) => p.parse().context("--platform")?,
         None => machineos_image::Platform::host(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let inspection = runtime.block_on(machineos_publish::inspect::inspect(
+    let inspection = runtime()?.block_on(machineos_publish::inspect::inspect(
         &image,
         &platform,
         cmd.registry.options()?,
     ))?;
     crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
     Ok(())
+}
+
+/// The async runtime the registry work runs on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// Writes one line of output to stdout. A closed pipe (`machineos inspect … | head`) ends

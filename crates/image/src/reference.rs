@@ -249,7 +249,9 @@ fn is_domain_component(s: &str) -> bool {
 }
 
 /// Split `host[:port]` into host and optional port (host keeps IPv6 brackets).
-fn split_host_port(registry: &str) -> Option<(&str, Option<&str>)> {
+/// `host[:port]` (or `[v6]:port`) split into the host (brackets kept) and the port; `None`
+/// for a malformed bracketed host.
+pub fn split_host_port(registry: &str) -> Option<(&str, Option<&str>)> {
     if registry.starts_with('[') {
         let end = registry.find(']')?;
         let (host, rest) = registry.split_at(end + 1);
@@ -432,17 +434,23 @@ impl RegistryRef {
     /// Whether the registry is on the loopback interface: `localhost`, `127.0.0.0/8` or
     /// `[::1]`, with or without a port.
     pub fn is_loopback(&self) -> bool {
-        let Some((host, _)) = split_host_port(&self.registry) else {
-            return false;
-        };
-        if host.eq_ignore_ascii_case("localhost") {
-            return true;
-        }
-        if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-            return inner.parse::<Ipv6Addr>().is_ok_and(|a| a.is_loopback());
-        }
-        host.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+        is_loopback_registry(&self.registry)
     }
+}
+
+/// Whether a registry host (`name[:port]`, `[v6]:port`) is `localhost` or a loopback
+/// address.
+pub fn is_loopback_registry(registry: &str) -> bool {
+    let Some((host, _)) = split_host_port(registry) else {
+        return false;
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner.parse::<Ipv6Addr>().is_ok_and(|a| a.is_loopback());
+    }
+    host.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
 impl fmt::Display for RegistryRef {

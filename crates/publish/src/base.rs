@@ -145,6 +145,14 @@ pub struct ResolvedBase {
 }
 
 impl ResolvedBase {
+    /// The platform manifest's media type (OCI when the manifest does not say).
+    pub fn manifest_media_type(&self) -> String {
+        self.manifest
+            .media_type
+            .clone()
+            .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string())
+    }
+
     /// The base by digest, as recorded in the `baseOSContainerImage` label.
     pub fn pullspec(&self) -> String {
         self.store.pullspec(&self.manifest_digest)

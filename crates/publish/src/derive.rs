@@ -59,24 +59,17 @@ pub fn derive(
         Digest::parse(s).map_err(|e| PublishError::Internal(format!("layer digest {s}: {e}")))
     };
     let diff_id = parse(&layer_digests.diff_id)?;
-    let manifest_media_type = base
-        .manifest
-        .media_type
-        .clone()
-        .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string());
-    let layer = Descriptor {
-        media_type: layer_media_type_for(&manifest_media_type, LayerCompression::Gzip)
-            .map_err(|source| PublishError::Manifest {
+    let manifest_media_type = base.manifest_media_type();
+    let layer = Descriptor::new(
+        layer_media_type_for(&manifest_media_type, LayerCompression::Gzip).map_err(|source| {
+            PublishError::Manifest {
                 image: name.clone(),
                 source,
-            })?
-            .to_string(),
-        digest: parse(&layer_digests.digest)?,
-        size: layer_digests.size,
-        platform: None,
-        annotations: BTreeMap::new(),
-        urls: Vec::new(),
-    };
+            }
+        })?,
+        parse(&layer_digests.digest)?,
+        layer_digests.size,
+    );
     let created = i64::try_from(opts.mtime)
         .map(rfc3339_from_unix)
         .map_err(|_| PublishError::Internal(format!("mtime {} out of range", opts.mtime)))?;
@@ -94,14 +87,11 @@ pub fn derive(
         image: name.clone(),
         source,
     })?;
-    let config_descriptor = Descriptor {
-        media_type: base.manifest.config.media_type.clone(),
-        digest: Digest::sha256(&config),
-        size: config.len() as u64,
-        platform: None,
-        annotations: BTreeMap::new(),
-        urls: Vec::new(),
-    };
+    let config_descriptor = Descriptor::new(
+        &base.manifest.config.media_type,
+        Digest::sha256(&config),
+        config.len() as u64,
+    );
     let manifest =
         derive_manifest(&base.manifest_bytes, &config_descriptor, &layer).map_err(|source| {
             PublishError::Manifest {

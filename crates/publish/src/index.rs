@@ -115,10 +115,7 @@ pub async fn base_index(
     let handle = tokio::runtime::Handle::current();
     let cached = match cache {
         Some(c) => {
-            let (c, key) = (
-                Cache::new(c.dir().to_path_buf()),
-                base.manifest_digest.clone(),
-            );
+            let (c, key) = (c.clone(), base.manifest_digest.clone());
             tokio::task::spawn_blocking(move || c.load(&key))
                 .await
                 .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?
@@ -182,10 +179,7 @@ pub async fn base_index(
             .map_err(|e| PublishError::Internal(format!("indexing task: {e}")))??;
             match cache {
                 Some(c) => {
-                    let (c, key) = (
-                        Cache::new(c.dir().to_path_buf()),
-                        base.manifest_digest.clone(),
-                    );
+                    let (c, key) = (c.clone(), base.manifest_digest.clone());
                     let index =
                         tokio::task::spawn_blocking(move || c.store(&key, &index).map(|()| index))
                             .await

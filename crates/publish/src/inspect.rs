@@ -73,11 +73,7 @@ pub async fn inspect(
     Ok(Inspection {
         image: resolved.pullspec(),
         digest: resolved.manifest_digest.clone(),
-        media_type: resolved
-            .manifest
-            .media_type
-            .clone()
-            .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string()),
+        media_type: resolved.manifest_media_type(),
         platform: resolved.platform.to_string(),
         index_platforms: resolved
             .index_platforms

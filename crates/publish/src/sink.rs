@@ -55,13 +55,13 @@ pub async fn publish(
             uploaded?;
             // Everything is uploaded: now the manifests, the base's pin first.
             if pin {
-                let media_type = base
-                    .manifest
-                    .media_type
-                    .clone()
-                    .unwrap_or_else(|| machineos_image::media_type::OCI_MANIFEST.to_string());
                 client
-                    .push_manifest(reference, &base.manifest_bytes, &media_type, None)
+                    .push_manifest(
+                        reference,
+                        &base.manifest_bytes,
+                        &base.manifest_media_type(),
+                        None,
+                    )
                     .await?;
             }
             let digest = client
@@ -91,12 +91,8 @@ pub async fn publish(
                 });
             }
             let desc = Descriptor {
-                media_type: derived.manifest_media_type.clone(),
-                digest: digest.clone(),
-                size,
                 platform: Some(base.platform.clone()),
-                annotations: Default::default(),
-                urls: Vec::new(),
+                ..Descriptor::new(&derived.manifest_media_type, digest.clone(), size)
             };
             match tag {
                 Some(t) => layout.set_tag(t, &desc).map_err(err)?,
@@ -199,18 +195,13 @@ async fn ensure_blob(
                 } => Some(source),
                 Store::Layout { .. } => None,
             };
-            if let Some(source) = source {
-                // The base manifest lives in its repository, so its blobs do too.
-                if source.registry() == reference.registry()
-                    && source.repository() == reference.repository()
-                {
-                    return Ok(Fate::Present);
-                }
-                // Same registry: a mount answers 201 whether the blob was already there or
-                // is linked now, in one request.
-                if client.mount(reference, source, &blob.digest).await? {
-                    return Ok(Fate::Mounted);
-                }
+            // Same registry: a mount answers 201 whether the blob was already there or is
+            // linked now, in one request. (A base in the destination repository itself never
+            // gets here: see `ensure_base_in_registry`.)
+            if let Some(source) = source
+                && client.mount(reference, source, &blob.digest).await?
+            {
+                return Ok(Fate::Mounted);
             }
             if client.has_blob(reference, &blob.digest).await? {
                 return Ok(Fate::Present);

@@ -5,7 +5,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -42,33 +41,6 @@ pub struct RegistryOptions {
     pub retry: RetryPolicy,
     /// Upload blobs in one PUT instead of chunks.
     pub monolithic_push: bool,
-}
-
-/// Counters of what the client did, for tests and the build summary.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Manifests fetched.
-    pub manifests_fetched: AtomicU64,
-    /// Blobs opened for reading (configs and layers).
-    pub blobs_read: AtomicU64,
-    /// Blobs uploaded.
-    pub blobs_pushed: AtomicU64,
-    /// Blobs mounted from another repository.
-    pub blobs_mounted: AtomicU64,
-    /// Blobs found already present at the destination.
-    pub blobs_present: AtomicU64,
-    /// Manifests pushed.
-    pub manifests_pushed: AtomicU64,
-}
-
-impl Stats {
-    /// A counter's current value.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-    fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Why a registry operation failed. Each names the operation and the image.
@@ -138,8 +110,6 @@ pub struct Registry {
     clients: std::sync::Mutex<std::collections::HashMap<String, Arc<Client>>>,
     credentials: Credentials,
     retry: RetryPolicy,
-    plain_http: Vec<String>,
-    stats: Stats,
 }
 
 /// What every oci-client of a [`Registry`] is built with.
@@ -167,7 +137,7 @@ impl Settings {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("plain_http", &self.plain_http)
+            .field("plain_http", &self.settings.plain_http)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
@@ -199,7 +169,7 @@ impl Registry {
             }
         }
         let settings = Settings {
-            plain_http: plain_http.clone(),
+            plain_http,
             certs,
             monolithic_push: opts.monolithic_push,
         };
@@ -213,19 +183,7 @@ impl Registry {
             )])),
             credentials: opts.credentials,
             retry: opts.retry,
-            plain_http,
-            stats: Stats::default(),
         })
-    }
-
-    /// What this client has done so far.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// Whether `host` is reached over plain HTTP.
-    pub fn uses_plain_http(&self, host: &str) -> bool {
-        self.plain_http.iter().any(|h| h == host)
     }
 
     fn auth_for(&self, r: &RegistryRef) -> RegistryAuth {
@@ -262,7 +220,7 @@ impl Registry {
             }
         };
         client
-            .store_auth_if_needed(&resolve_registry(r.registry()), &auth)
+            .store_auth_if_needed(to_reference(r).resolve_registry(), &auth)
             .await;
         Ok(client)
     }
@@ -356,7 +314,6 @@ impl Registry {
         })
         .await
         .map_err(|e| self.classify("fetching manifest", r, e))?;
-        Stats::bump(&self.stats.manifests_fetched);
         let digest = match r.digest() {
             Some(d) => {
                 let got = d.same_algorithm_of(&body);
@@ -386,7 +343,6 @@ impl Registry {
         })
         .await
         .map_err(|e| self.classify(&format!("fetching blob {digest} of"), r, e))?;
-        Stats::bump(&self.stats.blobs_read);
         Ok(body)
     }
 
@@ -405,7 +361,6 @@ impl Registry {
         })
         .await
         .map_err(|e| self.classify(&format!("reading blob {digest} of"), r, e))?;
-        Stats::bump(&self.stats.blobs_read);
         Ok(stream.stream)
     }
 
@@ -442,10 +397,7 @@ impl Registry {
         })
         .await
         {
-            Ok(()) => {
-                Stats::bump(&self.stats.blobs_mounted);
-                Ok(true)
-            }
+            Ok(()) => Ok(true),
             Err((e, attempts)) if crate::retry::is_transient(&e) => Err(self.classify(
                 &format!("mounting blob {digest} into"),
                 target,
@@ -466,7 +418,6 @@ impl Registry {
         digest: &Digest,
     ) -> Result<(), RegistryError> {
         if self.has_blob(target, digest).await? {
-            Stats::bump(&self.stats.blobs_present);
             return Ok(());
         }
         let client = self.client_for(target).await?;
@@ -476,7 +427,6 @@ impl Registry {
         })
         .await
         .map_err(|e| self.classify(&format!("uploading blob {digest} to"), target, e))?;
-        Stats::bump(&self.stats.blobs_pushed);
         Ok(())
     }
 
@@ -511,7 +461,6 @@ impl Registry {
             };
             match pushed {
                 Ok(_) => {
-                    Stats::bump(&self.stats.blobs_pushed);
                     return Ok(());
                 }
                 Err(e) if crate::retry::is_transient(&e) => match self.retry.backoff(attempt) {
@@ -613,7 +562,6 @@ impl Registry {
             let location = put(tagged).await?;
             self.check_location(target, &location, &want)?;
         }
-        Stats::bump(&self.stats.manifests_pushed);
         Ok(want)
     }
 
@@ -652,16 +600,6 @@ fn brief(err: &OciDistributionError) -> String {
             }
         }
         other => other.to_string(),
-    }
-}
-
-/// The registry host oci-client keys its credentials by (`docker.io` is served by
-/// `index.docker.io`).
-fn resolve_registry(registry: &str) -> String {
-    if registry == "docker.io" {
-        "index.docker.io".to_string()
-    } else {
-        registry.to_string()
     }
 }
 

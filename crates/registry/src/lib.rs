@@ -6,5 +6,5 @@ pub mod client;
 pub mod retry;
 pub mod scheme;
 
-pub use client::{Registry, RegistryError, RegistryOptions, Stats};
+pub use client::{Registry, RegistryError, RegistryOptions};
 pub use retry::RetryPolicy;

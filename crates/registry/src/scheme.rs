@@ -4,7 +4,7 @@
 //! `--insecure-registry`, and only when the registry does not speak TLS: a loopback registry
 //! with TLS keeps TLS. Everyone else gets HTTPS.
 
-use std::net::IpAddr;
+use machineos_image::reference::{is_loopback_registry, split_host_port};
 use std::time::Duration;
 
 /// The scheme a registry is reached on.
@@ -16,32 +16,15 @@ pub enum Scheme {
     Http,
 }
 
-/// Whether `host` (`name[:port]`, `[v6]:port`) may be reached over plain HTTP.
+/// Whether `host` (`name[:port]`, `[v6]:port`) may be reached over plain HTTP: a loopback
+/// host, or one named in `insecure_hosts` with or without its port.
 pub fn may_use_plain_http(host: &str, insecure_hosts: &[String]) -> bool {
-    if insecure_hosts
+    let name = split_host_port(host).map_or(host, |(name, _)| name);
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    insecure_hosts
         .iter()
-        .any(|h| h == host || h == host_name(host))
-    {
-        return true;
-    }
-    let name = host_name(host);
-    if name == "localhost" {
-        return true;
-    }
-    name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The host part of `host[:port]`, without brackets around an IPv6 address.
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => {
-            name
-        }
-        _ => host,
-    }
+        .any(|h| h == host || h == name || h == bare)
+        || is_loopback_registry(host)
 }
 
 /// Which scheme the registry at `host` speaks. One port speaks either TLS or plain HTTP, so
