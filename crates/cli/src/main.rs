@@ -51,7 +51,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -108,6 +108,21 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
     ))?;
     crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
     Ok(())
+}
+
+/// The error and its causes, `: `-joined, leaving out a cause whose text the message before
+/// it already carries (library errors name their cause in their own message, and `{:#}`
+/// would print it twice).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// The async runtime the registry work runs on.

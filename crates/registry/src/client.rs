@@ -149,10 +149,17 @@ impl Registry {
     /// registry does not speak TLS.
     pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
         let mut certs = Vec::new();
-        for pem in &opts.ca_pems {
+        for (i, pem) in opts.ca_pems.iter().enumerate() {
             // Validate early, so a bad CA file is reported as such and not as a TLS failure.
-            reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| RegistryError::Tls(format!("not a PEM certificate bundle: {e}")))?;
+            let which = format!("CA bundle {} of {}", i + 1, opts.ca_pems.len());
+            let found = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                RegistryError::Tls(format!("{which}: not a PEM certificate bundle: {e}"))
+            })?;
+            if found.is_empty() {
+                return Err(RegistryError::Tls(format!(
+                    "{which}: no PEM certificate in it"
+                )));
+            }
             certs.push(Certificate {
                 encoding: CertificateEncoding::Pem,
                 data: pem.clone(),
