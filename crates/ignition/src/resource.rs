@@ -70,23 +70,33 @@ pub fn fetch(res: &Resource) -> Result<Option<Vec<u8>>, FetchError> {
     Ok(Some(data))
 }
 
-/// Check `data` against `sha256-<hex>` / `sha512-<hex>`.
+/// Check `data` against `sha256-<hex>` / `sha512-<hex>` (hex in either case, as Ignition
+/// decodes it before comparing).
 pub fn verify(spec: &str, data: &[u8]) -> Result<(), FetchError> {
     let (func, expected) = spec
         .split_once('-')
         .ok_or(FetchError::HashSpec("malformed hash specifier"))?;
     let calculated = match func {
-        "sha256" => hex::encode(Sha256::digest(data)),
-        "sha512" => hex::encode(Sha512::digest(data)),
+        "sha256" => Sha256::digest(data).to_vec(),
+        "sha512" => Sha512::digest(data).to_vec(),
         _ => return Err(FetchError::HashSpec("unrecognized hash function")),
     };
+    let expected = decode_hex(expected).map_err(|_| FetchError::HashSpec("malformed hash sum"))?;
     if calculated != expected {
         return Err(FetchError::Hash {
-            calculated,
-            expected: expected.to_string(),
+            calculated: hex::encode(calculated),
+            expected: hex::encode(expected),
         });
     }
     Ok(())
+}
+
+/// Go's `hex.DecodeString`: either case, an even number of digits; its error text.
+pub fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
+    if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(format!("encoding/hex: invalid byte: U+{:04X} {c:?}", c as u32));
+    }
+    hex::decode(s).map_err(|_| "encoding/hex: odd length hex string".to_string())
 }
 
 /// The scheme of a source URL as Go's `url.Parse` sees it (lowercased), or `None` when
@@ -142,6 +152,12 @@ mod tests {
             fetch(&res(Some("data:,hello"), None, Some(sha_hello))),
             Err(FetchError::Hash { .. })
         ));
+        // Ignition decodes the expected sum, so upper-case hex matches too.
+        let upper = format!("sha256-{}", sha_hello["sha256-".len()..].to_uppercase());
+        assert_eq!(
+            fetch(&res(Some("data:,hello%0A"), None, Some(&upper))).unwrap(),
+            Some(b"hello\n".to_vec())
+        );
         assert!(matches!(
             fetch(&res(Some("data:,hello"), Some("gzip"), None)),
             Err(FetchError::Gzip(_))

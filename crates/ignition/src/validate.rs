@@ -196,6 +196,7 @@ fn check_config(c: &Config, r: &mut Report) {
             r.error(format!("{p}.target"), "link target is required");
             continue;
         };
+        r.check(format!("{p}.target"), check_os_path(target));
         if l.hard != Some(true) {
             continue;
         }
@@ -238,6 +239,11 @@ fn check_config(c: &Config, r: &mut Report) {
         if !valid_unit_name(&u.name) {
             r.error(format!("{p}.name"), "invalid systemd unit extension");
         }
+        // The unit file and its drop-in directory are named after the unit.
+        r.check(
+            format!("{p}.name"),
+            check_os_path(&format!("/etc/systemd/system/{}.d", u.name)),
+        );
         match u.contents.as_deref().map(parse_unit) {
             Some(Err(e)) => r.error(format!("{p}.contents"), e),
             Some(Ok(opts))
@@ -263,6 +269,10 @@ fn check_config(c: &Config, r: &mut Report) {
             if !d.name.ends_with(".conf") || ext(&d.name) != ".conf" {
                 r.error(format!("{dp}.name"), "invalid systemd drop-in extension");
             }
+            r.check(
+                format!("{dp}.name"),
+                check_os_path(&format!("/etc/systemd/system/{}.d/{}", u.name, d.name)),
+            );
         }
         dups(
             u.dropins.iter().map(|d| d.name.as_str()),
@@ -344,16 +354,47 @@ pub fn valid_unit_name(name: &str) -> bool {
     )
 }
 
-/// Ignition's path rules: non-empty, absolute, and already clean.
+/// Ignition's path rules: non-empty, absolute, and already clean; and what the kernel
+/// refuses when ignition-apply writes it (a NUL byte, a name over [`NAME_MAX`] bytes, a path
+/// over [`PATH_MAX`] bytes), which Ignition only reports once it fails to write.
 pub fn check_path(p: &str) -> Result<(), String> {
     if p.is_empty() {
         return Err("path not specified".into());
     }
+    check_os_path(p)?;
     if !p.starts_with('/') {
         return Err("path not absolute".into());
     }
     if clean(p) != p {
         return Err("path is not fully simplified".into());
+    }
+    Ok(())
+}
+
+/// The longest file name (one path component) Linux accepts, in bytes.
+pub const NAME_MAX: usize = 255;
+/// The longest path Linux accepts, in bytes (`PATH_MAX` counts the terminating NUL).
+pub const PATH_MAX: usize = 4095;
+
+/// What Linux refuses in a path or symlink target whatever else holds: a NUL byte, a
+/// component longer than [`NAME_MAX`] bytes, more than [`PATH_MAX`] bytes in all. A layer
+/// with such a name cannot be extracted by any runtime.
+pub fn check_os_path(p: &str) -> Result<(), String> {
+    if p.contains('\0') {
+        return Err("path contains a NUL byte".into());
+    }
+    if p.len() > PATH_MAX {
+        return Err(format!(
+            "file name too long: the path is {} bytes (at most {PATH_MAX})",
+            p.len()
+        ));
+    }
+    if let Some(c) = p.split('/').find(|c| c.len() > NAME_MAX) {
+        let shown: String = c.chars().take(16).collect();
+        return Err(format!(
+            "file name too long: the component {shown:?}… is {} bytes (at most {NAME_MAX})",
+            c.len()
+        ));
     }
     Ok(())
 }
@@ -431,8 +472,11 @@ fn check_resource(res: &Resource, p: &str, r: &mut Report) {
                         return;
                     }
                 };
+                // Ignition decodes the hex when it fetches, so either case is fine.
                 if sum.len() != want {
                     r.error(hp, "incorrect size for hash sum");
+                } else if let Err(e) = crate::resource::decode_hex(sum) {
+                    r.error(hp, e);
                 }
             }
         }
@@ -553,6 +597,22 @@ mod tests {
                 "error at $.storage.files.0.contents.verification.hash: source must be specified if verification is specified",
             ),
             (
+                r#""storage":{"files":[{"path":"/etc/a\u0000b"}]}"#,
+                "error at $.storage.files.0.path: path contains a NUL byte",
+            ),
+            (
+                r#""storage":{"links":[{"path":"/l","target":"/a\u0000"}]}"#,
+                "error at $.storage.links.0.target: path contains a NUL byte",
+            ),
+            (
+                r#""systemd":{"units":[{"name":"a\u0000.service"}]}"#,
+                "error at $.systemd.units.0.name: path contains a NUL byte",
+            ),
+            (
+                r#""storage":{"files":[{"path":"/a","contents":{"source":"data:,x","verification":{"hash":"sha256-zz00000000000000000000000000000000000000000000000000000000000000"}}}]}"#,
+                "error at $.storage.files.0.contents.verification.hash: encoding/hex: invalid byte: U+007A 'z'",
+            ),
+            (
                 r#""storage":{"links":[{"path":"/l"}]}"#,
                 "error at $.storage.links.0.target: link target is required",
             ),
@@ -591,6 +651,57 @@ mod tests {
         ];
         for (cfg, want) in cases {
             assert_eq!(check(cfg).unwrap_err(), *want, "{cfg}");
+        }
+    }
+
+    #[test]
+    fn names_the_kernel_refuses() {
+        let long = "n".repeat(NAME_MAX + 1);
+        let ok = "n".repeat(NAME_MAX);
+        let deep = format!("/{}", vec![ok.as_str(); 16].join("/"));
+        assert!(deep.len() > PATH_MAX);
+        let cases = [
+            (
+                format!(r#""storage":{{"files":[{{"path":"/etc/{long}"}}]}}"#),
+                "error at $.storage.files.0.path: file name too long: the component",
+            ),
+            (
+                format!(r#""storage":{{"directories":[{{"path":"{deep}"}}]}}"#),
+                "error at $.storage.directories.0.path: file name too long: the path is 4096 bytes",
+            ),
+            (
+                format!(r#""storage":{{"links":[{{"path":"/l","target":"{deep}"}}]}}"#),
+                "error at $.storage.links.0.target: file name too long",
+            ),
+            (
+                format!(r#""systemd":{{"units":[{{"name":"{}.service"}}]}}"#, "u".repeat(250)),
+                "error at $.systemd.units.0.name: file name too long",
+            ),
+            (
+                format!(
+                    r#""systemd":{{"units":[{{"name":"a.service","dropins":[{{"name":"{long}.conf"}}]}}]}}"#
+                ),
+                "error at $.systemd.units.0.dropins.0.name: file name too long",
+            ),
+        ];
+        for (cfg, want) in cases {
+            let e = check(&cfg).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+        // At the limits exactly: accepted.
+        let at = format!("/{}", vec![ok.as_str(); 15].join("/"));
+        assert!(at.len() <= PATH_MAX);
+        check(&format!(r#""storage":{{"files":[{{"path":"{at}"}}]}}"#)).unwrap();
+    }
+
+    #[test]
+    fn hash_sums_in_either_case() {
+        let sum = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+        for s in [sum.to_string(), sum.to_uppercase()] {
+            check(&format!(
+                r#""storage":{{"files":[{{"path":"/a","contents":{{"source":"data:,hello%0A","verification":{{"hash":"sha256-{s}"}}}}}}]}}"#
+            ))
+            .unwrap();
         }
     }
 
