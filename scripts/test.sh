@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when it is missing (Debian's ignition,
 # the differential reference; docker-registry, which the registry tests start on loopback;
-# skopeo and umoci, which check what we push), then runs the whole workspace's tests.
+# skopeo, umoci and buildah, which check what we push and build), then runs the whole
+# workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -9,6 +10,7 @@ missing=()
 command -v umoci >/dev/null || missing+=(umoci)
 command -v skopeo >/dev/null || missing+=(skopeo)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v buildah >/dev/null || missing+=(buildah)
 command -v systemctl >/dev/null || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update

@@ -93,6 +93,9 @@ pub enum OverlayError {
     /// Too many symlinks.
     #[error("{0}: too many levels of symbolic links")]
     Loop(String),
+    /// A hard link of the layer points at a path the layer does not hold (a bug of ours).
+    #[error("{0}: a hard link of the layer points here, but the layer has no file here")]
+    DanglingLink(String),
 }
 
 /// Base + changes.

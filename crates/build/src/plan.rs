@@ -1002,12 +1002,19 @@ fn emit(fs: &Overlay<'_>) -> Result<Vec<Entry>, OverlayError> {
                     }
                     LayerKind::Symlink(t) => EntryKind::Symlink(t.clone()),
                     LayerKind::HardLink(t) => {
+                        // Runtimes that apply a link member's header to the inode
+                        // (containers/storage, our own base indexer) must see the inode's
+                        // metadata there, as GNU tar and Go's archive/tar write it.
+                        let inode = match fs.changes().get(t) {
+                            Some(Change::Node(owner)) => owner,
+                            _ => return Err(OverlayError::DanglingLink(t.clone())),
+                        };
                         links.push(Entry {
                             path: rel,
                             kind: EntryKind::HardLink(t.trim_start_matches('/').to_string()),
-                            mode: 0,
-                            uid: 0,
-                            gid: 0,
+                            mode: inode.mode,
+                            uid: inode.uid,
+                            gid: inode.gid,
                         });
                         need_parents.push(path.clone());
                         continue;

@@ -263,13 +263,22 @@ fn storage_entry() -> impl Strategy<Value = (u8, Value)> {
             }
             (2u8, l)
         }),
-        (path_strategy(), maybe(any::<bool>())).prop_map(|(t, overwrite)| {
-            let mut l = json!({ "target": t, "hard": true });
-            if let Some(o) = overwrite {
-                l["overwrite"] = json!(o);
-            }
-            (2u8, l)
-        }),
+        (
+            prop_oneof![
+                path_strategy(),
+                // Files the base has, alone or with other names.
+                prop::sample::select(&["/etc/passwd", "/etc/h1", "/var/h1"][..])
+                    .prop_map(str::to_string),
+            ],
+            maybe(any::<bool>())
+        )
+            .prop_map(|(t, overwrite)| {
+                let mut l = json!({ "target": t, "hard": true });
+                if let Some(o) = overwrite {
+                    l["overwrite"] = json!(o);
+                }
+                (2u8, l)
+            }),
     ]
 }
 
@@ -370,6 +379,8 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
     let mut paths = BTreeSet::new();
     let mut dirs: BTreeSet<String> = BTreeSet::new();
     let mut nodes: BTreeSet<String> = BTreeSet::new();
+    // Mode and owner of each regular file, which its hard-link members must repeat.
+    let mut inodes: BTreeMap<String, (u32, u64, u64)> = BTreeMap::new();
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
@@ -387,11 +398,20 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
         }
         let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
         let whiteout = name.starts_with(".wh.");
+        let h = entry.header();
+        let meta = (
+            h.mode().map_err(|e| e.to_string())?,
+            h.uid().map_err(|e| e.to_string())?,
+            h.gid().map_err(|e| e.to_string())?,
+        );
         match entry.header().entry_type() {
             tar::EntryType::Directory => {
                 dirs.insert(path.clone());
             }
-            tar::EntryType::Regular | tar::EntryType::Symlink => {}
+            tar::EntryType::Regular => {
+                inodes.insert(path.clone(), meta);
+            }
+            tar::EntryType::Symlink => {}
             tar::EntryType::Link => {
                 let target = entry
                     .link_name_bytes()
@@ -402,6 +422,20 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
                     return Err(format!(
                         "{path:?}: hard link to {target:?}, which is not an earlier entry"
                     ));
+                }
+                // Runtimes apply a link member's header to the shared inode.
+                match inodes.get(&target) {
+                    Some(m) if *m == meta => {}
+                    Some(m) => {
+                        return Err(format!(
+                            "{path:?}: hard link header has mode/uid/gid {meta:?}, its target {target:?} {m:?}"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "{path:?}: hard link to {target:?}, which is not a regular file"
+                        ));
+                    }
                 }
             }
             other => return Err(format!("{path:?}: unexpected entry type {other:?}")),
@@ -456,11 +490,19 @@ fn generated_configs_give_deterministic_well_formed_layers() {
 #[test]
 fn layer_checker_rejects_bad_layers() {
     fn raw_layer(entries: &[(&str, tar::EntryType, &str)]) -> Vec<u8> {
+        raw_layer_modes(
+            &entries
+                .iter()
+                .map(|&(p, k, l)| (p, k, l, 0o644))
+                .collect::<Vec<_>>(),
+        )
+    }
+    fn raw_layer_modes(entries: &[(&str, tar::EntryType, &str, u32)]) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
-        for (path, kind, link) in entries {
+        for (path, kind, link, mode) in entries {
             let mut h = tar::Header::new_ustar();
             h.set_entry_type(*kind);
-            h.set_mode(0o644);
+            h.set_mode(*mode);
             h.set_uid(0);
             h.set_gid(0);
             h.set_mtime(0);
@@ -488,6 +530,12 @@ fn layer_checker_rejects_bad_layers() {
         raw_layer(&[("etc", R, ""), ("etc/a", R, "")]),
         raw_layer(&[("etc/", D, ""), ("etc/.wh.a", R, ""), ("x", L, "etc/.wh.a")]),
         raw_layer(&[("x", L, "etc/passwd")]),
+        // A link member with another mode than its inode (what runtimes would chmod it to).
+        raw_layer_modes(&[
+            ("etc/", D, "", 0o755),
+            ("etc/a", R, "", 0o644),
+            ("x", L, "etc/a", 0),
+        ]),
     ] {
         assert!(check_layer(&bad).is_err());
     }

@@ -214,3 +214,64 @@ fn an_unwritable_layer_out_fails_before_anything_is_tagged() {
     let index = std::fs::read_to_string(out.join("index.json")).unwrap_or_default();
     assert!(!index.contains("worker"), "a tag was left behind: {index}");
 }
+
+/// Builds `config` (an Ignition config) on `base` into the layout `out` with tag `tag`.
+fn build_ignition(tmp: &Path, base: &str, out: &Path, tag: &str, config: &str) {
+    let cfg = tmp.join(format!("{tag}.ign"));
+    std::fs::write(&cfg, config).unwrap();
+    let o = machineos(&[
+        "build",
+        "--base",
+        base,
+        "--output",
+        &format!("oci:{}:{tag}", out.display()),
+        "--cache-dir",
+        tmp.join("cache").to_str().unwrap(),
+        "--platform",
+        "linux/amd64",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A hard link's tar member carries its inode's mode and owner: containers/storage (buildah,
+/// podman, CRI-O) applies a link member's header to the inode, and so does machineos's own
+/// base indexer when the image is the base of the next build.
+#[test]
+fn hard_links_keep_their_inode_metadata_in_buildah_and_in_a_chained_build() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    // One: a second name for the base's /etc/passwd.
+    build_ignition(
+        tmp.path(),
+        &base,
+        &out,
+        "one",
+        r#"{"ignition":{"version":"3.3.0"},"storage":{"links":[
+            {"path":"/etc/passwd-hard","target":"/etc/passwd","hard":true}]}}"#,
+    );
+    // Two, on top of one: append to that file through its new name.
+    build_ignition(
+        tmp.path(),
+        &format!("oci:{}:one", out.display()),
+        &out,
+        "two",
+        r#"{"ignition":{"version":"3.3.0"},"storage":{"files":[
+            {"path":"/etc/passwd-hard","append":[{"source":"data:,extra:x:1234:1234::/:/sbin/nologin%0A"}]}]}}"#,
+    );
+    for tag in ["one", "two"] {
+        let root = machineos_testkit::buildah_mount(&out, tag).unwrap();
+        let a = std::fs::symlink_metadata(root.path().join("etc/passwd")).unwrap();
+        let b = std::fs::symlink_metadata(root.path().join("etc/passwd-hard")).unwrap();
+        assert_eq!(
+            (a.mode() & 0o7777, a.uid(), a.gid()),
+            (0o644, 0, 0),
+            "{tag}: /etc/passwd as buildah unpacks it"
+        );
+        assert_eq!(a.ino(), b.ino(), "{tag}: one inode, two names");
+        let text = std::fs::read_to_string(root.path().join("etc/passwd")).unwrap();
+        assert_eq!(text.contains("extra:x:1234"), tag == "two", "{tag}: {text}");
+    }
+}

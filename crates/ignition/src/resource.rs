@@ -94,7 +94,10 @@ pub fn verify(spec: &str, data: &[u8]) -> Result<(), FetchError> {
 /// Go's `hex.DecodeString`: either case, an even number of digits; its error text.
 pub fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
     if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
-        return Err(format!("encoding/hex: invalid byte: U+{:04X} {c:?}", c as u32));
+        return Err(format!(
+            "encoding/hex: invalid byte: U+{:04X} {c:?}",
+            c as u32
+        ));
     }
     hex::decode(s).map_err(|_| "encoding/hex: odd length hex string".to_string())
 }

@@ -674,7 +674,10 @@ mod tests {
                 "error at $.storage.links.0.target: file name too long",
             ),
             (
-                format!(r#""systemd":{{"units":[{{"name":"{}.service"}}]}}"#, "u".repeat(250)),
+                format!(
+                    r#""systemd":{{"units":[{{"name":"{}.service"}}]}}"#,
+                    "u".repeat(250)
+                ),
                 "error at $.systemd.units.0.name: file name too long",
             ),
             (

@@ -9,7 +9,7 @@
 //!   optional htpasswd auth and TLS signed by a per-registry CA; killed on drop.
 //! - [`FaultProxy`]: an HTTP/1 reverse proxy that injects statuses, delays and connection
 //!   resets according to [`FaultRule`]s, and records every request.
-//! - [`tools`]: `skopeo` and `umoci` runners that fail with the tool's stderr.
+//! - [`tools`]: `skopeo`, `umoci` and `buildah` runners that fail with the tool's stderr.
 //! - [`tree`]: snapshots and diffs of directory trees.
 
 pub mod proxy;
@@ -20,6 +20,7 @@ pub mod tree;
 pub use proxy::{FaultAction, FaultProxy, FaultRule, SeenRequest};
 pub use registry::{RegistryOptions, TestRegistry};
 pub use tools::{
-    CopyOptions, require_tool, skopeo, skopeo_copy, skopeo_inspect_raw, umoci, umoci_unpack,
+    BuildahRoot, CopyOptions, buildah_mount, require_tool, skopeo, skopeo_copy, skopeo_inspect_raw,
+    umoci, umoci_unpack,
 };
 pub use tree::{EntryKind, TreeEntry, diff, snapshot, try_snapshot};

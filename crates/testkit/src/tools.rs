@@ -276,6 +276,89 @@ pub fn umoci_unpack(layout_dir: &Path, tag: &str, dest: &Path) -> Result<()> {
     run("umoci", &args).map(drop)
 }
 
+/// An image unpacked by buildah into its own throwaway containers/storage (vfs driver), the
+/// way podman, CRI-O and the MCO's build pod unpack images: unlike umoci, containers/storage
+/// applies a hard-link member's header to the shared inode. The root filesystem is at
+/// [`BuildahRoot::path`] until this is dropped (the container and the storage go with it).
+#[derive(Debug)]
+pub struct BuildahRoot {
+    /// Storage, run root and a link to the layout (buildah names the image after its path,
+    /// which must be lower case, so this is not a `TempDir`).
+    storage: PathBuf,
+    container: String,
+    path: PathBuf,
+}
+
+impl BuildahRoot {
+    /// The mounted root filesystem.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn args(storage: &Path, rest: &[&str]) -> Vec<String> {
+        let mut args = vec![
+            "--root".to_owned(),
+            storage.join("root").to_string_lossy().into_owned(),
+            "--runroot".to_owned(),
+            storage.join("run").to_string_lossy().into_owned(),
+            "--storage-driver".to_owned(),
+            "vfs".to_owned(),
+        ];
+        args.extend(rest.iter().map(|s| s.to_string()));
+        args
+    }
+}
+
+impl Drop for BuildahRoot {
+    fn drop(&mut self) {
+        let _ = run(
+            "buildah",
+            &Self::args(&self.storage, &["rm", &self.container]),
+        );
+        let _ = run(
+            "buildah",
+            &Self::args(&self.storage, &["rmi", "--all", "--force"]),
+        );
+        let _ = std::fs::remove_dir_all(&self.storage);
+    }
+}
+
+/// `buildah from oci:LAYOUT:TAG` then `buildah mount` (as root), in a fresh storage.
+pub fn buildah_mount(layout_dir: &Path, tag: &str) -> Result<BuildahRoot> {
+    require_tool("buildah")?;
+    if !running_as_root() {
+        bail!("buildah with the vfs driver needs root here");
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let storage = std::env::temp_dir().join(format!(
+        "machineos-buildah-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&storage).context("creating buildah's storage directory")?;
+    let mut root = BuildahRoot {
+        storage,
+        container: String::new(),
+        path: PathBuf::new(),
+    };
+    let layout = root.storage.join("layout");
+    std::os::unix::fs::symlink(std::path::absolute(layout_dir)?, &layout)?;
+    let image = format!("oci:{}:{tag}", layout.to_string_lossy());
+    root.container = run(
+        "buildah",
+        &BuildahRoot::args(&root.storage, &["from", "--quiet", &image]),
+    )?
+    .trim()
+    .to_owned();
+    root.path = run(
+        "buildah",
+        &BuildahRoot::args(&root.storage, &["mount", &root.container]),
+    )?
+    .trim()
+    .into();
+    Ok(root)
+}
+
 /// Whether the effective user is root (the owner of `/proc/self` is the effective uid).
 fn running_as_root() -> bool {
     std::fs::metadata("/proc/self")
