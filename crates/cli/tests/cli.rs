@@ -275,3 +275,42 @@ fn hard_links_keep_their_inode_metadata_in_buildah_and_in_a_chained_build() {
         assert_eq!(text.contains("extra:x:1234"), tag == "two", "{tag}: {text}");
     }
 }
+
+/// Builds racing into one fresh OCI layout: every one succeeds and every tag is there.
+#[test]
+fn concurrent_builds_into_one_fresh_layout_keep_every_tag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    let cache = tmp.path().join("cache");
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_machineos"))
+                .current_dir(repo())
+                .args([
+                    "build",
+                    "--base",
+                    &base,
+                    "--output",
+                    &format!("oci:{}:t{i}", out.display()),
+                    "--cache-dir",
+                    cache.to_str().unwrap(),
+                    "--platform",
+                    "linux/amd64",
+                    "examples/machineconfigs",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let layout = machineos_image::Layout::open(&out).unwrap();
+    for i in 0..4 {
+        layout.resolve(Some(&format!("t{i}"))).unwrap();
+    }
+}

@@ -3,7 +3,11 @@
 //! hashed while written, synced and renamed, so a crash never leaves a blob under a wrong name;
 //! `index.json` is replaced atomically the same way.
 //!
-//! Updates to `index.json` are read-modify-write and not locked: one writer per layout at a time.
+//! Several writers may share a layout: `oci-layout` and the first `index.json` are created
+//! with no-clobber links (the first writer's wins, whole), and every change of `index.json` is
+//! a read-modify-write under an exclusive lock on `.index.json.lock`. A writer holds a lock on
+//! each of its temporary files while it lives, so [`Layout::create`] removes the temporary
+//! files of killed writers (unlocked and older than [`STALE_TEMP_AGE`]) and never a live one's.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
@@ -21,6 +25,13 @@ pub const ANNOTATION_REF_NAME: &str = "org.opencontainers.image.ref.name";
 
 /// The `imageLayoutVersion` this module writes.
 pub const IMAGE_LAYOUT_VERSION: &str = "1.0.0";
+
+/// How old an unlocked temporary file must be before [`Layout::create`] removes it (the
+/// instant between creating a temporary file and locking it must never look stale).
+pub const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Names of temporary files: `.tmp-blob-*` in `blobs/`, `.tmp-*` in the layout directory.
+const TEMP_PREFIX: &str = ".tmp-";
 
 const OCI_LAYOUT_FILE: &str = "oci-layout";
 const INDEX_FILE: &str = "index.json";
@@ -162,7 +173,8 @@ impl Layout {
                     image_layout_version: IMAGE_LAYOUT_VERSION.to_owned(),
                 })
                 .map_err(|e| layout.io("encoding", &marker, io::Error::other(e)))?;
-                layout.write_atomically(&marker, &body)?;
+                // Another writer may create it at the same time; either copy is the same.
+                layout.create_new(&marker, &body)?;
             }
             Err(e) => return Err(layout.io("reading", &marker, e)),
         }
@@ -174,10 +186,12 @@ impl Layout {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let body = serde_json::to_vec(&ImageIndex::empty())
                     .map_err(|e| layout.io("encoding", &index, io::Error::other(e)))?;
-                layout.write_atomically(&index, &body)?
+                // Never over an index another writer created (and maybe tagged) meanwhile.
+                layout.create_new(&index, &body)?
             }
             Err(e) => return Err(layout.io("inspecting", &index, e)),
         }
+        layout.remove_stale_temp_files();
         Ok(layout)
     }
 
@@ -253,10 +267,7 @@ impl Layout {
         let sha_dir = self.dir.join(BLOBS_DIR).join("sha256");
         fs::create_dir_all(&sha_dir).map_err(|e| self.io("creating directory", &sha_dir, e))?;
         let blobs = self.dir.join(BLOBS_DIR);
-        let tmp = tempfile::Builder::new()
-            .prefix(".tmp-blob-")
-            .tempfile_in(&blobs)
-            .map_err(|e| self.io("creating temporary file in", &blobs, e))?;
+        let tmp = self.locked_temp_file(&blobs, ".tmp-blob-")?;
         Ok(BlobWriter {
             layout: self.clone(),
             inner: Sha256Writer::new(BufWriter::new(tmp)),
@@ -426,16 +437,73 @@ impl Layout {
     /// Write `body` to a temporary file in the layout directory, sync it, and rename it over
     /// `path`.
     fn write_atomically(&self, path: &Path, body: &[u8]) -> Result<(), LayoutError> {
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempfile_in(&self.dir)
-            .map_err(|e| self.io("creating temporary file in", &self.dir, e))?;
-        tmp.write_all(body)
-            .and_then(|()| tmp.as_file().sync_all())
-            .map_err(|e| self.io("writing", tmp.path(), e))?;
+        let tmp = self.synced_temp_file(body)?;
         tmp.persist(path)
             .map_err(|e| self.io("replacing", path, e.error))?;
         sync_dir(&self.dir).map_err(|e| self.io("syncing directory", &self.dir, e))
+    }
+
+    /// Create `path` with `body` unless it exists: the file appears whole or not at all, and
+    /// an existing one (another writer's) is kept.
+    fn create_new(&self, path: &Path, body: &[u8]) -> Result<(), LayoutError> {
+        let tmp = self.synced_temp_file(body)?;
+        match tmp.persist_noclobber(path) {
+            Ok(_) => {}
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(self.io("creating", path, e.error)),
+        }
+        sync_dir(&self.dir).map_err(|e| self.io("syncing directory", &self.dir, e))
+    }
+
+    /// A locked temporary file in the layout directory holding `body`, synced.
+    fn synced_temp_file(&self, body: &[u8]) -> Result<NamedTempFile, LayoutError> {
+        let mut tmp = self.locked_temp_file(&self.dir, TEMP_PREFIX)?;
+        tmp.write_all(body)
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(|e| self.io("writing", tmp.path(), e))?;
+        Ok(tmp)
+    }
+
+    /// A temporary file in `dir`, exclusively locked for as long as it is open, so that
+    /// [`Layout::remove_stale_temp_files`] can tell a live writer's file from a dead one's.
+    fn locked_temp_file(&self, dir: &Path, prefix: &str) -> Result<NamedTempFile, LayoutError> {
+        let tmp = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempfile_in(dir)
+            .map_err(|e| self.io("creating temporary file in", dir, e))?;
+        tmp.as_file()
+            .lock()
+            .map_err(|e| self.io("locking", tmp.path(), e))?;
+        Ok(tmp)
+    }
+
+    /// Removes the temporary files writers that were killed left behind: those nobody holds
+    /// a lock on that are older than [`STALE_TEMP_AGE`]. Best effort: what cannot be
+    /// inspected or removed stays, and is logged.
+    pub fn remove_stale_temp_files(&self) -> usize {
+        let mut removed = 0;
+        for dir in [self.dir.clone(), self.dir.join(BLOBS_DIR)] {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if !name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                    continue;
+                }
+                let path = entry.path();
+                match remove_if_stale(&path) {
+                    Ok(true) => removed += 1,
+                    Ok(false) => {}
+                    Err(e) => tracing::debug!(
+                        "OCI layout {}: leaving {}: {e}",
+                        self.dir.display(),
+                        path.display()
+                    ),
+                }
+            }
+        }
+        removed
     }
 
     fn check_oci_layout(&self, bytes: &[u8]) -> Result<(), LayoutError> {
@@ -472,6 +540,28 @@ fn value_ref_name(v: &serde_json::Value) -> Option<&str> {
 
 fn ref_name(d: &Descriptor) -> Option<&str> {
     d.annotations.get(ANNOTATION_REF_NAME).map(String::as_str)
+}
+
+/// Removes `path` if it is a regular file older than [`STALE_TEMP_AGE`] that no one holds a
+/// lock on; whether it was removed.
+fn remove_if_stale(path: &Path) -> io::Result<bool> {
+    let meta = fs::symlink_metadata(path)?;
+    let age = meta
+        .modified()?
+        .elapsed()
+        .unwrap_or(std::time::Duration::ZERO);
+    if !meta.is_file() || age < STALE_TEMP_AGE {
+        return Ok(false);
+    }
+    let file = File::open(path)?;
+    match file.try_lock() {
+        Ok(()) => {
+            fs::remove_file(path)?;
+            Ok(true)
+        }
+        Err(fs::TryLockError::WouldBlock) => Ok(false),
+        Err(fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -608,6 +698,75 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(".tmp"))
             .collect()
+    }
+
+    /// Writers racing into one fresh layout: every tag survives (the first `index.json` is
+    /// never created over one another writer already tagged into).
+    #[test]
+    fn concurrent_writers_into_a_fresh_layout_keep_every_tag() {
+        for round in 0..40 {
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path().join("out");
+            let writers = 6;
+            std::thread::scope(|s| {
+                for w in 0..writers {
+                    let dir = dir.clone();
+                    s.spawn(move || {
+                        let l = Layout::create(&dir).unwrap();
+                        l.set_tag(&format!("w{w}"), &desc(w as u8)).unwrap();
+                    });
+                }
+            });
+            let l = Layout::open(&dir).unwrap();
+            for w in 0..writers {
+                assert!(
+                    l.resolve(Some(&format!("w{w}"))).is_ok(),
+                    "round {round}: tag w{w} lost: {:?}",
+                    l.index().unwrap().manifests
+                );
+            }
+            assert!(tmp_names(&l).is_empty());
+        }
+    }
+
+    #[test]
+    fn stale_temporary_files_go_live_ones_stay() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        let old = std::time::SystemTime::now() - STALE_TEMP_AGE * 2;
+        // A killed writer's blob and index temporaries: unlocked and old.
+        for p in [
+            t.path().join("blobs/.tmp-blob-dead"),
+            t.path().join(".tmp-dead"),
+        ] {
+            let f = File::create(&p).unwrap();
+            f.set_modified(old).unwrap();
+        }
+        // A live writer: locked (old, as a slow upload's file can be).
+        let mut live = l.blob_writer().unwrap();
+        live.write_all(b"in progress").unwrap();
+        live.inner
+            .get_ref()
+            .get_ref()
+            .as_file()
+            .set_modified(old)
+            .unwrap();
+        // A fresh unlocked one (a writer between creating and locking it).
+        File::create(t.path().join("blobs/.tmp-blob-fresh")).unwrap();
+        // Someone else's file.
+        File::create(t.path().join("blobs/notes"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+
+        let l = Layout::create(t.path()).unwrap();
+        let mut left = tmp_names(&l);
+        left.sort();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.contains(&".tmp-blob-fresh".to_string()), "{left:?}");
+        assert!(!t.path().join(".tmp-dead").exists());
+        assert!(t.path().join("blobs/notes").exists());
+        assert_eq!(live.commit().unwrap().0, Digest::sha256(b"in progress"));
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! tag nor digest the tag is `latest`.
 //!
 //! Layout references are `oci:DIR[:tag][@digest]`: a trailing `@algo:hex` is the digest; then
-//! the text after the *last* `:` is the tag if it is a valid tag and the directory before it is
-//! not empty; otherwise everything is the directory (which may be relative).
+//! the text after the *last* `:` is the tag when the directory before it is not empty and the
+//! text is not empty and holds no `/` — and then it must be a valid tag, or the reference is
+//! refused; otherwise everything is the directory (which may be relative).
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -509,8 +510,18 @@ impl LayoutRef {
             }
             _ => (rest, None),
         };
+        // Text after the last `:` that holds no `/` is meant as a tag: it must be one, not
+        // silently become part of the directory's name.
         let (dir, tag) = match rest.rsplit_once(':') {
-            Some((dir, t)) if !dir.is_empty() && is_tag(t) => (dir, Some(t.to_owned())),
+            Some((dir, t)) if !dir.is_empty() && !t.is_empty() && !t.contains('/') => {
+                if !is_tag(t) {
+                    return Err(RefError::InvalidTag {
+                        input: input.to_owned(),
+                        tag: t.to_owned(),
+                    });
+                }
+                (dir, Some(t.to_owned()))
+            }
             _ => (rest, None),
         };
         if dir.is_empty() {
@@ -697,6 +708,9 @@ mod tests {
             ),
             ("oci:/tmp/a@b".into(), Ok(("/tmp/a@b", None, false))),
             ("oci:/tmp/x@sha256:abc".into(), Err("64 hex digits")),
+            ("oci:out:a b".into(), Err("invalid tag \"a b\"")),
+            ("oci:out:-x".into(), Err("invalid tag \"-x\"")),
+            (format!("oci:out:{}", "t".repeat(129)), Err("invalid tag")),
             ("oci:".into(), Err("needs a directory")),
             (format!("oci:@{d}"), Err("needs a directory")),
         ];
