@@ -30,20 +30,39 @@ pub struct LayerOptions {
     pub compression: Compression,
 }
 
+/// The latest mtime a layer can carry: 9999-12-31T23:59:59Z, the last instant the image
+/// config's RFC 3339 `created` can spell.
+pub const MAX_MTIME: u64 = 253_402_300_799;
+
 impl LayerOptions {
     /// Options from the environment: `SOURCE_DATE_EPOCH` sets the mtime.
     pub fn from_env() -> Result<Self, LayerError> {
-        let mtime = match std::env::var("SOURCE_DATE_EPOCH") {
-            Ok(v) => v
+        Self::from_source_date_epoch(std::env::var("SOURCE_DATE_EPOCH").ok().as_deref())
+    }
+
+    /// Options with the mtime `SOURCE_DATE_EPOCH` would set (`None`: unset, mtime 0).
+    pub fn from_source_date_epoch(value: Option<&str>) -> Result<Self, LayerError> {
+        let mtime = match value {
+            Some(v) => v
                 .trim()
-                .parse()
-                .map_err(|_| LayerError::SourceDateEpoch(v))?,
-            Err(_) => 0,
+                .parse::<u64>()
+                .ok()
+                .filter(|&m| m <= MAX_MTIME)
+                .ok_or_else(|| LayerError::SourceDateEpoch(v.to_string()))?,
+            None => 0,
         };
         Ok(Self {
             mtime,
             ..Self::default()
         })
+    }
+
+    /// Refuse what no layer and config can carry (see [`MAX_MTIME`]).
+    pub fn check(&self) -> Result<(), LayerError> {
+        if self.mtime > MAX_MTIME {
+            return Err(LayerError::MtimeOutOfRange(self.mtime));
+        }
+        Ok(())
     }
 }
 
@@ -54,8 +73,13 @@ pub enum LayerError {
     #[error("writing layer: {0}")]
     Io(#[from] io::Error),
     /// Bad SOURCE_DATE_EPOCH.
-    #[error("SOURCE_DATE_EPOCH={0:?} is not a number of seconds")]
+    #[error(
+        "SOURCE_DATE_EPOCH={0:?}: expected a whole number of seconds since 1970 from 0 to {MAX_MTIME} (9999-12-31T23:59:59Z)"
+    )]
     SourceDateEpoch(String),
+    /// An mtime past [`MAX_MTIME`].
+    #[error("layer mtime {0} is past {MAX_MTIME} (9999-12-31T23:59:59Z)")]
+    MtimeOutOfRange(u64),
 }
 
 /// What identifies a written layer.
@@ -145,6 +169,7 @@ pub fn write_blob<W: Write>(
     opts: &LayerOptions,
     out: W,
 ) -> Result<(LayerDigests, W), LayerError> {
+    opts.check()?;
     let blob = HashWriter {
         inner: out,
         hash: Sha256::new(),
@@ -270,6 +295,36 @@ mod tests {
             // Same inputs, same bytes.
             assert_eq!(write_blob(&plan(), &opts, Vec::new()).unwrap().1, blob);
         }
+    }
+
+    #[test]
+    fn source_date_epoch_table() {
+        for (v, want) in [
+            (None, Ok(0)),
+            (Some("1700000000"), Ok(1_700_000_000)),
+            (Some(" 42\n"), Ok(42)),
+            (Some("253402300799"), Ok(MAX_MTIME)),
+            (Some("253402300800"), Err(())),
+            (Some("99999999999999999999999"), Err(())),
+            (Some("-1"), Err(())),
+            (Some("soon"), Err(())),
+        ] {
+            match (LayerOptions::from_source_date_epoch(v), want) {
+                (Ok(o), Ok(m)) => assert_eq!(o.mtime, m, "{v:?}"),
+                (Err(e), Err(())) => {
+                    assert!(e.to_string().contains("SOURCE_DATE_EPOCH="), "{e}")
+                }
+                (got, want) => panic!("{v:?}: {got:?} vs {want:?}"),
+            }
+        }
+        let far = LayerOptions {
+            mtime: MAX_MTIME + 1,
+            ..LayerOptions::default()
+        };
+        assert!(matches!(
+            write_blob(&plan(), &far, Vec::new()),
+            Err(LayerError::MtimeOutOfRange(_))
+        ));
     }
 
     #[test]

@@ -314,3 +314,34 @@ fn concurrent_builds_into_one_fresh_layout_keep_every_tag() {
         layout.resolve(Some(&format!("t{i}"))).unwrap();
     }
 }
+
+#[test]
+fn source_date_epoch_out_of_range_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    for value in ["18446744073709551615", "253402300800", "-5"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_machineos"))
+            .current_dir(repo())
+            .env("SOURCE_DATE_EPOCH", value)
+            .args([
+                "build",
+                "--base",
+                &base,
+                "--output",
+                &format!("oci:{}:x", out.display()),
+                "--no-cache",
+                "--platform",
+                "linux/amd64",
+                "examples/machineconfigs",
+            ])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("SOURCE_DATE_EPOCH=\"{value}\"")) && !err.contains("internal"),
+            "{err}"
+        );
+    }
+}

@@ -53,8 +53,7 @@ pub fn derive(
     meta: &Metadata,
 ) -> Result<Derived, PublishError> {
     let name = base.store.name();
-    let (layer_digests, layer_blob) = layer::write_blob(plan, opts, Vec::new())
-        .map_err(|e| PublishError::Internal(format!("writing the layer: {e}")))?;
+    let (layer_digests, layer_blob) = layer::write_blob(plan, opts, Vec::new())?;
     let parse = |s: &str| {
         Digest::parse(s).map_err(|e| PublishError::Internal(format!("layer digest {s}: {e}")))
     };
@@ -70,9 +69,8 @@ pub fn derive(
         parse(&layer_digests.digest)?,
         layer_digests.size,
     );
-    let created = i64::try_from(opts.mtime)
-        .map(rfc3339_from_unix)
-        .map_err(|_| PublishError::Internal(format!("mtime {} out of range", opts.mtime)))?;
+    // `write_blob` checked the mtime against layer::MAX_MTIME, which fits.
+    let created = rfc3339_from_unix(i64::try_from(opts.mtime).unwrap_or(i64::MAX));
     let config = patch_config(
         &base.config,
         &ConfigPatch {

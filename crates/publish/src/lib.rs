@@ -128,6 +128,9 @@ pub enum PublishError {
         /// The error.
         source: std::io::Error,
     },
+    /// The layer could not be written (its options are out of range, or writing failed).
+    #[error(transparent)]
+    Layer(#[from] machineos_build::layer::LayerError),
     /// An invariant of ours did not hold (a bug, or a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
