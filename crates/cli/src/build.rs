@@ -2,7 +2,7 @@
 //! just the layer (over an unpacked root filesystem with `--base-dir`).
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +12,7 @@ use machineos_build::layer::{self, LayerOptions};
 use machineos_build::plan::{ExtraFile, PlanOptions};
 use machineos_build::{DirView, EntryKind, Plan};
 use machineos_image::{ImageRef, Platform};
+use machineos_publish::output::OutputFile;
 use machineos_publish::{BuildSpec, Environment, Metadata, Progress};
 
 use crate::input::Input;
@@ -266,6 +267,15 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
     if !dir.is_dir() {
         bail!("--base-dir {}: not a directory", dir.display());
     }
+    // Both outputs are checked before any work, so a failure changes neither.
+    let prepare = |flag: &str, path: &Option<PathBuf>| {
+        path.as_deref()
+            .map(OutputFile::prepare)
+            .transpose()
+            .with_context(|| flag.to_string())
+    };
+    let blob_out = prepare("--blob-out", &args.blob_out)?;
+    let layer_out = prepare("--layer-out", &args.layer_out)?;
     let base = DirView::new(dir);
     let name = job.name;
     let plan =
@@ -280,15 +290,24 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
     }
     let planned = started.elapsed();
     let lopts = LayerOptions::from_env()?;
-    let digests = match &args.blob_out {
-        Some(path) => write_atomically(path, |f| Ok(layer::write_blob(&plan, &lopts, f)?.0))?,
+    let digests = match blob_out {
+        Some(mut out) => {
+            let shown = format!("--blob-out {}", out.path().display());
+            let d = layer::write_blob(&plan, &lopts, BufWriter::new(out.file()))
+                .and_then(|(d, w)| Ok((d, w.into_inner().map_err(|e| e.into_error())?)))
+                .context(shown)?
+                .0;
+            out.commit().context("--blob-out")?;
+            d
+        }
         None => layer::write_blob(&plan, &lopts, std::io::sink())?.0,
     };
-    if let Some(path) = &args.layer_out {
-        write_atomically(path, |f| {
-            layer::write_tar(&plan, &lopts, f)?;
-            Ok(())
-        })?;
+    if let Some(mut out) = layer_out {
+        let shown = format!("--layer-out {}", out.path().display());
+        layer::write_tar(&plan, &lopts, BufWriter::new(out.file()))
+            .and_then(|w| w.into_inner().map_err(|e| e.into_error()))
+            .context(shown)?;
+        out.commit().context("--layer-out")?;
     }
     let counts = Counts::of(&plan, &job.config);
     let total = started.elapsed();
@@ -377,26 +396,4 @@ impl Progress for Bar {
             machineos_publish::Event::Bytes(_) => {}
         }
     }
-}
-
-/// Write through a temporary file in the same directory and rename, so a failure leaves
-/// nothing half-written at `path`.
-pub fn write_atomically<T>(
-    path: &Path,
-    f: impl FnOnce(&mut std::fs::File) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temporary file next to {}", path.display()))?;
-    let out = f(tmp.as_file_mut())?;
-    tmp.as_file_mut()
-        .flush()
-        .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(out)
 }

@@ -345,3 +345,90 @@ fn source_date_epoch_out_of_range_is_a_clear_error() {
         );
     }
 }
+
+/// `mknod DIR/NAME c 1 MINOR` (3: like /dev/null, 7: like /dev/full), in a scratch directory
+/// so that a regression cannot replace the machine's own devices. Needs root.
+fn mem_device(dir: &Path, name: &str, minor: u32) -> PathBuf {
+    let p = dir.join(name);
+    let st = Command::new("mknod")
+        .arg(&p)
+        .args(["c", "1", &minor.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "mknod (the test needs root)");
+    p
+}
+
+fn is_char_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(p)
+        .unwrap()
+        .file_type()
+        .is_char_device()
+}
+
+/// `--layer-out` never renames over what is not a regular file, and every output is checked
+/// (or, for a device, written) before anything is published.
+#[test]
+fn layer_out_writes_through_devices_and_fails_before_publishing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    let build = |tag: &str, layer_out: &Path| {
+        machineos(&[
+            "build",
+            "--base",
+            &base,
+            "--output",
+            &format!("oci:{}:{tag}", out.display()),
+            "--no-cache",
+            "--platform",
+            "linux/amd64",
+            "--layer-out",
+            layer_out.to_str().unwrap(),
+            "examples/machineconfigs",
+        ])
+    };
+    let tags = || std::fs::read_to_string(out.join("index.json")).unwrap_or_default();
+
+    // A device that takes anything: written through, still a device, the image published.
+    let null = mem_device(tmp.path(), "null", 3);
+    let o = build("to-null", &null);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(is_char_device(&null), "--layer-out replaced a device");
+    assert!(tags().contains("to-null"));
+
+    // A device that is full: ENOSPC, and nothing published.
+    let full = mem_device(tmp.path(), "full", 7);
+    let o = build("to-full", &full);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(is_char_device(&full));
+    assert!(!tags().contains("to-full"), "published despite the failure");
+
+    // A directory: refused before anything is done.
+    let dir = tmp.path().join("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    let o = build("to-dir", &dir);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is a directory"), "{err}");
+    assert!(!tags().contains("to-dir"), "published despite the failure");
+
+    // A symlink to a regular file: the file gets the layer, the link stays a link.
+    let real = tmp.path().join("real.tar");
+    std::fs::write(&real, b"old").unwrap();
+    let link = tmp.path().join("link.tar");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = build("to-link", &link);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let mut archive = tar::Archive::new(std::fs::File::open(&real).unwrap());
+    assert!(archive.entries().unwrap().count() > 10);
+}

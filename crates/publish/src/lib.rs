@@ -10,6 +10,7 @@ pub mod base;
 pub mod derive;
 pub mod index;
 pub mod inspect;
+pub mod output;
 pub mod progress;
 pub mod sink;
 
@@ -155,7 +156,8 @@ pub struct BuildSpec {
     pub metadata: Metadata,
     /// Layer timestamps and compression.
     pub layer: LayerOptions,
-    /// Also write the added layer as an uncompressed tar here (only if the build succeeds).
+    /// Also write the added layer as an uncompressed tar here: checked before the build
+    /// starts, in place only if the build succeeds (see [`output`]).
     pub layer_out: Option<PathBuf>,
 }
 
@@ -220,29 +222,22 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Writes the plan's uncompressed layer tar to a temporary file in `path`'s directory.
-fn stage_layer_tar(
-    path: &Path,
+/// Writes the plan's uncompressed layer tar to `out` (a temporary file beside a regular
+/// file, or the device itself).
+fn write_layer_tar(
+    out: &mut output::OutputFile,
     plan: &Plan,
     opts: &LayerOptions,
-) -> Result<tempfile::NamedTempFile, PublishError> {
-    let err = |source| PublishError::LayerOut {
-        path: path.to_path_buf(),
-        source,
+) -> Result<(), PublishError> {
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PublishError::LayerOut { path, source }
     };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
-    let file =
-        machineos_build::layer::write_tar(plan, opts, std::io::BufWriter::new(tmp.as_file_mut()))
-            .map_err(err)?;
-    file.into_inner()
-        .map_err(|e| err(e.into_error()))?
-        .sync_all()
-        .map_err(err)?;
-    Ok(tmp)
+    let path = out.path().to_path_buf();
+    let file = machineos_build::layer::write_tar(plan, opts, std::io::BufWriter::new(out.file()))
+        .map_err(err(&path))?;
+    file.into_inner().map_err(|e| err(&path)(e.into_error()))?;
+    Ok(())
 }
 
 /// An output must name where to publish, not what: a digest is the result of the build.
@@ -266,6 +261,16 @@ fn check_output(output: &ImageRef) -> Result<(), PublishError> {
 pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, PublishError> {
     let started = Instant::now();
     check_output(&spec.output)?;
+    // Every output is checked before anything is done, so a failed build changes nothing.
+    let layer_out = spec
+        .layer_out
+        .as_deref()
+        .map(output::OutputFile::prepare)
+        .transpose()
+        .map_err(|e| PublishError::LayerOut {
+            path: e.path,
+            source: e.source,
+        })?;
     let progress = env.progress.clone();
     progress.event(Event::Stage("resolving base"));
     let hosts: Vec<&str> = [&spec.base, &spec.output]
@@ -308,13 +313,13 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
     let (derived, plan, staged) = {
         let base = base.clone();
         let layer = spec.layer.clone();
-        let layer_out = spec.layer_out.clone();
         tokio::task::spawn_blocking(move || {
             let derived = derive::derive(&base, &plan, &layer, &metadata)?;
-            // The uncompressed layer is staged next to its destination now and moved there
-            // only once the image is published, so a failure on either side leaves neither.
+            // The uncompressed layer is written now — beside its destination, moved there only
+            // once the image is published, so a failure on either side leaves neither; or
+            // into a device or pipe, where a failure (ENOSPC) stops the build unpublished.
             let staged = layer_out
-                .map(|path| stage_layer_tar(&path, &plan, &layer).map(|tmp| (tmp, path)))
+                .map(|mut out| write_layer_tar(&mut out, &plan, &layer).map(|()| out))
                 .transpose()?;
             Ok::<_, PublishError>((derived, plan, staged))
         })
@@ -342,10 +347,10 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
             got: digest,
         });
     }
-    if let Some((tmp, path)) = staged {
-        tmp.persist(&path).map_err(|e| PublishError::LayerOut {
-            path: path.clone(),
-            source: e.error,
+    if let Some(out) = staged {
+        out.commit().map_err(|e| PublishError::LayerOut {
+            path: e.path,
+            source: e.source,
         })?;
     }
     let done = started.elapsed();
