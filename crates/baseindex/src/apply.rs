@@ -29,14 +29,34 @@ use crate::path;
 /// Files up to this size in the directories [`keep_content`] names are kept in the index.
 pub const KEEP_LIMIT: u64 = 1 << 20;
 
+/// At most this many bytes of contents are kept in the index at once; files met once it is
+/// reached are located in their layer instead (read on demand), so a base full of large
+/// `/etc` files costs a little speed, never memory.
+pub const KEEP_TOTAL: u64 = 64 << 20;
+
+/// The longest path (and symlink target) indexed, in bytes: Linux's `PATH_MAX` less the
+/// terminating NUL. A layer with a longer name cannot be extracted by any runtime.
+pub const MAX_PATH_LEN: usize = 4095;
+
+/// The longest file name (one path component) indexed, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME_LEN: usize = 255;
+
+/// The most paths a base may have (real OS images have 50 000–200 000).
+pub const MAX_PATHS: usize = 2_000_000;
+
+/// The most bytes of path names and symlink targets the index holds at once (a deep tree
+/// stores every ancestor's full path, so this bounds the memory a hostile layer can claim).
+pub const MAX_PATH_BYTES: usize = 256 << 20;
+
 /// Whether the contents of the regular file at `path` (clean, absolute) of `size` bytes
-/// are kept in the index rather than located in their layer.
+/// are kept in the index rather than located in their layer (while fewer than
+/// [`KEEP_TOTAL`] bytes are kept).
 ///
 /// Kept are the files the planner may read on every build: anything under `/etc` up to
 /// [`KEEP_LIMIT`] (it appends to and copies up files there, reads `/etc/passwd`,
 /// `/etc/group` and the preset file), the image's own user databases `/usr/lib/passwd`
-/// and `/usr/lib/group` up to the same limit, and unit files under `/usr/lib/systemd/` up
-/// to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section). Empty files need no
+/// and `/usr/lib/group` up to the same limit, and unit files in `/usr/lib/systemd/system/`
+/// up to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section). Empty files need no
 /// bytes and count as kept whatever this says. Everything else is read from its layer
 /// through a [`crate::LayerSource`] when it is needed at all.
 pub fn keep_content(path: &str, size: u64) -> bool {
@@ -44,7 +64,23 @@ pub fn keep_content(path: &str, size: u64) -> bool {
         && (path == "/usr/lib/passwd"
             || path == "/usr/lib/group"
             || path.starts_with("/etc/")
-            || path.starts_with("/usr/lib/systemd/"))
+            || path.starts_with("/usr/lib/systemd/system/"))
+}
+
+/// Why `p` (clean, absolute) or a symlink target cannot be indexed, if it cannot.
+pub(crate) fn name_problem(p: &str) -> Option<String> {
+    if p.len() > MAX_PATH_LEN {
+        return Some(format!(
+            "name is {} bytes long, longer than Linux allows ({MAX_PATH_LEN})",
+            p.len()
+        ));
+    }
+    p.split('/').find(|c| c.len() > MAX_NAME_LEN).map(|c| {
+        format!(
+            "a component is {} bytes long, longer than Linux allows ({MAX_NAME_LEN})",
+            c.len()
+        )
+    })
 }
 
 /// What applying one layer met.
@@ -113,6 +149,17 @@ pub enum ApplyError {
         target: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// The base exceeds a limit of the index (names longer than Linux allows, more paths
+    /// than [`MAX_PATHS`], more names than [`MAX_PATH_BYTES`]).
+    #[error("applying layer {layer}: member {entry:?}: {what}")]
+    Limit {
+        /// The layer number.
+        layer: u32,
+        /// The member name as in the tar (shortened when long).
+        entry: String,
+        /// What is exceeded.
+        what: String,
     },
     /// A member type that has no place in an image (tape volume headers and the like), or
     /// a non-directory at the root.
@@ -186,6 +233,32 @@ pub struct IndexBuilder {
     inodes: HashMap<u64, Inode>,
     next_inode: u64,
     layers: u32,
+    /// Bytes of the paths in `nodes` and of the symlink targets in `inodes`.
+    path_bytes: usize,
+    /// Bytes of contents kept in `inodes`.
+    kept_bytes: u64,
+    limits: Limits,
+}
+
+/// The bounds an [`IndexBuilder`] holds a base to (see the constants for the defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most paths ([`MAX_PATHS`]).
+    pub paths: usize,
+    /// Most bytes of path names and symlink targets ([`MAX_PATH_BYTES`]).
+    pub path_bytes: usize,
+    /// Most bytes of kept contents ([`KEEP_TOTAL`]).
+    pub kept_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            paths: MAX_PATHS,
+            path_bytes: MAX_PATH_BYTES,
+            kept_bytes: KEEP_TOTAL,
+        }
+    }
 }
 
 impl Default for IndexBuilder {
@@ -216,6 +289,11 @@ fn drain(mut r: impl Read) -> std::io::Result<u64> {
 impl IndexBuilder {
     /// An empty filesystem: the root directory, `0755 root:root`.
     pub fn new() -> Self {
+        Self::with_limits(Limits::default())
+    }
+
+    /// [`IndexBuilder::new`] with other bounds.
+    pub fn with_limits(limits: Limits) -> Self {
         let mut nodes = BTreeMap::new();
         nodes.insert(
             "/".to_string(),
@@ -229,7 +307,61 @@ impl IndexBuilder {
             inodes: HashMap::new(),
             next_inode: 0,
             layers: 0,
+            path_bytes: 1,
+            kept_bytes: 0,
+            limits,
         }
+    }
+
+    fn insert_node(&mut self, p: &str, n: BNode) {
+        if self.nodes.insert(p.to_string(), n).is_none() {
+            self.path_bytes += p.len();
+        }
+    }
+
+    fn insert_inode(&mut self, id: u64, inode: Inode) {
+        match &inode.kind {
+            IKind::Symlink(t) => self.path_bytes += t.len(),
+            IKind::File {
+                data: Contents::Kept(b),
+                ..
+            } => self.kept_bytes += b.len() as u64,
+            _ => {}
+        }
+        self.inodes.insert(id, inode);
+    }
+
+    fn drop_inode(&mut self, id: u64) {
+        match self.inodes.remove(&id).map(|i| i.kind) {
+            Some(IKind::Symlink(t)) => self.path_bytes -= t.len(),
+            Some(IKind::File {
+                data: Contents::Kept(b),
+                ..
+            }) => self.kept_bytes -= b.len() as u64,
+            _ => {}
+        }
+    }
+
+    /// The limits the index enforces after each member, naming it if one is exceeded.
+    fn check_limits(&self, layer: u32, name: &str) -> Result<(), ApplyError> {
+        let what = if self.nodes.len() > self.limits.paths {
+            format!(
+                "the base has more than {} paths, more than machineos indexes",
+                self.limits.paths
+            )
+        } else if self.path_bytes > self.limits.path_bytes {
+            format!(
+                "the base's path names take more than {} bytes, more than machineos indexes",
+                self.limits.path_bytes
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ApplyError::Limit {
+            layer,
+            entry: shorten(name),
+            what,
+        })
     }
 
     /// Apply layer number `layer` (0 for the lowest, then 1, 2, … in order), read as a
@@ -351,11 +483,6 @@ impl IndexBuilder {
         stats: &mut LayerStats,
     ) -> Result<(), ApplyError> {
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let member = |source| ApplyError::Member {
-            layer,
-            entry: name.clone(),
-            source,
-        };
         let etype = match entry.header().entry_type() {
             // Pre-POSIX archives mark directories by a trailing slash alone.
             tar::EntryType::Regular if name.ends_with('/') => tar::EntryType::Directory,
@@ -364,9 +491,36 @@ impl IndexBuilder {
         };
         let p = path::normalize(name.as_bytes()).map_err(|_| ApplyError::Escape {
             layer,
-            entry: name.clone(),
+            entry: shorten(&name),
         })?;
+        if let Some(what) = name_problem(&p) {
+            return Err(ApplyError::Limit {
+                layer,
+                entry: shorten(&name),
+                what,
+            });
+        }
         stats.entries += 1;
+        self.apply_member(layer, &name, &p, etype, entry, stats)?;
+        self.check_limits(layer, &name)
+    }
+
+    fn apply_member<R: Read>(
+        &mut self,
+        layer: u32,
+        name: &str,
+        p: &str,
+        etype: tar::EntryType,
+        entry: &mut tar::Entry<'_, R>,
+        stats: &mut LayerStats,
+    ) -> Result<(), ApplyError> {
+        let name = name.to_string();
+        let p = p.to_string();
+        let member = |source| ApplyError::Member {
+            layer,
+            entry: shorten(&name),
+            source,
+        };
         let base = path::file_name(&p);
         if let Some(hidden) = base.strip_prefix(".wh.") {
             let dir = path::parent(&p).to_string();
@@ -413,7 +567,8 @@ impl IndexBuilder {
                 let size = entry.size();
                 let data = if size == 0 {
                     Contents::Kept(Vec::new())
-                } else if keep_content(&p, size) {
+                } else if keep_content(&p, size) && self.kept_bytes + size <= self.limits.kept_bytes
+                {
                     let mut buf =
                         Vec::with_capacity(usize::try_from(size.min(KEEP_LIMIT)).unwrap_or(0));
                     entry.read_to_end(&mut buf).map_err(member)?;
@@ -439,12 +594,20 @@ impl IndexBuilder {
                 };
                 IKind::File { size, data }
             }
-            tar::EntryType::Symlink => IKind::Symlink(
-                entry
+            tar::EntryType::Symlink => {
+                let target = entry
                     .link_name_bytes()
                     .map(|t| String::from_utf8_lossy(&t).into_owned())
-                    .unwrap_or_default(),
-            ),
+                    .unwrap_or_default();
+                if let Some(what) = name_problem(&target) {
+                    return Err(ApplyError::Limit {
+                        layer,
+                        entry: shorten(&name),
+                        what: format!("symlink target: {what}"),
+                    });
+                }
+                IKind::Symlink(target)
+            }
             tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => IKind::Other,
             other => {
                 return Err(ApplyError::Unsupported {
@@ -463,7 +626,7 @@ impl IndexBuilder {
         }
         let id = self.next_inode;
         self.next_inode += 1;
-        self.inodes.insert(
+        self.insert_inode(
             id,
             Inode {
                 meta,
@@ -520,7 +683,7 @@ impl IndexBuilder {
     fn replace(&mut self, p: &str, what: What, layer: u32) {
         self.ensure_dir(path::parent(p), layer);
         self.remove_tree(p);
-        self.nodes.insert(p.to_string(), BNode { layer, what });
+        self.insert_node(p, BNode { layer, what });
     }
 
     /// A directory member: a directory over a directory keeps its children.
@@ -561,8 +724,8 @@ impl IndexBuilder {
     }
 
     fn insert_implicit(&mut self, p: &str, layer: u32) {
-        self.nodes.insert(
-            p.to_string(),
+        self.insert_node(
+            p,
             BNode {
                 layer,
                 what: What::Dir(IMPLICIT_DIR),
@@ -592,15 +755,16 @@ impl IndexBuilder {
         if p == "/" {
             return;
         }
-        if let Some(BNode {
-            what: What::Inode(id),
-            ..
-        }) = self.nodes.remove(p)
+        let Some(node) = self.nodes.remove(p) else {
+            return;
+        };
+        self.path_bytes -= p.len();
+        if let What::Inode(id) = node.what
             && let Some(inode) = self.inodes.get_mut(&id)
         {
             inode.links = inode.links.saturating_sub(1);
             if inode.links == 0 {
-                self.inodes.remove(&id);
+                self.drop_inode(id);
             }
         }
     }
@@ -635,6 +799,18 @@ impl IndexBuilder {
             }
         }
     }
+}
+
+/// A member name for messages: at most 200 bytes (names can be 4 KiB, or hostile).
+fn shorten(name: &str) -> String {
+    if name.len() <= 200 {
+        return name.to_string();
+    }
+    let mut end = 200;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &name[..end], name.len())
 }
 
 fn id32(id: u64) -> std::io::Result<u32> {

@@ -29,11 +29,14 @@
 //! ```
 //!
 //! Decoding checks everything it relies on — the checksum, then that paths are clean,
-//! sorted and form a tree, that groups and layers exist — and never panics on bad input.
+//! sorted and form a tree, that groups and layers exist, that names are within the index's
+//! limits ([`crate::MAX_PATH_LEN`], [`crate::MAX_NAME_LEN`]) — and never panics on bad input.
+//! Encoding refuses what decoding would refuse, so a stored index always loads again.
 
 use sha2::{Digest as _, Sha256};
 
 use crate::IndexError;
+use crate::apply::name_problem;
 use crate::index::{Assembler, BaseIndex, Data, Kind, Meta, NewData, NewKind};
 
 /// The first bytes of an encoded index.
@@ -41,8 +44,6 @@ pub const MAGIC: [u8; 8] = *b"MOSBIDX\0";
 /// The format version this crate writes and reads.
 pub const VERSION: u32 = 1;
 
-/// Longest path decoding accepts (bounds what prefix sharing can expand to).
-const MAX_PATH: usize = 64 << 10;
 const CHECKSUM_LEN: usize = 32;
 const HEADER_LEN: usize = MAGIC.len() + 4;
 
@@ -84,6 +85,14 @@ pub enum DecodeError {
         /// What is wrong.
         what: &'static str,
     },
+    /// An index holds a name decoding would refuse (only a bug can make one).
+    #[error("encoding base index: {path:?}: {what}")]
+    Unencodable {
+        /// The path (shortened).
+        path: String,
+        /// What is wrong.
+        what: String,
+    },
     /// An entry is malformed.
     #[error("decoding base index: entry {index} ({path:?}): {what}")]
     Entry {
@@ -98,7 +107,24 @@ pub enum DecodeError {
 
 impl BaseIndex {
     /// The index in this crate's binary format (see [`mod@crate::format`]); deterministic.
-    pub fn encode(&self) -> Vec<u8> {
+    /// Refuses a name [`BaseIndex::decode`] would refuse.
+    pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
+        for e in &self.entries {
+            let target = match e.kind {
+                Kind::Symlink(t) => self.span(t),
+                _ => "",
+            };
+            for name in [self.span(e.path), target] {
+                if let Some(what) = name_problem(name) {
+                    let path: String = self.span(e.path).chars().take(64).collect();
+                    return Err(DecodeError::Unencodable { path, what }.into());
+                }
+            }
+        }
+        Ok(self.encode_unchecked())
+    }
+
+    fn encode_unchecked(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
             HEADER_LEN + self.text.len() + self.blob.len() + self.entries.len() * 12 + 64,
         );
@@ -242,8 +268,11 @@ fn decode_body(body: &[u8]) -> Result<BaseIndex, DecodeError> {
         let suffix = std::str::from_utf8(r.bytes(suffix_len, "path")?)
             .map_err(|_| bad(&path, "path is not UTF-8"))?;
         path.push_str(suffix);
-        if path.len() > MAX_PATH {
-            return Err(bad("", "path longer than 64 KiB"));
+        if path.len() > crate::MAX_PATH_LEN {
+            return Err(bad("", "path longer than machineos indexes"));
+        }
+        if name_problem(&path).is_some() {
+            return Err(bad(&path, "a path component longer than machineos indexes"));
         }
 
         let tag = r.byte("entry tag")?;
@@ -274,6 +303,9 @@ fn decode_body(body: &[u8]) -> Result<BaseIndex, DecodeError> {
                 let n = r.len("symlink target")?;
                 let t = std::str::from_utf8(r.bytes(n, "symlink target")?)
                     .map_err(|_| bad(&path, "symlink target is not UTF-8"))?;
+                if name_problem(t).is_some() {
+                    return Err(bad(&path, "symlink target longer than machineos indexes"));
+                }
                 NewKind::Symlink(t)
             }
             _ => {

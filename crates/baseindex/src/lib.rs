@@ -14,7 +14,10 @@ pub mod format;
 pub mod index;
 mod path;
 
-pub use apply::{ApplyError, IndexBuilder, KEEP_LIMIT, LayerStats, keep_content};
+pub use apply::{
+    ApplyError, IndexBuilder, KEEP_LIMIT, KEEP_TOTAL, LayerStats, Limits, MAX_NAME_LEN,
+    MAX_PATH_BYTES, MAX_PATH_LEN, MAX_PATHS, keep_content,
+};
 pub use cache::{Cache, CacheError};
 pub use format::DecodeError;
 pub use index::{BaseIndex, IndexStats, LayerSource};

@@ -716,7 +716,7 @@ fn sparse_members_are_expanded() {
     let idx = index_plain(&[t]);
     assert_eq!(idx.read("/etc/sparse").unwrap(), want);
     // And it survives encoding.
-    let back = machineos_baseindex::BaseIndex::decode(&idx.encode()).unwrap();
+    let back = machineos_baseindex::BaseIndex::decode(&idx.encode().unwrap()).unwrap();
     assert_eq!(back, idx);
 }
 
