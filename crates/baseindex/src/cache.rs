@@ -1,7 +1,7 @@
 //! The on-disk cache of base indexes, keyed by the base image's (platform-specific)
 //! manifest digest, so each base is streamed and indexed once per machine.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +21,14 @@ pub enum CacheError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A cached index cannot be used (see [`Cache::load`]).
+    #[error("cached base index {path}: unusable: {what}")]
+    Unusable {
+        /// The cache file.
+        path: PathBuf,
+        /// Why.
+        what: String,
+    },
     /// Writing a cached index failed.
     #[error("storing base index at {path}: {source}")]
     Write {
@@ -30,6 +38,11 @@ pub enum CacheError {
         source: std::io::Error,
     },
 }
+
+/// The largest cache file [`Cache::load`] reads: twice what an index at the limits of
+/// [`crate::apply`] ([`crate::MAX_PATHS`], [`crate::MAX_PATH_BYTES`], [`crate::KEEP_TOTAL`])
+/// encodes to.
+pub const MAX_CACHE_FILE: u64 = 1 << 30;
 
 /// A directory of encoded indexes: `<dir>/index/<algorithm>/<hex>.idx`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,24 +85,57 @@ impl Cache {
             .join(format!("{}.idx", key.hex()))
     }
 
-    /// The cached index of the base with manifest digest `key`; `None` when there is none,
-    /// or when the cached file is unreadable as an index (logged; it will be rebuilt).
+    /// The cached index of the base with manifest digest `key`; `None` when there is none.
+    /// An entry that cannot be used — not a regular file (a FIFO, a symlink, a directory),
+    /// larger than [`MAX_CACHE_FILE`], unreadable, corrupt or from another format version —
+    /// is an error; a build should warn and index the base instead (which overwrites it).
     pub fn load(&self, key: &Digest) -> Result<Option<BaseIndex>, IndexError> {
         let path = self.path_for(key);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let unusable = |what: String| CacheError::Unusable {
+            path: path.clone(),
+            what,
+        };
+        // Never follow a symlink (to /dev/zero, say) and never wait on a FIFO.
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+        {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(unusable("it is a symbolic link".into()).into());
+            }
             Err(source) => return Err(CacheError::Read { path, source }.into()),
         };
-        match BaseIndex::decode(&bytes) {
-            Ok(idx) => Ok(Some(idx)),
-            Err(e) => {
-                // The one place an error is deliberately downgraded: a corrupt or
-                // outdated cache entry only costs a rebuild, which overwrites it.
-                tracing::warn!(file = %path.display(), error = %e, "ignoring unusable cached base index");
-                Ok(None)
-            }
+        let meta = file.metadata().map_err(|source| CacheError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(unusable("it is not a regular file".into()).into());
         }
+        if meta.len() > MAX_CACHE_FILE {
+            return Err(unusable(format!(
+                "it is {} bytes, more than the {MAX_CACHE_FILE} a cached index can be",
+                meta.len()
+            ))
+            .into());
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        (&file)
+            .take(MAX_CACHE_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| CacheError::Read {
+                path: path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_CACHE_FILE {
+            return Err(unusable("it grew while it was read".into()).into());
+        }
+        BaseIndex::decode(&bytes)
+            .map(Some)
+            .map_err(|e| unusable(e.to_string()).into())
     }
 
     /// Store `index` as the index of the base with manifest digest `key`, atomically: a
@@ -114,13 +160,14 @@ impl Cache {
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
+        let bytes = index.encode()?;
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
-            f.write_all(&index.encode())?;
+            f.write_all(&bytes)?;
             f.sync_all()
         };
         if let Err(e) = write().and_then(|()| std::fs::rename(&tmp, &path)) {

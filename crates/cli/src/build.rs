@@ -189,6 +189,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     for w in &outcome.plan.warnings {
         eprintln!("{}: {w}", job.name);
     }
+    for w in &outcome.warnings {
+        eprintln!("warning: {w}");
+    }
     let counts = Counts::of(&outcome.plan, &job.config);
     match args.output_format {
         Format::Json => {
@@ -211,6 +214,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 "units": counts.units,
                 "whiteouts": counts.whiteouts,
                 "baseIndexCache": outcome.cache,
+                "warnings": outcome.warnings,
                 "baseLayerReads": outcome.base_layer_reads,
                 "baseBlobs": outcome.blobs,
                 "timings": outcome.timings,

@@ -432,3 +432,76 @@ fn layer_out_writes_through_devices_and_fails_before_publishing() {
     let mut archive = tar::Archive::new(std::fs::File::open(&real).unwrap());
     assert!(archive.entries().unwrap().count() > 10);
 }
+
+/// An unusable cache — a FIFO or a symlink to /dev/zero at the entry's path, a cache
+/// directory that cannot be created — costs a warning and a re-index, never a hang, an
+/// unbounded read or a failed build.
+#[test]
+fn an_unusable_cache_is_a_warning_not_a_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let out = tmp.path().join("out");
+    let build = |cache: &Path| {
+        let o = machineos(&[
+            "build",
+            "--base",
+            &base,
+            "--output",
+            &format!("oci:{}:x", out.display()),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--platform",
+            "linux/amd64",
+            "-o",
+            "json",
+            "examples/machineconfigs",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // The summary, then the pullspec on a line of its own.
+        let summary: serde_json::Value = serde_json::Deserializer::from_slice(&o.stdout)
+            .into_iter()
+            .next()
+            .unwrap()
+            .unwrap();
+        (summary, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let cache = tmp.path().join("cache");
+    let (first, _) = build(&cache);
+    assert_eq!(first["baseIndexCache"], "miss");
+    let digest = first["base"]
+        .as_str()
+        .unwrap()
+        .rsplit_once('@')
+        .unwrap()
+        .1
+        .to_string();
+    let entry = cache
+        .join("index/sha256")
+        .join(format!("{}.idx", digest.trim_start_matches("sha256:")));
+    assert!(entry.is_file());
+
+    std::fs::remove_file(&entry).unwrap();
+    let st = Command::new("mkfifo").arg(&entry).status().unwrap();
+    assert!(st.success());
+    let (s, err) = build(&cache);
+    assert_eq!(s["baseIndexCache"], "unusable", "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("not a regular file"),
+        "{err}"
+    );
+    // The rebuild replaced the FIFO: the next build hits.
+    assert_eq!(build(&cache).0["baseIndexCache"], "hit");
+
+    std::fs::remove_file(&entry).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &entry).unwrap();
+    let (s, err) = build(&cache);
+    assert_eq!(s["baseIndexCache"], "unusable", "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+
+    // A cache directory that cannot be created (below a regular file).
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let (s, err) = build(&file.join("cache"));
+    assert_eq!(s["baseIndexCache"], "unusable", "{err}");
+    assert!(err.contains("not cached"), "{err}");
+}

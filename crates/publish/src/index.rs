@@ -23,6 +23,8 @@ pub enum CacheUse {
     Miss,
     /// Built from the layers; no cache in use.
     Disabled,
+    /// Built from the layers; the cache could not be read or written (see the warnings).
+    Unusable,
 }
 
 impl std::fmt::Display for CacheUse {
@@ -31,6 +33,7 @@ impl std::fmt::Display for CacheUse {
             CacheUse::Hit => "cache hit",
             CacheUse::Miss => "indexed, cached",
             CacheUse::Disabled => "indexed, no cache",
+            CacheUse::Unusable => "indexed, cache unusable",
         })
     }
 }
@@ -104,25 +107,32 @@ fn compression_of(
 
 /// The base's index, from `cache` when it has it, else by streaming every layer. The index
 /// can read the contents it does not keep from the base layers on demand (counted in
-/// `reads`).
+/// `reads`). A cache that cannot be read or written costs only time: the problem is added
+/// to `warnings` and the base is indexed from its layers.
 pub async fn base_index(
     base: &ResolvedBase,
     cache: Option<&Cache>,
     progress: &Arc<dyn Progress>,
     reads: &Arc<LayerReads>,
+    warnings: &mut Vec<String>,
 ) -> Result<(BaseIndex, CacheUse), PublishError> {
     let layers = compression_of(base)?;
     let handle = tokio::runtime::Handle::current();
+    let mut cache_ok = true;
     let cached = match cache {
         Some(c) => {
             let (c, key) = (c.clone(), base.manifest_digest.clone());
-            tokio::task::spawn_blocking(move || c.load(&key))
+            match tokio::task::spawn_blocking(move || c.load(&key))
                 .await
                 .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?
-                .map_err(|source| PublishError::Index {
-                    image: base.store.name(),
-                    source,
-                })?
+            {
+                Ok(found) => found,
+                Err(e) => {
+                    warnings.push(format!("{e}; indexing the base instead"));
+                    cache_ok = false;
+                    None
+                }
+            }
         }
         None => None,
     };
@@ -180,15 +190,21 @@ pub async fn base_index(
             match cache {
                 Some(c) => {
                     let (c, key) = (c.clone(), base.manifest_digest.clone());
-                    let index =
-                        tokio::task::spawn_blocking(move || c.store(&key, &index).map(|()| index))
+                    let (index, stored) =
+                        tokio::task::spawn_blocking(move || (c.store(&key, &index), index))
                             .await
-                            .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?
-                            .map_err(|source| PublishError::Index {
-                                image: base.store.name(),
-                                source,
-                            })?;
-                    (index, CacheUse::Miss)
+                            .map(|(stored, index)| (index, stored))
+                            .map_err(|e| PublishError::Internal(format!("cache task: {e}")))?;
+                    match stored {
+                        Ok(()) if cache_ok => (index, CacheUse::Miss),
+                        Ok(()) => (index, CacheUse::Unusable),
+                        Err(e) => {
+                            warnings.push(format!(
+                                "the base index is not cached, the next build indexes the base again: {e}"
+                            ));
+                            (index, CacheUse::Unusable)
+                        }
+                    }
                 }
                 None => (index, CacheUse::Disabled),
             }

@@ -216,6 +216,8 @@ pub struct Outcome {
     pub blobs: BlobCounts,
     /// Stage timings.
     pub timings: Timings,
+    /// What went wrong without failing the build (an unusable cache, say).
+    pub warnings: Vec<String>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -290,7 +292,9 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
     let resolved = started.elapsed();
 
     let reads = Arc::new(index::LayerReads::default());
-    let (index, cache) = index::base_index(&base, env.cache.as_ref(), &progress, &reads).await?;
+    let mut warnings = Vec::new();
+    let (index, cache) =
+        index::base_index(&base, env.cache.as_ref(), &progress, &reads, &mut warnings).await?;
     let indexed = started.elapsed();
 
     progress.event(Event::Stage("planning"));
@@ -374,5 +378,6 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, Publish
             publish_ms: ms(done - derived_at),
             total_ms: ms(done),
         },
+        warnings,
     })
 }
