@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::ops::Bound;
 
-use machineos_image::LayerCompression;
+use machineos_image::{Algorithm, Digest, DigestReader, LayerCompression};
 
 use crate::IndexError;
 use crate::index::{Assembler, BaseIndex, Meta, NewData, NewKind};
@@ -103,6 +103,18 @@ pub enum ApplyError {
     Inconsistent {
         /// What is wrong.
         what: String,
+    },
+    /// The uncompressed layer is not what the image config's `rootfs.diff_ids` says.
+    #[error(
+        "applying layer {layer}: its uncompressed contents have digest {actual}, the image config's rootfs.diff_ids says {expected}"
+    )]
+    DiffId {
+        /// The layer number.
+        layer: u32,
+        /// The config's diff_id.
+        expected: Digest,
+        /// What the contents hash to.
+        actual: Digest,
     },
     /// Layers were not applied as 0, 1, 2, … in order.
     #[error("applying layer {layer}: layers must be applied in order; expected layer {expected}")]
@@ -374,6 +386,19 @@ impl IndexBuilder {
         compression: LayerCompression,
         reader: impl Read,
     ) -> Result<LayerStats, IndexError> {
+        self.apply_layer_checked(layer, compression, reader, None)
+    }
+
+    /// [`IndexBuilder::apply_layer`], checking the uncompressed stream against `diff_id`
+    /// (the layer's entry in the config's `rootfs.diff_ids`) when given: a layer whose
+    /// contents are not what the config says is an error, and the builder must be dropped.
+    pub fn apply_layer_checked(
+        &mut self,
+        layer: u32,
+        compression: LayerCompression,
+        reader: impl Read,
+        diff_id: Option<&Digest>,
+    ) -> Result<LayerStats, IndexError> {
         if layer != self.layers {
             return Err(ApplyError::OutOfOrder {
                 layer,
@@ -382,24 +407,40 @@ impl IndexBuilder {
             .into());
         }
         let stream = |source| ApplyError::Stream { layer, source };
-        let stats = match compression {
+        let algorithm = diff_id.map_or(Algorithm::Sha256, Digest::algorithm);
+        let (stats, actual) = match compression {
             LayerCompression::None => {
-                let mut reader = reader;
-                self.apply_tar(layer, &mut reader)?
+                let mut r = DigestReader::with_algorithm(reader, algorithm);
+                let stats = self.apply_tar(layer, &mut r)?;
+                (stats, r.finish().0)
             }
             LayerCompression::Gzip => {
-                let mut dec = flate2::read::MultiGzDecoder::new(reader);
-                let stats = self.apply_tar(layer, &mut dec)?;
+                let dec = flate2::read::MultiGzDecoder::new(reader);
+                let mut r = DigestReader::with_algorithm(dec, algorithm);
+                let stats = self.apply_tar(layer, &mut r)?;
+                let (dec, actual, _) = r.into_parts();
                 drain(dec.into_inner()).map_err(stream)?;
-                stats
+                (stats, actual)
             }
             LayerCompression::Zstd => {
-                let mut dec = zstd::stream::read::Decoder::new(reader).map_err(stream)?;
-                let stats = self.apply_tar(layer, &mut dec)?;
+                let dec = zstd::stream::read::Decoder::new(reader).map_err(stream)?;
+                let mut r = DigestReader::with_algorithm(dec, algorithm);
+                let stats = self.apply_tar(layer, &mut r)?;
+                let (dec, actual, _) = r.into_parts();
                 drain(dec.finish()).map_err(stream)?;
-                stats
+                (stats, actual)
             }
         };
+        if let Some(expected) = diff_id
+            && expected != &actual
+        {
+            return Err(ApplyError::DiffId {
+                layer,
+                expected: expected.clone(),
+                actual,
+            }
+            .into());
+        }
         self.layers += 1;
         Ok(stats)
     }

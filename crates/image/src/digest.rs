@@ -176,20 +176,64 @@ impl<'de> Deserialize<'de> for Digest {
     }
 }
 
-/// An [`io::Write`] adapter that SHA-256 hashes and counts every byte written through it.
+/// A running hash of one [`Algorithm`].
+#[derive(Debug, Clone)]
+pub enum Hasher {
+    /// SHA-256.
+    Sha256(Sha256),
+    /// SHA-512.
+    Sha512(Sha512),
+}
+
+impl Hasher {
+    /// A fresh hash of `algorithm`.
+    pub fn new(algorithm: Algorithm) -> Hasher {
+        match algorithm {
+            Algorithm::Sha256 => Hasher::Sha256(Sha256::new()),
+            Algorithm::Sha512 => Hasher::Sha512(Sha512::new()),
+        }
+    }
+
+    /// Hash `data` too.
+    pub fn update(&mut self, data: &[u8]) {
+        match self {
+            Hasher::Sha256(h) => h.update(data),
+            Hasher::Sha512(h) => h.update(data),
+        }
+    }
+
+    /// The digest of everything hashed.
+    pub fn finish(self) -> Digest {
+        match self {
+            Hasher::Sha256(h) => Digest::from_sha256_bytes(h.finalize().into()),
+            Hasher::Sha512(h) => Digest(format!("sha512:{}", hex::encode(h.finalize()))),
+        }
+    }
+}
+
+/// An [`io::Write`] adapter that hashes (SHA-256 unless told otherwise) and counts every
+/// byte written through it.
 #[derive(Debug)]
-pub struct Sha256Writer<W> {
+pub struct DigestWriter<W> {
     inner: W,
-    hasher: Sha256,
+    hasher: Hasher,
     size: u64,
 }
 
-impl<W: Write> Sha256Writer<W> {
-    /// Wrap `inner`.
+/// The SHA-256 [`DigestWriter`] ([`DigestWriter::new`] hashes SHA-256).
+pub type Sha256Writer<W> = DigestWriter<W>;
+
+impl<W: Write> DigestWriter<W> {
+    /// Wrap `inner`, hashing SHA-256.
     pub fn new(inner: W) -> Self {
-        Sha256Writer {
+        Self::with_algorithm(inner, Algorithm::Sha256)
+    }
+
+    /// Wrap `inner`, hashing with `algorithm`.
+    pub fn with_algorithm(inner: W, algorithm: Algorithm) -> Self {
+        DigestWriter {
             inner,
-            hasher: Sha256::new(),
+            hasher: Hasher::new(algorithm),
             size: 0,
         }
     }
@@ -207,12 +251,11 @@ impl<W: Write> Sha256Writer<W> {
     /// Stop hashing: the inner writer, the digest of everything written and its size. The
     /// inner writer is not flushed; flush it if it buffers.
     pub fn finish(self) -> (W, Digest, u64) {
-        let digest = Digest::from_sha256_bytes(self.hasher.finalize().into());
-        (self.inner, digest, self.size)
+        (self.inner, self.hasher.finish(), self.size)
     }
 }
 
-impl<W: Write> Write for Sha256Writer<W> {
+impl<W: Write> Write for DigestWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.hasher.update(&buf[..n]);
@@ -225,20 +268,29 @@ impl<W: Write> Write for Sha256Writer<W> {
     }
 }
 
-/// An [`io::Read`] adapter that SHA-256 hashes and counts every byte read through it.
+/// An [`io::Read`] adapter that hashes (SHA-256 unless told otherwise) and counts every
+/// byte read through it.
 #[derive(Debug)]
-pub struct Sha256Reader<R> {
+pub struct DigestReader<R> {
     inner: R,
-    hasher: Sha256,
+    hasher: Hasher,
     size: u64,
 }
 
-impl<R: Read> Sha256Reader<R> {
-    /// Wrap `inner`.
+/// The SHA-256 [`DigestReader`] ([`DigestReader::new`] hashes SHA-256).
+pub type Sha256Reader<R> = DigestReader<R>;
+
+impl<R: Read> DigestReader<R> {
+    /// Wrap `inner`, hashing SHA-256.
     pub fn new(inner: R) -> Self {
-        Sha256Reader {
+        Self::with_algorithm(inner, Algorithm::Sha256)
+    }
+
+    /// Wrap `inner`, hashing with `algorithm`.
+    pub fn with_algorithm(inner: R, algorithm: Algorithm) -> Self {
+        DigestReader {
             inner,
-            hasher: Sha256::new(),
+            hasher: Hasher::new(algorithm),
             size: 0,
         }
     }
@@ -250,23 +302,90 @@ impl<R: Read> Sha256Reader<R> {
 
     /// The digest and size of everything read so far.
     pub fn finish(self) -> (Digest, u64) {
-        (
-            Digest::from_sha256_bytes(self.hasher.finalize().into()),
-            self.size,
-        )
+        (self.hasher.finish(), self.size)
     }
 
     /// Give back the wrapped reader, discarding the hash state.
     pub fn into_inner(self) -> R {
         self.inner
     }
+
+    /// The wrapped reader, and the digest and size of everything read so far.
+    pub fn into_parts(self) -> (R, Digest, u64) {
+        (self.inner, self.hasher.finish(), self.size)
+    }
 }
 
-impl<R: Read> Read for Sha256Reader<R> {
+impl<R: Read> Read for DigestReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.hasher.update(&buf[..n]);
         self.size += n as u64;
+        Ok(n)
+    }
+}
+
+/// An [`io::Read`] adapter that checks what it passes on against a digest (with that
+/// digest's algorithm) and, when given, a size: reading past the size, or reaching the end
+/// with other bytes than the digest names, is an `InvalidData` error, so a reader that
+/// drains the stream has every byte it was given verified.
+#[derive(Debug)]
+pub struct VerifyingReader<R> {
+    inner: R,
+    hasher: Option<Hasher>,
+    expected: Digest,
+    size: Option<u64>,
+    read: u64,
+}
+
+impl<R: Read> VerifyingReader<R> {
+    /// Check `inner` against `expected` and, if given, `size`.
+    pub fn new(inner: R, expected: Digest, size: Option<u64>) -> Self {
+        VerifyingReader {
+            inner,
+            hasher: Some(Hasher::new(expected.algorithm())),
+            expected,
+            size,
+            read: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for VerifyingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(hasher) = self.hasher.as_mut() else {
+            return Ok(0);
+        };
+        let n = self.inner.read(buf)?;
+        hasher.update(&buf[..n]);
+        self.read += n as u64;
+        let bad = |what: String| Err(io::Error::new(io::ErrorKind::InvalidData, what));
+        if let Some(size) = self.size
+            && self.read > size
+        {
+            return bad(format!(
+                "blob {} is longer than the {size} bytes its descriptor says",
+                self.expected
+            ));
+        }
+        if n == 0 && !buf.is_empty() {
+            if let Some(size) = self.size
+                && self.read != size
+            {
+                return bad(format!(
+                    "blob {} has {} bytes, its descriptor says {size}",
+                    self.expected, self.read
+                ));
+            }
+            let got = self.hasher.take().map(Hasher::finish);
+            if got.as_ref() != Some(&self.expected) {
+                return bad(format!(
+                    "blob {} has digest {}",
+                    self.expected,
+                    got.map_or_else(String::new, |d| d.to_string())
+                ));
+            }
+        }
         Ok(n)
     }
 }
@@ -276,6 +395,35 @@ mod tests {
     use super::*;
 
     const EMPTY: &str = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn verifying_reader_table() {
+        let data = b"some blob bytes";
+        let d256 = Digest::sha256(data);
+        let d512 = Digest::parse(&format!("sha512:{}", "0".repeat(128)))
+            .unwrap()
+            .same_algorithm_of(data);
+        let read = |d: &Digest, size: Option<u64>, bytes: &[u8]| {
+            let mut out = Vec::new();
+            VerifyingReader::new(bytes, d.clone(), size)
+                .read_to_end(&mut out)
+                .map(|_| out)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read(&d256, Some(15), data).unwrap(), data);
+        assert_eq!(read(&d512, None, data).unwrap(), data);
+        let e = read(&d512, None, b"tampered blob!!").unwrap_err();
+        assert!(e.contains("has digest sha512:"), "{e}");
+        let e = read(&d256, Some(14), data).unwrap_err();
+        assert!(e.contains("longer than the 14 bytes"), "{e}");
+        let e = read(&d256, Some(16), data).unwrap_err();
+        assert!(e.contains("has 15 bytes, its descriptor says 16"), "{e}");
+        // Hashers of both algorithms agree with the one-shot functions.
+        let mut h = Hasher::new(Algorithm::Sha512);
+        h.update(&data[..4]);
+        h.update(&data[4..]);
+        assert_eq!(h.finish(), d512);
+    }
 
     #[test]
     fn parse_table() {

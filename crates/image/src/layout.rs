@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tempfile::NamedTempFile;
 
 use crate::descriptor::Descriptor;
-use crate::digest::{Digest, Sha256Writer};
+use crate::digest::{Algorithm, Digest, DigestReader, DigestWriter};
 use crate::manifest::{ImageIndex, json_path};
 
 /// The annotation an `index.json` entry uses for its tag.
@@ -99,6 +99,18 @@ pub enum LayoutError {
         expected: Digest,
         /// The digest the content has.
         actual: Digest,
+    },
+    /// A blob's size is not what its descriptor says.
+    #[error("OCI layout {}: blob {digest}: {actual} bytes where its descriptor says {expected}", dir.display())]
+    SizeMismatch {
+        /// The layout directory.
+        dir: PathBuf,
+        /// The blob.
+        digest: Digest,
+        /// The size the descriptor says.
+        expected: u64,
+        /// The size found (or copied, stopping one past the expected size).
+        actual: u64,
     },
     /// No `index.json` entry carries the tag.
     #[error("OCI layout {}: no manifest tagged {tag:?} (tags: {available})", dir.display())]
@@ -253,7 +265,8 @@ impl Layout {
     }
 
     /// Stream `reader` into a blob without holding it in memory; returns its SHA-256 digest
-    /// and size.
+    /// and size. (To store a blob that must have a given digest, in any algorithm, use
+    /// [`Layout::copy_blob`].)
     pub fn write_blob_from(&self, mut reader: impl Read) -> Result<(Digest, u64), LayoutError> {
         let mut w = self.blob_writer()?;
         let tmp = w.temp_path();
@@ -261,17 +274,75 @@ impl Layout {
         w.commit()
     }
 
-    /// A writer for a new blob; call [`BlobWriter::commit`] to store it. Dropping it
-    /// uncommitted removes the temporary file.
+    /// A writer for a new blob, hashed SHA-256; call [`BlobWriter::commit`] to store it.
+    /// Dropping it uncommitted removes the temporary file.
     pub fn blob_writer(&self) -> Result<BlobWriter, LayoutError> {
-        let sha_dir = self.dir.join(BLOBS_DIR).join("sha256");
-        fs::create_dir_all(&sha_dir).map_err(|e| self.io("creating directory", &sha_dir, e))?;
+        self.blob_writer_with(Algorithm::Sha256)
+    }
+
+    /// [`Layout::blob_writer`] hashing with `algorithm` (the blob is stored under
+    /// `blobs/<algorithm>/`).
+    pub fn blob_writer_with(&self, algorithm: Algorithm) -> Result<BlobWriter, LayoutError> {
+        let alg_dir = self.dir.join(BLOBS_DIR).join(algorithm.as_str());
+        fs::create_dir_all(&alg_dir).map_err(|e| self.io("creating directory", &alg_dir, e))?;
         let blobs = self.dir.join(BLOBS_DIR);
         let tmp = self.locked_temp_file(&blobs, ".tmp-blob-")?;
         Ok(BlobWriter {
             layout: self.clone(),
-            inner: Sha256Writer::new(BufWriter::new(tmp)),
+            inner: DigestWriter::with_algorithm(BufWriter::new(tmp), algorithm),
         })
+    }
+
+    /// Stores the blob `reader` yields, which must be `size` bytes with digest `expected`
+    /// (in that digest's algorithm); anything else is refused and nothing is stored.
+    pub fn copy_blob(
+        &self,
+        mut reader: impl Read,
+        expected: &Digest,
+        size: u64,
+    ) -> Result<(), LayoutError> {
+        let mut w = self.blob_writer_with(expected.algorithm())?;
+        let tmp = w.temp_path();
+        let copied = io::copy(&mut (&mut reader).take(size + 1), &mut w)
+            .map_err(|e| self.io("copying data into blob", &tmp, e))?;
+        if copied != size {
+            return Err(LayoutError::SizeMismatch {
+                dir: self.dir.clone(),
+                digest: expected.clone(),
+                expected: size,
+                actual: copied,
+            });
+        }
+        w.commit_expecting(expected).map(drop)
+    }
+
+    /// Checks that the stored blob is `size` bytes with digest `digest`, reading it whole.
+    pub fn verify_blob(&self, digest: &Digest, size: u64) -> Result<(), LayoutError> {
+        let file = self.open_blob(digest)?;
+        let path = self.blob_path(digest);
+        let len = file
+            .metadata()
+            .map_err(|e| self.io("inspecting blob", &path, e))?
+            .len();
+        if len != size {
+            return Err(LayoutError::SizeMismatch {
+                dir: self.dir.clone(),
+                digest: digest.clone(),
+                expected: size,
+                actual: len,
+            });
+        }
+        let mut r = DigestReader::with_algorithm(io::BufReader::new(file), digest.algorithm());
+        io::copy(&mut r, &mut io::sink()).map_err(|e| self.io("reading blob", &path, e))?;
+        let actual = r.finish().0;
+        if &actual != digest {
+            return Err(LayoutError::DigestMismatch {
+                dir: self.dir.clone(),
+                expected: digest.clone(),
+                actual,
+            });
+        }
+        Ok(())
     }
 
     /// Open a blob for reading (its content is not verified).
@@ -573,7 +644,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 #[derive(Debug)]
 pub struct BlobWriter {
     layout: Layout,
-    inner: Sha256Writer<BufWriter<NamedTempFile>>,
+    inner: DigestWriter<BufWriter<NamedTempFile>>,
 }
 
 impl BlobWriter {
@@ -586,8 +657,8 @@ impl BlobWriter {
         self.inner.size()
     }
 
-    /// Flush, sync and move the blob into place; returns its SHA-256 digest and size. If the
-    /// blob already exists the new copy is discarded.
+    /// Flush, sync and move the blob into place; returns its digest (in the writer's
+    /// algorithm) and size. If the blob already exists the new copy is discarded.
     pub fn commit(self) -> Result<(Digest, u64), LayoutError> {
         let (layout, file, digest, size) = self.finish()?;
         layout.place(file, &digest)?;
@@ -860,6 +931,41 @@ mod tests {
         assert!(msg.contains(Digest::sha256(b"xyz").as_str()), "{msg}");
         assert!(!l.has_blob(&Digest::sha256(b"xyz")));
         assert!(tmp_names(&l).is_empty());
+    }
+
+    #[test]
+    fn blobs_of_either_algorithm_are_copied_only_when_they_match() {
+        let t = tempfile::tempdir().unwrap();
+        let l = Layout::create(t.path()).unwrap();
+        let data = b"a layer, hashed sha512";
+        let d = Digest::parse(&format!("sha512:{}", "0".repeat(128)))
+            .unwrap()
+            .same_algorithm_of(data);
+        l.copy_blob(&data[..], &d, data.len() as u64).unwrap();
+        assert_eq!(l.blob_path(&d), t.path().join("blobs/sha512").join(d.hex()));
+        assert_eq!(l.read_blob(&d).unwrap(), data);
+        l.verify_blob(&d, data.len() as u64).unwrap();
+        let e = l.verify_blob(&d, 3).unwrap_err().to_string();
+        assert!(e.contains("bytes where its descriptor says 3"), "{e}");
+
+        let t2 = tempfile::tempdir().unwrap();
+        let l2 = Layout::create(t2.path()).unwrap();
+        let e = l2
+            .copy_blob(&b"tampered layer, hashed sha512"[..], &d, 29)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("content has digest sha512:"), "{e}");
+        let e = l2.copy_blob(&data[..], &d, 5).unwrap_err().to_string();
+        assert!(e.contains("bytes where its descriptor says 5"), "{e}");
+        assert!(!l2.has_blob(&d));
+        assert!(tmp_names(&l2).is_empty());
+        // A tampered stored blob fails verification.
+        std::fs::write(l.blob_path(&d), b"tampered layer, hashed").unwrap();
+        let e = l
+            .verify_blob(&d, data.len() as u64)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("content has digest"), "{e}");
     }
 
     #[test]

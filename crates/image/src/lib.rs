@@ -16,7 +16,10 @@ pub use config::{
     ConfigError, ConfigPatch, ImageConfigView, parse_config, patch_config, rfc3339_from_unix,
 };
 pub use descriptor::{Descriptor, LayerCompression, media_type};
-pub use digest::{Algorithm, Digest, DigestError, Sha256Reader, Sha256Writer};
+pub use digest::{
+    Algorithm, Digest, DigestError, DigestReader, DigestWriter, Hasher, Sha256Reader, Sha256Writer,
+    VerifyingReader,
+};
 pub use layout::{ANNOTATION_REF_NAME, BlobWriter, Layout, LayoutError};
 pub use manifest::{
     ImageIndex, ImageManifest, Manifest, ManifestError, derive_manifest, layer_media_type_for,

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use machineos_image::manifest::{ImageManifest, Manifest, parse_manifest};
-use machineos_image::{Descriptor, Digest, ImageRef, Layout, LayoutRef, Platform, RegistryRef};
+use machineos_image::{
+    Descriptor, Digest, Hasher, ImageRef, Layout, LayoutRef, Platform, RegistryRef, VerifyingReader,
+};
 use machineos_registry::Registry;
 
 use crate::PublishError;
@@ -48,12 +50,6 @@ impl Store {
         }
     }
 
-    /// Whether blob streams from this store are checked against their digest as they are
-    /// read (registry streams are, by the client; layout files are not).
-    pub fn verifies_blobs(&self) -> bool {
-        matches!(self, Store::Registry { .. })
-    }
-
     /// A whole (small) blob, checked against its digest.
     pub async fn blob(&self, digest: &Digest) -> Result<Vec<u8>, PublishError> {
         match self {
@@ -69,42 +65,103 @@ impl Store {
         }
     }
 
-    /// A blob as a stream (registry) — the caller bridges it to a reader where it blocks.
+    /// A blob as a stream — the caller bridges it to a reader where it blocks. The stream
+    /// fails at its end when the bytes are not `blob`'s digest and size (whatever the
+    /// digest's algorithm), so a consumer that reads it to the end has them verified.
     pub async fn blob_stream(
         &self,
-        digest: &Digest,
+        blob: &Descriptor,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, PublishError> {
         match self {
             Store::Registry { client, reference } => {
-                Ok(client.blob_stream(reference, digest).await?)
+                Ok(client.blob_stream(reference, &blob.digest).await?)
             }
             Store::Layout { layout, reference } => {
-                let file = tokio::fs::File::from_std(open_blob(layout, reference, digest)?);
-                Ok(Box::pin(tokio_util::io::ReaderStream::new(file)))
+                let file = tokio::fs::File::from_std(open_blob(layout, reference, &blob.digest)?);
+                Ok(verified(
+                    Box::pin(tokio_util::io::ReaderStream::new(file)),
+                    blob,
+                ))
             }
         }
     }
 
-    /// A blob as a blocking reader, for use on a blocking thread. Registry blobs are checked
-    /// against their digest by the stream; layout blobs are not (see [`Store::verifies_blobs`]).
+    /// A blob as a blocking reader, for use on a blocking thread; verified as
+    /// [`Store::blob_stream`] is.
     pub fn blob_reader(
         &self,
         handle: &tokio::runtime::Handle,
-        digest: &Digest,
+        blob: &Descriptor,
     ) -> Result<Box<dyn Read + Send>, PublishError> {
         match self {
             Store::Registry { .. } => {
-                let stream = handle.block_on(self.blob_stream(digest))?;
+                let stream = handle.block_on(self.blob_stream(blob))?;
                 let reader = tokio_util::io::StreamReader::new(stream);
                 let bridge = tokio_util::io::SyncIoBridge::new_with_handle(reader, handle.clone());
                 Ok(Box::new(bridge))
             }
-            Store::Layout { layout, reference } => Ok(Box::new(std::io::BufReader::with_capacity(
-                256 * 1024,
-                open_blob(layout, reference, digest)?,
+            Store::Layout { layout, reference } => Ok(Box::new(VerifyingReader::new(
+                std::io::BufReader::with_capacity(
+                    256 * 1024,
+                    open_blob(layout, reference, &blob.digest)?,
+                ),
+                blob.digest.clone(),
+                Some(blob.size),
             ))),
         }
     }
+}
+
+/// `stream`, failing at its end (or as soon as it is too long) when its bytes are not
+/// `blob`'s size and digest.
+fn verified(
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    blob: &Descriptor,
+) -> BoxStream<'static, std::io::Result<Bytes>> {
+    use futures_util::StreamExt;
+    let expected = blob.digest.clone();
+    let size = blob.size;
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let state = (stream, Some(Hasher::new(expected.algorithm())), 0u64);
+    Box::pin(futures_util::stream::unfold(
+        state,
+        move |(mut stream, mut hasher, mut read)| {
+            let expected = expected.clone();
+            async move {
+                let h = hasher.as_mut()?;
+                match stream.next().await {
+                    Some(Ok(chunk)) => {
+                        h.update(&chunk);
+                        read += chunk.len() as u64;
+                        if read > size {
+                            let e = bad(format!(
+                                "blob {expected} is longer than the {size} bytes its descriptor says"
+                            ));
+                            return Some((Err(e), (stream, None, read)));
+                        }
+                        Some((Ok(chunk), (stream, hasher, read)))
+                    }
+                    Some(Err(e)) => Some((Err(e), (stream, None, read))),
+                    None => {
+                        let actual = hasher.take().map(Hasher::finish);
+                        if read != size {
+                            let e = bad(format!(
+                                "blob {expected} has {read} bytes, its descriptor says {size}"
+                            ));
+                            return Some((Err(e), (stream, None, read)));
+                        }
+                        match actual {
+                            Some(d) if d != expected => Some((
+                                Err(bad(format!("blob {expected} has digest {d}"))),
+                                (stream, None, read),
+                            )),
+                            _ => None,
+                        }
+                    }
+                }
+            }
+        },
+    ))
 }
 
 /// A layout's blob file, for reading.
@@ -142,6 +199,9 @@ pub struct ResolvedBase {
     pub platform: Platform,
     /// The platforms of the index it was selected from (empty for a single manifest).
     pub index_platforms: Vec<Platform>,
+    /// The config's `rootfs.diff_ids`, one per layer: what each layer's uncompressed
+    /// contents must hash to.
+    pub diff_ids: Vec<Digest>,
 }
 
 impl ResolvedBase {
@@ -302,5 +362,6 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
         config,
         platform: actual,
         index_platforms,
+        diff_ids: view.diff_ids,
     })
 }

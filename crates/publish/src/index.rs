@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, LayerSource};
-use machineos_image::LayerCompression;
+use machineos_image::{Descriptor, LayerCompression};
 
 use crate::PublishError;
 use crate::base::{ResolvedBase, Store};
@@ -57,19 +57,19 @@ impl LayerReads {
 struct BaseLayers {
     handle: tokio::runtime::Handle,
     store: Store,
-    layers: Vec<(machineos_image::Digest, LayerCompression)>,
+    layers: Vec<(Descriptor, LayerCompression)>,
     reads: Arc<LayerReads>,
 }
 
 impl LayerSource for BaseLayers {
     fn open_layer(&self, layer: u32) -> std::io::Result<Box<dyn Read + Send>> {
-        let (digest, compression) = self.layers.get(layer as usize).ok_or_else(|| {
+        let (blob, compression) = self.layers.get(layer as usize).ok_or_else(|| {
             std::io::Error::other(format!("{} has no layer {layer}", self.store.name()))
         })?;
         self.reads.bump();
         let raw = self
             .store
-            .blob_reader(&self.handle, digest)
+            .blob_reader(&self.handle, blob)
             .map_err(std::io::Error::other)?;
         decompress(*compression, raw)
     }
@@ -89,7 +89,7 @@ pub fn decompress(
 
 fn compression_of(
     base: &ResolvedBase,
-) -> Result<Vec<(machineos_image::Digest, LayerCompression)>, PublishError> {
+) -> Result<Vec<(Descriptor, LayerCompression)>, PublishError> {
     base.manifest
         .layers
         .iter()
@@ -100,7 +100,7 @@ fn compression_of(
                     source,
                 }
             })?;
-            Ok((l.digest.clone(), c))
+            Ok((l.clone(), c))
         })
         .collect()
 }
@@ -141,44 +141,31 @@ pub async fn base_index(
         None => {
             progress.event(Event::Stage("indexing base"));
             let store = base.store.clone();
-            let sizes: Vec<u64> = base.manifest.layers.iter().map(|l| l.size).collect();
             let layers = layers.clone();
+            let diff_ids = base.diff_ids.clone();
             let progress = progress.clone();
             let reads = reads.clone();
             let handle = handle.clone();
             let name = base.store.name();
             let index = tokio::task::spawn_blocking(move || {
                 let mut builder = IndexBuilder::new();
-                for (i, (digest, compression)) in layers.iter().enumerate() {
+                for (i, ((blob, compression), diff_id)) in layers.iter().zip(&diff_ids).enumerate()
+                {
                     progress.event(Event::IndexLayer {
                         index: i,
                         count: layers.len(),
-                        size: sizes[i],
+                        size: blob.size,
                     });
                     reads.bump();
-                    let raw = store.blob_reader(&handle, digest)?;
-                    let mut apply = |reader: &mut dyn std::io::Read| {
-                        builder
-                            .apply_layer(i as u32, *compression, reader)
-                            .map_err(|source| PublishError::Index {
-                                image: format!("{name} layer {digest}"),
-                                source,
-                            })
-                    };
-                    if store.verifies_blobs() {
-                        apply(&mut { raw })?;
-                    } else {
-                        let mut hashed = machineos_image::digest::Sha256Reader::new(raw);
-                        apply(&mut hashed)?;
-                        let got = hashed.finish().0;
-                        if digest.algorithm() == got.algorithm() && &got != digest {
-                            return Err(PublishError::BlobDigest {
-                                image: name.clone(),
-                                want: digest.clone(),
-                                got,
-                            });
-                        }
-                    }
+                    // The store checks the blob's digest and size as it is read to its end,
+                    // the builder the uncompressed contents against the config's diff_id.
+                    let raw = store.blob_reader(&handle, blob)?;
+                    builder
+                        .apply_layer_checked(i as u32, *compression, raw, Some(diff_id))
+                        .map_err(|source| PublishError::Index {
+                            image: format!("{name} layer {}", blob.digest),
+                            source,
+                        })?;
                 }
                 builder.finish().map_err(|source| PublishError::Index {
                     image: name.clone(),

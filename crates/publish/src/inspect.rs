@@ -86,6 +86,10 @@ pub async fn inspect(
     })
 }
 
+/// The largest embedded file `inspect` reads (a rendered MachineConfig is an API object,
+/// and those are at most about 1.5 MiB).
+pub const MAX_EMBEDDED_FILE: u64 = 16 << 20;
+
 /// The contents of `path` (relative, no leading `/`) in one layer, if it is a regular file
 /// there.
 async fn top_layer_file(
@@ -99,11 +103,12 @@ async fn top_layer_file(
             source,
         })?;
     let store = store.clone();
+    let layer = layer.clone();
     let digest = layer.digest.clone();
     let path = path.to_string();
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let raw = store.blob_reader(&handle, &digest)?;
+        let raw = store.blob_reader(&handle, &layer)?;
         let io = |source: std::io::Error| PublishError::LayerRead {
             image: store.name(),
             digest: digest.clone(),
@@ -118,6 +123,15 @@ async fn top_layer_file(
             if name.trim_start_matches("./").trim_start_matches('/') == path
                 && entry.header().entry_type().is_file()
             {
+                if entry.size() > MAX_EMBEDDED_FILE {
+                    return Err(PublishError::InvalidImage {
+                        image: store.name(),
+                        problem: format!(
+                            "/{path} in layer {digest} is {} bytes, more than the {MAX_EMBEDDED_FILE} read",
+                            entry.size()
+                        ),
+                    });
+                }
                 let mut out = Vec::new();
                 entry.read_to_end(&mut out).map_err(io)?;
                 found = Some(out);

@@ -214,10 +214,10 @@ async fn ensure_blob(
             client
                 .push_blob_stream(reference, &blob.digest, blob.size, || {
                     let store = store.clone();
-                    let digest = blob.digest.clone();
+                    let blob = blob.clone();
                     async move {
-                        store.blob_stream(&digest).await.map_err(|e| {
-                            std::io::Error::other(format!("reading base blob {digest}: {e}"))
+                        store.blob_stream(&blob).await.map_err(|e| {
+                            std::io::Error::other(format!("reading base blob {}: {e}", blob.digest))
                         })
                     }
                 })
@@ -228,14 +228,6 @@ async fn ensure_blob(
             if layout.has_blob(&blob.digest) {
                 return Ok(Fate::Present);
             }
-            // Blobs are immutable and named by digest, so layouts on one filesystem can share
-            // them; when linking is not possible (another filesystem), the blob is copied.
-            if let Store::Layout { layout: from, .. } = &base.store
-                && std::fs::hard_link(from.blob_path(&blob.digest), layout.blob_path(&blob.digest))
-                    .is_ok()
-            {
-                return Ok(Fate::Linked);
-            }
             progress.event(Event::CopyBlob {
                 digest: blob.digest.to_string(),
                 size: blob.size,
@@ -243,29 +235,40 @@ async fn ensure_blob(
             let handle = tokio::runtime::Handle::current();
             let store = base.store.clone();
             let layout = layout.clone();
-            let digest = blob.digest.clone();
+            let blob = blob.clone();
             let image = reference.to_string();
+            let layout_err = move |source| PublishError::Layout { image, source };
             tokio::task::spawn_blocking(move || {
-                let mut reader = store.blob_reader(&handle, &digest)?;
-                let (got, _) =
-                    layout
-                        .write_blob_from(&mut reader)
+                // Blobs are immutable and named by digest, so layouts on one filesystem can
+                // share them — once the source's bytes are checked against their name; when
+                // linking is not possible (another filesystem), the blob is copied.
+                if let Store::Layout {
+                    layout: from,
+                    reference: from_ref,
+                } = &store
+                {
+                    from.verify_blob(&blob.digest, blob.size)
                         .map_err(|source| PublishError::Layout {
-                            image: image.clone(),
+                            image: from_ref.to_string(),
                             source,
                         })?;
-                if got != digest {
-                    return Err(PublishError::BlobDigest {
-                        image,
-                        want: digest,
-                        got,
-                    });
+                    if std::fs::hard_link(
+                        from.blob_path(&blob.digest),
+                        layout.blob_path(&blob.digest),
+                    )
+                    .is_ok()
+                    {
+                        return Ok(Fate::Linked);
+                    }
                 }
-                Ok(())
+                let reader = store.blob_reader(&handle, &blob)?;
+                layout
+                    .copy_blob(reader, &blob.digest, blob.size)
+                    .map_err(layout_err)?;
+                Ok(Fate::Copied)
             })
             .await
-            .map_err(|e| PublishError::Internal(format!("copy task: {e}")))??;
-            Ok(Fate::Copied)
+            .map_err(|e| PublishError::Internal(format!("copy task: {e}")))?
         }
     }
 }
