@@ -505,3 +505,43 @@ fn an_unusable_cache_is_a_warning_not_a_failure() {
     assert_eq!(s["baseIndexCache"], "unusable", "{err}");
     assert!(err.contains("not cached"), "{err}");
 }
+
+/// Auth files are read only when a registry is contacted: a broken one does not fail a
+/// build between OCI layouts, and fails a registry build with its path named.
+#[test]
+fn a_broken_auth_file_only_matters_when_a_registry_is_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".docker")).unwrap();
+    std::fs::write(home.join(".docker/config.json"), b"{ not json").unwrap();
+    let run = |output: &str| {
+        Command::new(env!("CARGO_BIN_EXE_machineos"))
+            .current_dir(repo())
+            .env("HOME", &home)
+            .env_remove("REGISTRY_AUTH_FILE")
+            .env_remove("XDG_RUNTIME_DIR")
+            .args([
+                "build",
+                "--base",
+                &base,
+                "--output",
+                output,
+                "--no-cache",
+                "--platform",
+                "linux/amd64",
+                "--registry-deadline",
+                "20",
+                "examples/machineconfigs",
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = run(&format!("oci:{}:x", tmp.path().join("out").display()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Nothing listens on port 9 of loopback; the auth file is read before that matters.
+    let o = run("127.0.0.1:9/out/x:v1");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(".docker/config.json"), "{err}");
+}

@@ -321,13 +321,40 @@ pub struct Credentials {
     files: Vec<(PathBuf, AuthFile)>,
 }
 
+/// The largest auth file read (real ones are a few KiB).
+pub const MAX_AUTH_FILE: u64 = 4 << 20;
+
+/// The bytes of an auth file: a regular file (following symlinks) of at most
+/// [`MAX_AUTH_FILE`] bytes — never a FIFO that would block, or a device that never ends.
+fn read_auth_file(path: &Path) -> io::Result<Vec<u8>> {
+    let meta = fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(
+        &mut io::Read::take(fs::File::open(path)?, MAX_AUTH_FILE + 1),
+        &mut bytes,
+    )?;
+    if bytes.len() as u64 > MAX_AUTH_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {MAX_AUTH_FILE} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 impl Credentials {
     /// Read and parse each candidate; files that do not exist are skipped, a file that exists
     /// but cannot be read or parsed is an error naming it.
     pub fn load(candidates: &[PathBuf]) -> Result<Credentials, AuthError> {
         let mut files = Vec::new();
         for path in candidates {
-            let bytes = match fs::read(path) {
+            let bytes = match read_auth_file(path) {
                 Ok(b) => b,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(source) => {
@@ -402,6 +429,31 @@ impl Credentials {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auth_files_are_read_bounded() {
+        let t = tempfile::tempdir().unwrap();
+        let zero = t.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let big = t.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_AUTH_FILE + 1)
+            .unwrap();
+        for (p, needle) in [(&zero, "not a regular file"), (&big, "larger than")] {
+            let e = Credentials::load(std::slice::from_ref(p)).unwrap_err();
+            let msg = format!(
+                "{e}: {}",
+                std::error::Error::source(&e)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
+            assert!(
+                msg.contains(needle) && msg.contains(&p.display().to_string()),
+                "{msg}"
+            );
+        }
+    }
 
     const PASSWORD: &str = "hunter2:with-colon";
 

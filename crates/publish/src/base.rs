@@ -8,9 +8,10 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use machineos_image::manifest::{ImageManifest, Manifest, parse_manifest};
 use machineos_image::{
-    Descriptor, Digest, Hasher, ImageRef, Layout, LayoutRef, Platform, RegistryRef, VerifyingReader,
+    Descriptor, Digest, ImageRef, Layout, LayoutRef, Platform, RegistryRef, VerifyingReader,
 };
 use machineos_registry::Registry;
+use machineos_registry::stream::verified;
 
 use crate::PublishError;
 
@@ -50,17 +51,38 @@ impl Store {
         }
     }
 
-    /// A whole (small) blob, checked against its digest.
-    pub async fn blob(&self, digest: &Digest) -> Result<Vec<u8>, PublishError> {
+    /// A whole small blob (an image config), checked against its digest and size, which
+    /// the caller has bounded.
+    pub async fn blob(&self, blob: &Descriptor) -> Result<Vec<u8>, PublishError> {
         match self {
-            Store::Registry { client, reference } => Ok(client.blob(reference, digest).await?),
+            Store::Registry { client, reference } => {
+                Ok(client.blob(reference, &blob.digest, blob.size).await?)
+            }
             Store::Layout { layout, reference } => {
-                layout
-                    .read_blob(digest)
-                    .map_err(|source| PublishError::Layout {
-                        image: reference.to_string(),
-                        source,
-                    })
+                let (store, blob, handle) = (
+                    self.clone(),
+                    blob.clone(),
+                    tokio::runtime::Handle::current(),
+                );
+                let (image, dir) = (reference.to_string(), layout.dir().to_path_buf());
+                tokio::task::spawn_blocking(move || {
+                    let mut data = Vec::new();
+                    store
+                        .blob_reader(&handle, &blob)?
+                        .read_to_end(&mut data)
+                        .map_err(|source| PublishError::Layout {
+                            image,
+                            source: machineos_image::layout::LayoutError::Io {
+                                path: dir.join("blobs").join(blob.digest.algorithm().as_str()),
+                                dir,
+                                op: "reading blob",
+                                source,
+                            },
+                        })?;
+                    Ok(data)
+                })
+                .await
+                .map_err(|e| PublishError::Internal(format!("reading a blob: {e}")))?
             }
         }
     }
@@ -73,14 +95,15 @@ impl Store {
         blob: &Descriptor,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, PublishError> {
         match self {
-            Store::Registry { client, reference } => {
-                Ok(client.blob_stream(reference, &blob.digest).await?)
-            }
+            Store::Registry { client, reference } => Ok(client
+                .blob_stream(reference, &blob.digest, Some(blob.size))
+                .await?),
             Store::Layout { layout, reference } => {
                 let file = tokio::fs::File::from_std(open_blob(layout, reference, &blob.digest)?);
                 Ok(verified(
                     Box::pin(tokio_util::io::ReaderStream::new(file)),
-                    blob,
+                    blob.digest.clone(),
+                    Some(blob.size),
                 ))
             }
         }
@@ -110,58 +133,6 @@ impl Store {
             ))),
         }
     }
-}
-
-/// `stream`, failing at its end (or as soon as it is too long) when its bytes are not
-/// `blob`'s size and digest.
-fn verified(
-    stream: BoxStream<'static, std::io::Result<Bytes>>,
-    blob: &Descriptor,
-) -> BoxStream<'static, std::io::Result<Bytes>> {
-    use futures_util::StreamExt;
-    let expected = blob.digest.clone();
-    let size = blob.size;
-    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
-    let state = (stream, Some(Hasher::new(expected.algorithm())), 0u64);
-    Box::pin(futures_util::stream::unfold(
-        state,
-        move |(mut stream, mut hasher, mut read)| {
-            let expected = expected.clone();
-            async move {
-                let h = hasher.as_mut()?;
-                match stream.next().await {
-                    Some(Ok(chunk)) => {
-                        h.update(&chunk);
-                        read += chunk.len() as u64;
-                        if read > size {
-                            let e = bad(format!(
-                                "blob {expected} is longer than the {size} bytes its descriptor says"
-                            ));
-                            return Some((Err(e), (stream, None, read)));
-                        }
-                        Some((Ok(chunk), (stream, hasher, read)))
-                    }
-                    Some(Err(e)) => Some((Err(e), (stream, None, read))),
-                    None => {
-                        let actual = hasher.take().map(Hasher::finish);
-                        if read != size {
-                            let e = bad(format!(
-                                "blob {expected} has {read} bytes, its descriptor says {size}"
-                            ));
-                            return Some((Err(e), (stream, None, read)));
-                        }
-                        match actual {
-                            Some(d) if d != expected => Some((
-                                Err(bad(format!("blob {expected} has digest {d}"))),
-                                (stream, None, read),
-                            )),
-                            _ => None,
-                        }
-                    }
-                }
-            }
-        },
-    ))
 }
 
 /// A layout's blob file, for reading.
@@ -329,7 +300,7 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
             ),
         });
     }
-    let config = store.blob(&manifest.config.digest).await?;
+    let config = store.blob(&manifest.config).await?;
     let view =
         machineos_image::config::parse_config(&config).map_err(|source| PublishError::Config {
             image: name.clone(),

@@ -634,3 +634,51 @@ fn docker_media_types_are_kept_for_docker_bases() {
         "application/vnd.docker.image.rootfs.diff.tar.gzip"
     );
 }
+
+/// Docker Hub's and quay.io's way: a `Bearer` challenge, a token service, tokens per scope.
+/// The mount into another repository needs pull on its source in the same token.
+#[test]
+fn bearer_token_registries_are_authenticated_per_scope_and_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = TestRegistry::start_plain().expect("registry");
+    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
+    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
+    let proxy = FaultProxy::start_with_token_auth(reg.addr(), "robot", "t0ken-pw").unwrap();
+    let base = format!("{}/base/os:1", proxy.host());
+
+    let creds = credentials_file(tmp.path(), &proxy.host(), "robot", "t0ken-pw");
+    let outcome = build(
+        spec(&base, &format!("{}/out/tok:v1", proxy.host()), CONFIG),
+        env(registry_options(None, creds), None),
+    )
+    .expect("token auth");
+    assert!(outcome.blobs.mounted > 0, "{:?}", outcome.blobs);
+    assert!(proxy.count("GET", "/token") >= 1);
+    let mounts: Vec<_> = proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("mount="))
+        .collect();
+    assert!(
+        mounts.iter().all(|r| r.status == Some(201)),
+        "every mount is done in one request with a two-repository token: {mounts:#?}"
+    );
+    assert_eq!(tags(&reg, "out/tok"), vec!["v1".to_string()]);
+
+    // A wrong password: the token service refuses, and the error says so.
+    let creds = credentials_file(tmp.path(), &proxy.host(), "robot", "wrong");
+    let err = build(
+        spec(&base, &format!("{}/out/tok:v2", proxy.host()), CONFIG),
+        env(registry_options(None, creds), None),
+    )
+    .expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            PublishError::Registry(RegistryError::Unauthorized { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("were sent and refused"), "{err}");
+    assert!(!format!("{err:?}").contains("wrong"), "the password leaked");
+}

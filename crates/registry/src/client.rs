@@ -1,24 +1,33 @@
 //! A registry client for what a build does: read a base image's manifests and blobs, and
-//! publish a derived image (mount or copy blobs, upload a layer, put a manifest) — on
-//! oci-client, with bounded retries, per-registry credentials, extra CAs and an explicit
-//! plain-HTTP policy.
+//! publish a derived image (mount or copy blobs, upload a layer, put a manifest) — the
+//! distribution API over reqwest, with bounded retries, per-repository credentials, extra
+//! CAs, an explicit plain-HTTP policy, timeouts and a total deadline, and a cap on every
+//! response read into memory.
+//!
+//! Written by hand over reqwest rather than on oci-client: a client that will run unattended
+//! against registries it does not control must bound what it reads (oci-client reads
+//! manifests, token answers and error bodies whole, however large), must be able to ask one
+//! token for a mount's two repositories, and must check sha512 blobs; the subset of the
+//! distribution API a build uses is small (see [`crate::http`] and [`crate::auth`] for the
+//! pieces).
 
-use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::PathBuf;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use machineos_image::auth::Credentials;
+use machineos_image::auth::{AuthError, Credential, Credentials};
 use machineos_image::{Digest, RegistryRef};
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::OciDescriptor;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use reqwest::{Method, StatusCode, Url};
+use tokio::time::Instant;
 
+use crate::auth::{AuthCache, Challenge, parse_challenge};
+use crate::http::{
+    MAX_MANIFEST, MAX_TOKEN_RESPONSE, Timeouts, TransportError, read_capped, send, status_error,
+};
 use crate::retry::{RetryPolicy, with_retry};
 use crate::scheme::{Scheme, may_use_plain_http};
+use crate::stream::verified;
 
 /// Every manifest media type a build can read.
 pub const ACCEPTED_MANIFEST_TYPES: &[&str] = &[
@@ -28,6 +37,28 @@ pub const ACCEPTED_MANIFEST_TYPES: &[&str] = &[
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
 
+/// Where registry credentials come from.
+#[derive(Debug, Clone)]
+pub enum CredentialSource {
+    /// Already loaded.
+    Loaded(Credentials),
+    /// These auth files, read (the first that exists per lookup wins) only when a registry
+    /// is contacted — a build between OCI layouts never reads them.
+    Files(Vec<PathBuf>),
+}
+
+impl Default for CredentialSource {
+    fn default() -> Self {
+        CredentialSource::Loaded(Credentials::default())
+    }
+}
+
+impl From<Credentials> for CredentialSource {
+    fn from(c: Credentials) -> Self {
+        CredentialSource::Loaded(c)
+    }
+}
+
 /// How to reach registries.
 #[derive(Debug, Default)]
 pub struct RegistryOptions {
@@ -36,11 +67,13 @@ pub struct RegistryOptions {
     /// Hosts (`host[:port]`) that may be reached over plain HTTP, besides loopback.
     pub insecure_hosts: Vec<String>,
     /// Credentials by registry and repository.
-    pub credentials: Credentials,
+    pub credentials: CredentialSource,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
-    /// Upload blobs in one PUT instead of chunks.
+    /// Upload blobs in one PUT instead of a PATCH and a closing PUT.
     pub monolithic_push: bool,
+    /// Connect and request timeouts, and the total deadline.
+    pub timeouts: Timeouts,
 }
 
 /// Why a registry operation failed. Each names the operation and the image.
@@ -80,16 +113,18 @@ pub enum RegistryError {
         /// Attempts made.
         attempts: u32,
         /// The last error.
-        source: Box<OciDistributionError>,
+        source: TransportError,
     },
-    /// The registry stored a manifest under another digest than the one we computed.
-    #[error("pushing manifest {image}: the registry reports digest {got}, we computed {want}")]
+    /// The registry served or stored other bytes than the digest we asked for or computed.
+    #[error("{op} {image}: the registry gave digest {got}, expected {want}")]
     DigestMismatch {
+        /// The operation.
+        op: String,
         /// The image.
         image: String,
-        /// What the registry reported.
+        /// What the registry gave.
         got: String,
-        /// What we computed.
+        /// What we expected.
         want: Digest,
     },
     /// A CA certificate could not be used.
@@ -98,56 +133,54 @@ pub enum RegistryError {
     /// The HTTP client could not be built.
     #[error("setting up the registry client: {0}")]
     Setup(String),
+    /// The auth files could not be read.
+    #[error("reading registry credentials: {0}")]
+    Credentials(#[from] AuthError),
 }
 
-/// A registry client shared by every operation of one build.
-///
-/// oci-client keeps one credential per registry host, while credentials may be scoped to a
-/// repository path (`quay.io/org-a` and `quay.io/org-b` with different robots); so there is
-/// one oci-client per credential in use, chosen per operation by longest match.
+/// A registry client shared by every operation of one build (one connection pool; tokens
+/// cached per registry, credential and scope).
 pub struct Registry {
-    settings: Settings,
-    clients: std::sync::Mutex<std::collections::HashMap<String, Arc<Client>>>,
+    http: reqwest::Client,
+    plain_http: Vec<String>,
     credentials: Credentials,
     retry: RetryPolicy,
-}
-
-/// What every oci-client of a [`Registry`] is built with.
-struct Settings {
-    plain_http: Vec<String>,
-    certs: Vec<Certificate>,
     monolithic_push: bool,
-}
-
-impl Settings {
-    fn client(&self) -> Result<Client, RegistryError> {
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.plain_http.clone()),
-            extra_root_certificates: self.certs.clone(),
-            use_monolithic_push: self.monolithic_push,
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(300)),
-            user_agent: concat!("machineos/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        Client::try_from(config).map_err(|e| RegistryError::Setup(e.to_string()))
-    }
+    timeouts: Timeouts,
+    deadline: Option<Instant>,
+    auth: std::sync::Mutex<AuthCache>,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("plain_http", &self.settings.plain_http)
+            .field("plain_http", &self.plain_http)
             .field("retry", &self.retry)
+            .field("timeouts", &self.timeouts)
             .finish_non_exhaustive()
     }
+}
+
+/// An `Authorization` header value, kept out of `Debug` output.
+struct AuthHeader(String);
+
+/// The scopes of a request, as the token service spells them.
+fn pull(r: &RegistryRef) -> String {
+    format!("repository:{}:pull", r.repository())
+}
+fn push(r: &RegistryRef) -> String {
+    format!("repository:{}:pull,push", r.repository())
 }
 
 impl Registry {
     /// A client for `hosts` (`host[:port]`). Hosts that may use plain HTTP (loopback, or named
     /// in `insecure_hosts`) are probed (see [`crate::scheme::probe`]): plain HTTP only when the
-    /// registry does not speak TLS.
+    /// registry does not speak TLS. Credentials from auth files are read now.
     pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(opts.timeouts.connect)
+            .read_timeout(opts.timeouts.request)
+            .user_agent(concat!("machineos/", env!("CARGO_PKG_VERSION")));
         let mut certs = Vec::new();
         for (i, pem) in opts.ca_pems.iter().enumerate() {
             // Validate early, so a bad CA file is reported as such and not as a TLS failure.
@@ -160,13 +193,20 @@ impl Registry {
                     "{which}: no PEM certificate in it"
                 )));
             }
-            certs.push(Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            });
+            certs.extend(found);
         }
+        if !certs.is_empty() {
+            builder = builder.tls_certs_merge(certs);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| RegistryError::Setup(e.to_string()))?;
+        let credentials = match opts.credentials {
+            CredentialSource::Loaded(c) => c,
+            CredentialSource::Files(files) => Credentials::load(&files)?,
+        };
         let mut plain_http = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = std::collections::HashSet::new();
         for host in hosts {
             if !seen.insert(host.to_string()) || !may_use_plain_http(host, &opts.insecure_hosts) {
                 continue;
@@ -175,89 +215,189 @@ impl Registry {
                 plain_http.push(host.to_string());
             }
         }
-        let settings = Settings {
-            plain_http,
-            certs,
-            monolithic_push: opts.monolithic_push,
-        };
-        // Build one client now, so a bad setting is reported before any work is done.
-        let first = settings.client()?;
         Ok(Registry {
-            settings,
-            clients: std::sync::Mutex::new(std::collections::HashMap::from([(
-                String::new(),
-                Arc::new(first),
-            )])),
-            credentials: opts.credentials,
+            http,
+            plain_http,
+            credentials,
             retry: opts.retry,
+            monolithic_push: opts.monolithic_push,
+            timeouts: opts.timeouts,
+            deadline: opts.timeouts.total.map(|t| Instant::now() + t),
+            auth: std::sync::Mutex::new(AuthCache::default()),
         })
     }
 
-    fn auth_for(&self, r: &RegistryRef) -> RegistryAuth {
-        match self.credentials.lookup(r.registry(), r.repository()) {
-            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.expose().to_string()),
-            None => RegistryAuth::Anonymous,
+    /// `scheme://host/v2/repository/` for `r` (Docker Hub's API host for `docker.io`).
+    fn repo_url(&self, r: &RegistryRef, rest: &str) -> Result<Url, TransportError> {
+        let registry = r.registry();
+        let scheme = if self.plain_http.iter().any(|h| h == registry) {
+            "http"
+        } else {
+            "https"
+        };
+        let host = if registry == "docker.io" {
+            "registry-1.docker.io"
+        } else {
+            registry
+        };
+        Url::parse(&format!("{scheme}://{host}/v2/{}/{rest}", r.repository()))
+            .map_err(|e| TransportError::Protocol(format!("building a URL for {r}: {e}")))
+    }
+
+    fn credential(&self, r: &RegistryRef) -> Option<&Credential> {
+        self.credentials.lookup(r.registry(), r.repository())
+    }
+
+    fn auth_cache(&self) -> std::sync::MutexGuard<'_, AuthCache> {
+        // A panic while holding it cannot leave the cache inconsistent (plain inserts).
+        self.auth
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The `Authorization` to send to `r`'s registry for `scopes`, as far as its challenge is
+    /// known: the credential (Basic), or a token (Bearer, fetched when not cached).
+    async fn authorization(
+        &self,
+        r: &RegistryRef,
+        scopes: &[String],
+    ) -> Result<Option<AuthHeader>, TransportError> {
+        let registry = r.registry();
+        let cred = self.credential(r);
+        let challenge = self.auth_cache().challenge(registry).cloned();
+        match challenge {
+            None => Ok(None),
+            Some(Challenge::Basic) => Ok(cred.map(|c| {
+                use base64::Engine;
+                let raw = format!("{}:{}", c.username, c.password.expose());
+                AuthHeader(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(raw)
+                ))
+            })),
+            Some(Challenge::Bearer { realm, service }) => {
+                let key = token_key(registry, cred, scopes);
+                if let Some(t) = self.auth_cache().token(&key) {
+                    return Ok(Some(AuthHeader(format!("Bearer {t}"))));
+                }
+                let (token, ttl) = self
+                    .fetch_token(&realm, service.as_deref(), cred, scopes)
+                    .await?;
+                self.auth_cache().set_token(key, token.clone(), ttl);
+                Ok(Some(AuthHeader(format!("Bearer {token}"))))
+            }
         }
     }
 
-    /// The client that carries the credential for `r` (by longest match), with it stored.
-    async fn client_for(&self, r: &RegistryRef) -> Result<Arc<Client>, RegistryError> {
-        let auth = self.auth_for(r);
-        // The key identifies the credential without keeping its password in clear text.
-        let key = match &auth {
-            RegistryAuth::Basic(user, pass) => format!(
-                "{}\n{user}\n{}",
-                r.registry(),
-                Digest::sha256(pass.as_bytes())
-            ),
-            _ => String::new(),
-        };
-        let client = {
-            let mut clients = self
-                .clients
-                .lock()
-                .map_err(|_| RegistryError::Setup("client table poisoned".into()))?;
-            match clients.get(&key) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = Arc::new(self.settings.client()?);
-                    clients.insert(key, c.clone());
-                    c
-                }
+    async fn fetch_token(
+        &self,
+        realm: &str,
+        service: Option<&str>,
+        cred: Option<&Credential>,
+        scopes: &[String],
+    ) -> Result<(String, std::time::Duration), TransportError> {
+        let mut url = Url::parse(realm)
+            .map_err(|e| TransportError::Protocol(format!("token realm {realm:?}: {e}")))?;
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(s) = service {
+                q.append_pair("service", s);
             }
+            for s in scopes {
+                q.append_pair("scope", s);
+            }
+        }
+        let mut req = self.http.get(url);
+        if let Some(c) = cred {
+            req = req.basic_auth(&c.username, Some(c.password.expose()));
+        }
+        let resp = send(req, self.timeouts.request).await?;
+        if !resp.status().is_success() {
+            return Err(status_error(resp, self.timeouts.request).await);
+        }
+        let body = read_capped(
+            resp,
+            MAX_TOKEN_RESPONSE,
+            "token service answer",
+            self.timeouts.request,
+        )
+        .await?;
+        serde_json::from_slice::<crate::auth::TokenAnswer>(&body)
+            .ok()
+            .and_then(crate::auth::TokenAnswer::token)
+            .ok_or_else(|| {
+                TransportError::Protocol(format!("the token service at {realm} gave no token"))
+            })
+    }
+
+    /// Sends the request `make` builds (once, or twice after a `401` that names a scheme we
+    /// can answer), authorised for `scopes` of `r`'s registry.
+    async fn send_authed(
+        &self,
+        r: &RegistryRef,
+        scopes: &[String],
+        make: &(dyn Fn() -> reqwest::RequestBuilder + Sync),
+    ) -> Result<reqwest::Response, TransportError> {
+        let with = |auth: &Option<AuthHeader>| match auth {
+            Some(AuthHeader(v)) => make().header(AUTHORIZATION, v),
+            None => make(),
         };
-        client
-            .store_auth_if_needed(to_reference(r).resolve_registry(), &auth)
-            .await;
-        Ok(client)
+        let auth = self.authorization(r, scopes).await?;
+        let resp = send(with(&auth), self.timeouts.request).await?;
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        let Some(challenge) = resp
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_challenge)
+        else {
+            return Ok(resp);
+        };
+        let registry = r.registry();
+        let known = self.auth_cache().challenge(registry) == Some(&challenge);
+        if known && auth.is_some() && challenge == Challenge::Basic {
+            // The credential itself was refused.
+            return Ok(resp);
+        }
+        {
+            let mut cache = self.auth_cache();
+            cache.set_challenge(registry, challenge);
+            cache.drop_token(&token_key(registry, self.credential(r), scopes));
+        }
+        let Some(auth) = self.authorization(r, scopes).await? else {
+            return Ok(resp);
+        };
+        send(with(&Some(auth)), self.timeouts.request).await
+    }
+
+    /// Runs `op` with retries of transient failures, under the total deadline.
+    async fn run<T, F, Fut>(&self, what: &str, op: F) -> Result<T, (TransportError, u32)>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, TransportError>>,
+    {
+        let attempts = with_retry(&self.retry, what, op);
+        match (self.deadline, self.timeouts.total) {
+            (Some(deadline), Some(total)) => tokio::time::timeout_at(deadline, attempts)
+                .await
+                .unwrap_or(Err((TransportError::Deadline(total), 1))),
+            _ => attempts.await,
+        }
     }
 
     fn classify(
         &self,
         op: &str,
         r: &RegistryRef,
-        (err, attempts): (OciDistributionError, u32),
+        (err, attempts): (TransportError, u32),
     ) -> RegistryError {
         let image = r.to_string();
-        let denied = match &err {
-            OciDistributionError::UnauthorizedError { .. }
-            | OciDistributionError::AuthenticationFailure(_) => true,
-            OciDistributionError::ServerError { code, .. } => *code == 401 || *code == 403,
-            OciDistributionError::RequestError(e) => e
-                .status()
-                .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403),
-            OciDistributionError::RegistryError { envelope, .. } => envelope
-                .errors
-                .iter()
-                .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
-            _ => false,
-        };
+        let denied = matches!(err.status(), Some(401 | 403))
+            || matches!(err.code(), Some("UNAUTHORIZED" | "DENIED"));
         if denied {
-            let hint = if self
-                .credentials
-                .lookup(r.registry(), r.repository())
-                .is_some()
-            {
+            let hint = if self.credential(r).is_some() {
                 format!(
                     "the credentials for {} were sent and refused, or its token service failed (credentials from {})",
                     r.registry(),
@@ -274,58 +414,75 @@ impl Registry {
                 op: op.to_string(),
                 image,
                 registry: r.registry().to_string(),
-                detail: brief(&err),
+                detail: err.to_string(),
                 hint,
             };
         }
-        let missing = match &err {
-            OciDistributionError::ImageManifestNotFoundError(_) => true,
-            OciDistributionError::ServerError { code, .. } => *code == 404,
-            OciDistributionError::RequestError(e) => e.status().is_some_and(|s| s.as_u16() == 404),
-            OciDistributionError::RegistryError { envelope, .. } => {
-                envelope.errors.iter().any(|e| {
-                    matches!(
-                        e.code,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::BlobUnknown
-                            | OciErrorCode::NotFound
-                    )
-                })
-            }
-            _ => false,
-        };
+        let missing = err.status() == Some(404)
+            || matches!(
+                err.code(),
+                Some("MANIFEST_UNKNOWN" | "NAME_UNKNOWN" | "BLOB_UNKNOWN" | "NOT_FOUND")
+            );
         if missing {
             return RegistryError::NotFound {
                 op: op.to_string(),
                 image,
-                detail: brief(&err),
+                detail: err.to_string(),
             };
         }
         RegistryError::Request {
             op: op.to_string(),
             image,
             attempts,
-            source: Box::new(err),
+            source: err,
         }
     }
 
-    /// The manifest `r` names (by digest when it has one, else by tag), with its digest. A
-    /// reference with a digest is checked against the bytes received.
+    /// A request whose answer must be a success; the answer.
+    async fn expect_success(
+        &self,
+        r: &RegistryRef,
+        scopes: &[String],
+        make: &(dyn Fn() -> reqwest::RequestBuilder + Sync),
+    ) -> Result<reqwest::Response, TransportError> {
+        let resp = self.send_authed(r, scopes, make).await?;
+        if resp.status().is_success() {
+            Ok(resp)
+        } else {
+            Err(status_error(resp, self.timeouts.request).await)
+        }
+    }
+
+    /// The manifest `r` names (by digest when it has one, else by tag), with its digest, at
+    /// most [`MAX_MANIFEST`] bytes. A reference with a digest is checked against the bytes.
     pub async fn manifest(&self, r: &RegistryRef) -> Result<(Vec<u8>, Digest), RegistryError> {
-        let client = self.client_for(r).await?;
-        let reference = to_reference(r);
-        let auth = self.auth_for(r);
-        let (body, _) = with_retry(&self.retry, "fetching manifest", || {
-            client.pull_manifest_raw(&reference, &auth, ACCEPTED_MANIFEST_TYPES)
-        })
-        .await
-        .map_err(|e| self.classify("fetching manifest", r, e))?;
+        let op = "fetching manifest";
+        let reference = match (r.digest(), r.tag()) {
+            (Some(d), _) => d.to_string(),
+            (None, t) => t.unwrap_or("latest").to_string(),
+        };
+        let url = self
+            .repo_url(r, &format!("manifests/{reference}"))
+            .map_err(|e| self.classify(op, r, (e, 1)))?;
+        let scopes = [pull(r)];
+        let body = self
+            .run(op, || async {
+                let make = || {
+                    self.http
+                        .get(url.clone())
+                        .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
+                };
+                let resp = self.expect_success(r, &scopes, &make).await?;
+                read_capped(resp, MAX_MANIFEST, "manifest", self.timeouts.request).await
+            })
+            .await
+            .map_err(|e| self.classify(op, r, e))?;
         let digest = match r.digest() {
             Some(d) => {
                 let got = d.same_algorithm_of(&body);
                 if &got != d {
                     return Err(RegistryError::DigestMismatch {
+                        op: op.into(),
                         image: r.to_string(),
                         got: got.to_string(),
                         want: d.clone(),
@@ -338,55 +495,103 @@ impl Registry {
         Ok((body.to_vec(), digest))
     }
 
-    /// A small blob (an image config) read whole and checked against its digest.
-    pub async fn blob(&self, r: &RegistryRef, digest: &Digest) -> Result<Vec<u8>, RegistryError> {
-        let client = self.client_for(r).await?;
-        let reference = to_reference(r);
-        let desc = descriptor(digest);
-        let body = with_retry(&self.retry, "fetching blob", || async {
-            let mut out = Vec::new();
-            client.pull_blob(&reference, &desc, &mut out).await?;
-            Ok(out)
-        })
-        .await
-        .map_err(|e| self.classify(&format!("fetching blob {digest} of"), r, e))?;
-        Ok(body)
+    /// A small blob (an image config) read whole, at most `max` bytes, and checked against
+    /// its digest.
+    pub async fn blob(
+        &self,
+        r: &RegistryRef,
+        digest: &Digest,
+        max: u64,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let op = format!("fetching blob {digest} of");
+        let url = self
+            .repo_url(r, &format!("blobs/{digest}"))
+            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+        let scopes = [pull(r)];
+        let body = self
+            .run(&op, || async {
+                let make = || self.http.get(url.clone());
+                let resp = self.expect_success(r, &scopes, &make).await?;
+                read_capped(resp, max, "blob", self.timeouts.request).await
+            })
+            .await
+            .map_err(|e| self.classify(&op, r, e))?;
+        let got = digest.same_algorithm_of(&body);
+        if &got != digest {
+            return Err(RegistryError::DigestMismatch {
+                op,
+                image: r.to_string(),
+                got: got.to_string(),
+                want: digest.clone(),
+            });
+        }
+        Ok(body.to_vec())
     }
 
-    /// A blob as a stream of bytes; the stream fails at its end if the bytes do not match
-    /// `digest`. Opening is retried; a failure mid-stream is the caller's to retry.
+    /// A blob as a stream of bytes; the stream fails at its end (or once too long) if the
+    /// bytes are not `digest` (in its algorithm) and, when given, `size` bytes. Opening is
+    /// retried; a failure mid-stream is the caller's to retry.
     pub async fn blob_stream(
         &self,
         r: &RegistryRef,
         digest: &Digest,
+        size: Option<u64>,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError> {
-        let client = self.client_for(r).await?;
-        let reference = to_reference(r);
-        let desc = descriptor(digest);
-        let stream = with_retry(&self.retry, "opening blob", || {
-            client.pull_blob_stream(&reference, &desc)
-        })
-        .await
-        .map_err(|e| self.classify(&format!("reading blob {digest} of"), r, e))?;
-        Ok(stream.stream)
+        let op = format!("reading blob {digest} of");
+        let url = self
+            .repo_url(r, &format!("blobs/{digest}"))
+            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+        let scopes = [pull(r)];
+        let resp = self
+            .run(&op, || async {
+                let make = || self.http.get(url.clone());
+                self.expect_success(r, &scopes, &make).await
+            })
+            .await
+            .map_err(|e| self.classify(&op, r, e))?;
+        if let (Some(want), Some(len)) = (size, resp.content_length())
+            && want != len
+        {
+            return Err(self.classify(
+                &op,
+                r,
+                (
+                    TransportError::Protocol(format!(
+                        "the registry sends {len} bytes, the descriptor says {want}"
+                    )),
+                    1,
+                ),
+            ));
+        }
+        let stream =
+            futures_util::TryStreamExt::map_err(resp.bytes_stream(), std::io::Error::other);
+        Ok(verified(Box::pin(stream), digest.clone(), size))
     }
 
     /// Whether the repository of `r` already has the blob.
     pub async fn has_blob(&self, r: &RegistryRef, digest: &Digest) -> Result<bool, RegistryError> {
-        let client = self.client_for(r).await?;
-        let reference = to_reference(r);
-        with_retry(&self.retry, "checking blob", || {
-            client.blob_exists(&reference, digest.as_str())
+        let op = format!("checking blob {digest} in");
+        let url = self
+            .repo_url(r, &format!("blobs/{digest}"))
+            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+        let scopes = [pull(r)];
+        self.run(&op, || async {
+            let make = || self.http.head(url.clone());
+            let resp = self.send_authed(r, &scopes, &make).await?;
+            match resp.status() {
+                s if s.is_success() => Ok(true),
+                StatusCode::NOT_FOUND => Ok(false),
+                _ => Err(status_error(resp, self.timeouts.request).await),
+            }
         })
         .await
-        .map_err(|e| self.classify(&format!("checking blob {digest} in"), r, e))
+        .map_err(|e| self.classify(&op, r, e))
     }
 
     /// Asks the registry to mount a blob of `source` into the repository of `target`.
     /// `Ok(false)` when the registry declined, so the caller copies the blob: it answered
-    /// with an upload session (202), or refused the mount itself (a token registry wants
-    /// pull access to the source repository in the same token, which oci-client does not ask
-    /// for; 401/403/404). Only transient failures that outlast the retries are errors.
+    /// with an upload session (202), or refused the mount itself (401/403/404). Only
+    /// transient failures that outlast the retries are errors.
     pub async fn mount(
         &self,
         target: &RegistryRef,
@@ -396,20 +601,31 @@ impl Registry {
         if target.registry() != source.registry() {
             return Ok(false);
         }
-        let client = self.client_for(target).await?;
-        let t = to_reference(target);
-        let s = to_reference(source);
-        match with_retry(&self.retry, "mounting blob", || {
-            client.mount_blob(&t, &s, digest.as_str())
-        })
-        .await
-        {
-            Ok(()) => Ok(true),
-            Err((e, attempts)) if crate::retry::is_transient(&e) => Err(self.classify(
-                &format!("mounting blob {digest} into"),
-                target,
-                (e, attempts),
-            )),
+        let op = format!("mounting blob {digest} into");
+        let mut url = self
+            .repo_url(target, "blobs/uploads/")
+            .map_err(|e| self.classify(&op, target, (e, 1)))?;
+        url.query_pairs_mut()
+            .append_pair("mount", digest.as_str())
+            .append_pair("from", source.repository());
+        // One token for both repositories: pushing to the target, pulling from the source.
+        let scopes = [push(target), pull(source)];
+        let result = self
+            .run(&op, || async {
+                let make = || self.http.post(url.clone()).header(CONTENT_LENGTH, 0);
+                let resp = self.send_authed(target, &scopes, &make).await?;
+                match resp.status() {
+                    StatusCode::CREATED => Ok(true),
+                    s if s.is_success() => Ok(false),
+                    _ => Err(status_error(resp, self.timeouts.request).await),
+                }
+            })
+            .await;
+        match result {
+            Ok(mounted) => Ok(mounted),
+            Err((e, attempts)) if e.is_transient() || matches!(e, TransportError::Deadline(_)) => {
+                Err(self.classify(&op, target, (e, attempts)))
+            }
             Err((e, _)) => {
                 tracing::debug!("mounting blob {digest} into {target} declined: {e}");
                 Ok(false)
@@ -427,18 +643,21 @@ impl Registry {
         if self.has_blob(target, digest).await? {
             return Ok(());
         }
-        let client = self.client_for(target).await?;
-        let t = to_reference(target);
-        with_retry(&self.retry, "uploading blob", || {
-            client.push_blob(&t, data.clone(), digest.as_str())
+        let size = data.len() as u64;
+        self.push_blob_stream(target, digest, size, || {
+            let data = data.clone();
+            async move {
+                let s: BoxStream<'static, std::io::Result<Bytes>> =
+                    Box::pin(futures_util::stream::once(async move { Ok(data) }));
+                Ok(s)
+            }
         })
         .await
-        .map_err(|e| self.classify(&format!("uploading blob {digest} to"), target, e))?;
-        Ok(())
     }
 
-    /// Uploads a blob from a stream that `open` produces (once per attempt), without holding
-    /// it in memory. A failure to open the source counts as a transient I/O failure.
+    /// Uploads a blob of `size` bytes from a stream that `open` produces (once per attempt),
+    /// without holding it in memory. A failure to open the source counts as a transient I/O
+    /// failure.
     pub async fn push_blob_stream<F, Fut>(
         &self,
         target: &RegistryRef,
@@ -452,47 +671,106 @@ impl Registry {
                 Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
             >,
     {
-        let client = self.client_for(target).await?;
-        let t = to_reference(target);
-        let mut attempt = 1;
-        loop {
-            let pushed = match open().await {
-                Ok(stream) => {
-                    let stream =
-                        futures_util::TryStreamExt::map_err(stream, OciDistributionError::IoError);
-                    client
-                        .push_blob_stream(&t, stream, digest.as_str(), Some(size))
-                        .await
+        let op = format!("uploading blob {digest} to");
+        let start = self
+            .repo_url(target, "blobs/uploads/")
+            .map_err(|e| self.classify(&op, target, (e, 1)))?;
+        let scopes = [push(target)];
+        self.run(&op, || async {
+            let make = || self.http.post(start.clone()).header(CONTENT_LENGTH, 0);
+            let resp = self.expect_success(target, &scopes, &make).await?;
+            let session = location(&resp, &start)?;
+            let session = if self.monolithic_push {
+                session
+            } else {
+                // The body in one PATCH; then a PUT with the digest closes the upload.
+                let stream = open().await.map_err(TransportError::Io)?;
+                let body = reqwest::Body::wrap_stream(stream);
+                let patch = self
+                    .http
+                    .request(Method::PATCH, session.clone())
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .header(CONTENT_LENGTH, size)
+                    .body(body);
+                let resp = self.with_session_auth(target, &scopes, patch).await?;
+                let resp = send(resp, self.timeouts.request).await?;
+                if !resp.status().is_success() {
+                    return Err(status_error(resp, self.timeouts.request).await);
                 }
-                Err(e) => Err(OciDistributionError::IoError(e)),
+                location(&resp, &session)?
             };
-            match pushed {
-                Ok(_) => {
-                    return Ok(());
-                }
-                Err(e) if crate::retry::is_transient(&e) => match self.retry.backoff(attempt) {
-                    Some(wait) => {
-                        tracing::warn!("uploading blob {digest}: attempt {attempt} failed: {e}");
-                        tokio::time::sleep(wait).await;
-                        attempt += 1;
-                    }
-                    None => {
-                        return Err(self.classify(
-                            &format!("uploading blob {digest} to"),
-                            target,
-                            (e, attempt),
-                        ));
-                    }
-                },
-                Err(e) => {
-                    return Err(self.classify(
-                        &format!("uploading blob {digest} to"),
-                        target,
-                        (e, attempt),
-                    ));
-                }
+            let mut done = session.clone();
+            done.query_pairs_mut()
+                .append_pair("digest", digest.as_str());
+            let put = self.http.put(done);
+            let put = if self.monolithic_push {
+                let stream = open().await.map_err(TransportError::Io)?;
+                put.header(CONTENT_TYPE, "application/octet-stream")
+                    .header(CONTENT_LENGTH, size)
+                    .body(reqwest::Body::wrap_stream(stream))
+            } else {
+                put.header(CONTENT_LENGTH, 0)
+            };
+            let put = self.with_session_auth(target, &scopes, put).await?;
+            let resp = send(put, self.timeouts.request).await?;
+            if resp.status() != StatusCode::CREATED && !resp.status().is_success() {
+                return Err(status_error(resp, self.timeouts.request).await);
             }
+            Ok(())
+        })
+        .await
+        .map_err(|e| self.classify(&op, target, e))
+    }
+
+    /// `req` with the authorization already established for `scopes` (an upload session's
+    /// requests carry a body that cannot be sent twice, so they never answer a challenge).
+    async fn with_session_auth(
+        &self,
+        r: &RegistryRef,
+        scopes: &[String],
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, TransportError> {
+        Ok(match self.authorization(r, scopes).await? {
+            Some(AuthHeader(v)) => req.header(AUTHORIZATION, v),
+            None => req,
+        })
+    }
+
+    /// The digest the repository of `r` serves for the manifest `reference`, if it has it.
+    async fn manifest_digest(
+        &self,
+        r: &RegistryRef,
+        reference: &Digest,
+    ) -> Result<Option<String>, TransportError> {
+        let url = self.repo_url(r, &format!("manifests/{reference}"))?;
+        let scopes = [pull(r)];
+        let make = || {
+            self.http
+                .head(url.clone())
+                .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
+        };
+        let resp = self.send_authed(r, &scopes, &make).await?;
+        match resp.status() {
+            StatusCode::NOT_FOUND => return Ok(None),
+            s if !s.is_success() => return Err(status_error(resp, self.timeouts.request).await),
+            _ => {}
         }
+        if let Some(d) = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+        {
+            return Ok(Some(d.to_string()));
+        }
+        // No digest header: hash what a GET serves.
+        let make = || {
+            self.http
+                .get(url.clone())
+                .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
+        };
+        let resp = self.expect_success(r, &scopes, &make).await?;
+        let body = read_capped(resp, MAX_MANIFEST, "manifest", self.timeouts.request).await?;
+        Ok(Some(reference.same_algorithm_of(&body).to_string()))
     }
 
     /// Whether the repository of `r` has the manifest `digest`.
@@ -501,19 +779,11 @@ impl Registry {
         r: &RegistryRef,
         digest: &Digest,
     ) -> Result<bool, RegistryError> {
-        let client = self.client_for(r).await?;
-        let reference = to_reference(&r.with_digest(digest.clone()));
-        let auth = self.auth_for(r);
-        match with_retry(&self.retry, "checking manifest", || {
-            client.fetch_manifest_digest(&reference, &auth)
-        })
-        .await
-        .map_err(|e| self.classify(&format!("checking manifest {digest} in"), r, e))
-        {
-            Ok(got) => Ok(got == digest.as_str()),
-            Err(RegistryError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        let op = format!("checking manifest {digest} in");
+        self.run(&op, || self.manifest_digest(r, digest))
+            .await
+            .map(|got| got.as_deref() == Some(digest.as_str()))
+            .map_err(|e| self.classify(&op, r, e))
     }
 
     /// Puts a manifest into the repository of `target` by digest, checks that the registry
@@ -526,103 +796,108 @@ impl Registry {
         media_type: &str,
         tag: Option<&str>,
     ) -> Result<Digest, RegistryError> {
-        let client = self.client_for(target).await?;
+        let op = "pushing manifest";
         let want = Digest::sha256(body);
-        let by_digest = to_reference(&target.with_digest(want.clone()));
-        let content_type = reqwest::header::HeaderValue::from_str(media_type)
-            .map_err(|e| RegistryError::Setup(format!("media type {media_type:?}: {e}")))?;
         let body = Bytes::copy_from_slice(body);
-        let put = |reference: Reference| {
-            let client = client.clone();
+        let scopes = [push(target)];
+        let scopes = &scopes;
+        let put = |reference: String| {
             let body = body.clone();
-            let content_type = content_type.clone();
             async move {
-                with_retry(&self.retry, "pushing manifest", || {
-                    client.push_manifest_raw(&reference, body.clone(), content_type.clone())
+                let url = self
+                    .repo_url(target, &format!("manifests/{reference}"))
+                    .map_err(|e| self.classify(op, target, (e, 1)))?;
+                self.run(op, || async {
+                    let make = || {
+                        self.http
+                            .put(url.clone())
+                            .header(CONTENT_TYPE, media_type)
+                            .body(body.clone())
+                    };
+                    let resp = self.expect_success(target, scopes, &make).await?;
+                    let named = resp
+                        .headers()
+                        .get(LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let digest = resp
+                        .headers()
+                        .get("docker-content-digest")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    Ok((named, digest))
                 })
                 .await
-                .map_err(|e| self.classify("pushing manifest", target, e))
+                .map_err(|e| self.classify(op, target, e))
             }
         };
-        let location = put(by_digest.clone()).await?;
-        self.check_location(target, &location, &want)?;
+        let check = |(location, digest): (Option<String>, Option<String>)| {
+            let from_location = location
+                .as_deref()
+                .and_then(|l| l.rsplit('/').next())
+                .filter(|s| s.contains(':'))
+                .map(str::to_string);
+            for got in [from_location, digest].into_iter().flatten() {
+                if got != want.as_str() {
+                    return Err(RegistryError::DigestMismatch {
+                        op: op.into(),
+                        image: target.to_string(),
+                        got,
+                        want: want.clone(),
+                    });
+                }
+            }
+            Ok(())
+        };
+        check(put(want.to_string()).await?)?;
         // Read back what the registry serves under that digest.
-        let auth = self.auth_for(target);
-        let got = with_retry(&self.retry, "checking pushed manifest", || {
-            client.fetch_manifest_digest(&by_digest, &auth)
-        })
-        .await
-        .map_err(|e| self.classify("checking pushed manifest", target, e))?;
-        if got != want.as_str() {
+        let served = self
+            .run(op, || self.manifest_digest(target, &want))
+            .await
+            .map_err(|e| self.classify("checking pushed manifest", target, e))?;
+        if served.as_deref() != Some(want.as_str()) {
             return Err(RegistryError::DigestMismatch {
+                op: "checking pushed manifest".into(),
                 image: target.to_string(),
-                got,
+                got: served.unwrap_or_else(|| "nothing".into()),
                 want,
             });
         }
         if let Some(tag) = tag {
-            let tagged = Reference::with_tag(
-                target.registry().to_string(),
-                target.repository().to_string(),
-                tag.to_string(),
-            );
-            let location = put(tagged).await?;
-            self.check_location(target, &location, &want)?;
+            check(put(tag.to_string()).await?)?;
         }
         Ok(want)
     }
-
-    /// The Location of a pushed manifest names its digest when the registry follows the
-    /// spec; it must be ours.
-    fn check_location(
-        &self,
-        target: &RegistryRef,
-        location: &str,
-        want: &Digest,
-    ) -> Result<(), RegistryError> {
-        match location
-            .rsplit('/')
-            .next()
-            .filter(|s| s.contains(':') && *s != want.as_str())
-        {
-            Some(got) => Err(RegistryError::DigestMismatch {
-                image: target.to_string(),
-                got: got.to_string(),
-                want: want.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
 }
 
-/// The short form of an oci-client error for messages that already name the operation.
-fn brief(err: &OciDistributionError) -> String {
-    match err {
-        OciDistributionError::ServerError { code, message, .. } => {
-            let message = message.trim();
-            if message.is_empty() {
-                format!("HTTP {code}")
-            } else {
-                format!("HTTP {code}: {message}")
-            }
-        }
-        other => other.to_string(),
-    }
+/// The cache key of a token: registry, which credential (by a hash, never in clear), scopes.
+fn token_key(
+    registry: &str,
+    cred: Option<&Credential>,
+    scopes: &[String],
+) -> (String, String, String) {
+    let who = cred.map_or_else(String::new, |c| {
+        format!(
+            "{}\n{}",
+            c.username,
+            Digest::sha256(c.password.expose().as_bytes())
+        )
+    });
+    (registry.to_string(), who, scopes.join(" "))
 }
 
-fn to_reference(r: &RegistryRef) -> Reference {
-    let registry = r.registry().to_string();
-    let repository = r.repository().to_string();
-    match (r.tag(), r.digest()) {
-        (_, Some(d)) => Reference::with_digest(registry, repository, d.to_string()),
-        (Some(t), None) => Reference::with_tag(registry, repository, t.to_string()),
-        (None, None) => Reference::with_tag(registry, repository, "latest".to_string()),
-    }
-}
-
-fn descriptor(digest: &Digest) -> OciDescriptor {
-    OciDescriptor {
-        digest: digest.to_string(),
-        ..OciDescriptor::default()
-    }
+/// The upload session URL a response names in `Location`, resolved against `base`.
+fn location(resp: &reqwest::Response, base: &Url) -> Result<Url, TransportError> {
+    let value = resp
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            TransportError::Protocol(format!(
+                "the registry answered {} to an upload without a Location",
+                resp.status()
+            ))
+        })?;
+    base.join(value)
+        .map_err(|e| TransportError::Protocol(format!("upload Location {value:?}: {e}")))
 }

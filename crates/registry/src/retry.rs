@@ -1,10 +1,11 @@
 //! When a registry operation is worth repeating, and how long to wait before it: a bounded
-//! exponential backoff decided by pure functions, so the policy is tested without a network.
+//! exponential backoff decided by pure functions, so the policy is tested without a network
+//! (which failures are transient is [`TransportError::is_transient`]).
 
 use std::future::Future;
 use std::time::Duration;
 
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use crate::http::TransportError;
 
 /// How often and how patiently transient failures are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,43 +55,22 @@ impl RetryPolicy {
     }
 }
 
-/// Whether a failure is transient: throttling (429), a server error (5xx), or a connection
-/// that failed, timed out or was cut. Authentication failures, missing objects and digest
-/// mismatches are final: repeating them only hammers the registry.
-pub fn is_transient(err: &OciDistributionError) -> bool {
-    match err {
-        OciDistributionError::ServerError { code, .. } => *code == 429 || *code >= 500,
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| e.code == OciErrorCode::Toomanyrequests),
-        OciDistributionError::RequestError(e) => {
-            if let Some(status) = e.status() {
-                return status.as_u16() == 429 || status.is_server_error();
-            }
-            e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
-        }
-        OciDistributionError::IoError(_) => true,
-        _ => false,
-    }
-}
-
 /// Runs `op` until it succeeds, fails with a final error, or runs out of attempts. Returns the
 /// last error and the number of attempts made.
 pub async fn with_retry<T, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     mut op: F,
-) -> Result<T, (OciDistributionError, u32)>
+) -> Result<T, (TransportError, u32)>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, OciDistributionError>>,
+    Fut: Future<Output = Result<T, TransportError>>,
 {
     let mut attempt = 1;
     loop {
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if is_transient(&e) => match policy.backoff(attempt) {
+            Err(e) if e.is_transient() => match policy.backoff(attempt) {
                 Some(wait) => {
                     tracing::warn!(
                         "{what}: attempt {attempt} of {} failed, retrying in {wait:?}: {e}",
@@ -132,39 +112,11 @@ mod tests {
         assert_eq!(once.backoff(1), None);
     }
 
-    #[test]
-    fn transient_errors_are_throttling_server_errors_and_io() {
-        let server = |code| OciDistributionError::ServerError {
-            code,
-            url: "u".into(),
+    fn status(status: u16) -> TransportError {
+        TransportError::Status {
+            status,
+            code: None,
             message: String::new(),
-        };
-        let table = [
-            (server(500), true),
-            (server(502), true),
-            (server(503), true),
-            (server(429), true),
-            (server(404), false),
-            (server(400), false),
-            (
-                OciDistributionError::UnauthorizedError { url: "u".into() },
-                false,
-            ),
-            (
-                OciDistributionError::AuthenticationFailure("no".into()),
-                false,
-            ),
-            (
-                OciDistributionError::IoError(std::io::Error::other("reset")),
-                true,
-            ),
-            (
-                OciDistributionError::ImageManifestNotFoundError("x".into()),
-                false,
-            ),
-        ];
-        for (err, want) in table {
-            assert_eq!(is_transient(&err), want, "{err}");
         }
     }
 
@@ -174,7 +126,7 @@ mod tests {
         let mut calls = 0;
         let r: Result<(), _> = with_retry(&policy, "t", || {
             calls += 1;
-            async { Err(OciDistributionError::UnauthorizedError { url: "u".into() }) }
+            async { Err(status(401)) }
         })
         .await;
         assert_eq!(r.unwrap_err().1, 1);
@@ -183,13 +135,7 @@ mod tests {
         let mut calls = 0;
         let r: Result<(), _> = with_retry(&policy, "t", || {
             calls += 1;
-            async {
-                Err(OciDistributionError::ServerError {
-                    code: 503,
-                    url: "u".into(),
-                    message: String::new(),
-                })
-            }
+            async { Err(status(503)) }
         })
         .await;
         assert_eq!(r.unwrap_err().1, 4);
@@ -199,17 +145,7 @@ mod tests {
         let r = with_retry(&policy, "t", || {
             calls += 1;
             let n = calls;
-            async move {
-                if n < 3 {
-                    Err(OciDistributionError::ServerError {
-                        code: 500,
-                        url: "u".into(),
-                        message: String::new(),
-                    })
-                } else {
-                    Ok(n)
-                }
-            }
+            async move { if n < 3 { Err(status(500)) } else { Ok(n) } }
         })
         .await;
         assert_eq!(r.unwrap(), 3);

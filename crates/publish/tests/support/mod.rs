@@ -135,9 +135,10 @@ pub fn registry_options(reg: Option<&TestRegistry>, credentials: Credentials) ->
             .map(|r| vec![r.ca_pem().to_vec()])
             .unwrap_or_default(),
         insecure_hosts: Vec::new(),
-        credentials,
+        credentials: credentials.into(),
         retry: RetryPolicy::fast(),
         monolithic_push: false,
+        timeouts: Default::default(),
     }
 }
 
