@@ -138,8 +138,8 @@ fn append<W: Write>(b: &mut tar::Builder<W>, e: &Entry, mtime: u64) -> io::Resul
         }
         EntryKind::File(data) => {
             h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(data.len() as u64);
-            b.append_data(&mut h, name, data.as_slice())
+            h.set_size(data.len());
+            b.append_data(&mut h, name, data.reader())
         }
         EntryKind::Symlink(target) => {
             h.set_entry_type(tar::EntryType::Symlink);
@@ -242,7 +242,7 @@ mod tests {
                 },
                 Entry {
                     path: "etc/a".into(),
-                    kind: EntryKind::File(b"hello\n".to_vec()),
+                    kind: EntryKind::File(b"hello\n".to_vec().into()),
                     mode: 0o644,
                     uid: 0,
                     gid: 0,

@@ -5,12 +5,14 @@
 //! `base` holds the views of a base filesystem (a directory tree today, image layers later).
 
 pub mod base;
+pub mod contents;
 pub mod layer;
 pub mod overlay;
 pub mod passwd;
 pub mod plan;
 
 pub use base::{BaseError, BaseView, DirView, Node, NodeKind};
+pub use contents::Contents;
 pub use layer::{LayerDigests, LayerOptions};
 pub use plan::{Entry, EntryKind, Plan};
 

@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use crate::base::{BaseError, BaseView, Node, NodeKind};
+use crate::contents::{Contents, ContentsError, MAX_READ};
 
 /// What a node of the layer is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LayerKind {
-    /// A regular file with its bytes.
-    File(Vec<u8>),
+    /// A regular file with its contents.
+    File(Contents),
     /// A directory; `opaque` when it replaced a base directory (its base contents are gone).
     Dir {
         /// Hides the base directory's contents.
@@ -93,6 +94,9 @@ pub enum OverlayError {
     /// Too many symlinks.
     #[error("{0}: too many levels of symbolic links")]
     Loop(String),
+    /// A file of the layer could not be read (too large to look into, say).
+    #[error("{0}: {1}")]
+    Contents(String, ContentsError),
     /// A hard link of the layer points at a path the layer does not hold (a bug of ours).
     #[error("{0}: a hard link of the layer points here, but the layer has no file here")]
     DanglingLink(String),
@@ -212,12 +216,16 @@ impl<'a> Overlay<'a> {
         }
     }
 
-    /// The bytes of the regular file at `path` (layer or base).
+    /// The bytes of the regular file at `path` (layer or base), to look into: at most
+    /// [`MAX_READ`] bytes of a file of this layer.
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, OverlayError> {
         match self.changes.get(path) {
             Some(Change::Removed) => Ok(None),
             Some(Change::Node(n)) => match &n.kind {
-                LayerKind::File(b) => Ok(Some(b.clone())),
+                LayerKind::File(c) => c
+                    .to_vec(MAX_READ)
+                    .map(Some)
+                    .map_err(|e| OverlayError::Contents(path.to_string(), e)),
                 LayerKind::HardLink(t) => self.read(t),
                 _ => Ok(None),
             },
@@ -226,6 +234,26 @@ impl<'a> Overlay<'a> {
                     kind: NodeKind::File { .. },
                     ..
                 }) => Ok(Some(self.base.read(path)?)),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// The contents of the regular file at `path` (layer or base), to extend: a layer file's
+    /// recipe as it is (nothing decoded), a base file's bytes.
+    pub fn contents(&self, path: &str) -> Result<Option<Contents>, OverlayError> {
+        match self.changes.get(path) {
+            Some(Change::Removed) => Ok(None),
+            Some(Change::Node(n)) => match &n.kind {
+                LayerKind::File(c) => Ok(Some(c.clone())),
+                LayerKind::HardLink(t) => self.contents(t),
+                _ => Ok(None),
+            },
+            None => match self.base_visible(path)? {
+                Some(Node {
+                    kind: NodeKind::File { .. },
+                    ..
+                }) => Ok(Some(Contents::bytes(self.base.read(path)?))),
                 _ => Ok(None),
             },
         }
@@ -475,7 +503,7 @@ impl<'a> Overlay<'a> {
             }
         }
         let kind = match st.kind {
-            Kind::File => LayerKind::File(self.base.read(path)?),
+            Kind::File => LayerKind::File(Contents::bytes(self.base.read(path)?)),
             Kind::Dir => LayerKind::Dir { opaque: false },
             Kind::Symlink(t) => LayerKind::Symlink(t),
             Kind::Other => return Ok(()),
@@ -508,7 +536,7 @@ impl<'a> Overlay<'a> {
     pub fn rewrite(
         &mut self,
         path: &str,
-        data: Vec<u8>,
+        data: Contents,
         mode: u32,
         uid: u32,
         gid: u32,

@@ -10,10 +10,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use machineos_ignition::model::{Config, Directory, File, Link, NodeGroup, NodeUser, Unit};
-use machineos_ignition::resource::{FetchError, fetch};
+use machineos_ignition::resource::FetchError;
 use machineos_ignition::unit::{UnitOption, parse_unit};
 
 use crate::base::BaseView;
+use crate::contents::Contents;
 use crate::overlay::{Change, Kind, LayerKind, Overlay, OverlayError, Stat, parent};
 use crate::passwd::lookup_id;
 
@@ -76,7 +77,7 @@ pub enum EntryKind {
     /// A directory.
     Dir,
     /// A regular file and its contents.
-    File(Vec<u8>),
+    File(Contents),
     /// A symbolic link and its target, verbatim.
     Symlink(String),
     /// A hard link to another entry of this layer (relative path).
@@ -157,8 +158,14 @@ pub fn plan_with(
             .at(jp, &format!("creating parents of {}", f.path))?;
         p.fs.remove_all(&r)
             .at(jp, &format!("replacing {}", f.path))?;
-        p.fs.put(&r, LayerKind::File(f.contents.clone()), 0o644, 0, 0)
-            .at(jp, &format!("writing {}", f.path))?;
+        p.fs.put(
+            &r,
+            LayerKind::File(Contents::bytes(f.contents.clone())),
+            0o644,
+            0,
+            0,
+        )
+        .at(jp, &format!("writing {}", f.path))?;
     }
     p.warnings.extend(ignored_sections(config));
     p.storage(config)?;
@@ -325,7 +332,8 @@ impl<'a> Planner<'a> {
             self.fs.remove_all(r).at(jp, "removing existing path")?;
         }
         let existing = self.lstat(jp, r)?;
-        let contents = fetch(&f.contents).at(
+        // Measured and verified now, decoded again as the layer is written.
+        let contents = Contents::resource(&f.contents).at(
             &format!("{jp}.contents"),
             &format!("failed to create file {:?}", f.path),
         )?;
@@ -352,7 +360,7 @@ impl<'a> Planner<'a> {
             (Some(st), None) => {
                 let data = self
                     .fs
-                    .read(r)
+                    .contents(r)
                     .at(jp, "reading existing file")?
                     .unwrap_or_default();
                 (data, st.mode, (st.uid, st.gid))
@@ -360,11 +368,11 @@ impl<'a> Planner<'a> {
         };
         let had_append = !f.append.is_empty();
         for (i, a) in f.append.iter().enumerate() {
-            let frag = fetch(a).at(
+            let frag = Contents::resource(a).at(
                 &format!("{jp}.append.{i}"),
                 &format!("failed to create file {:?}", f.path),
             )?;
-            data.extend(frag.unwrap_or_default());
+            data.append(frag.unwrap_or_default());
         }
         let (uid, gid) = self.owner(jp, &f.user, &f.group, &f.path, owner)?;
         // Ignition always chowns; on a regular file the kernel then drops setuid, and
@@ -569,7 +577,7 @@ impl<'a> Planner<'a> {
         self.fs
             .put(
                 &r,
-                LayerKind::File(contents.as_bytes().to_vec()),
+                LayerKind::File(Contents::bytes(contents.as_bytes())),
                 0o644,
                 0,
                 0,
@@ -702,7 +710,7 @@ impl<'a> Planner<'a> {
         };
         data.extend_from_slice(line.as_bytes());
         self.fs
-            .put(&r, LayerKind::File(data), mode, uid, gid)
+            .put(&r, LayerKind::File(Contents::bytes(data)), mode, uid, gid)
             .at(jp, "writing preset")
     }
 

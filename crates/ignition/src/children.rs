@@ -39,6 +39,9 @@ pub enum ChildError {
     TooDeep(String),
 }
 
+/// The largest child config read (decompressed): a config is JSON held in memory whole.
+pub const MAX_CHILD_CONFIG: u64 = 64 << 20;
+
 /// Replace or merge the child configs a config references, recursively.
 pub fn resolve(config: Config) -> Result<(Config, Vec<Warning>), ChildError> {
     let mut warnings = Vec::new();
@@ -72,7 +75,7 @@ fn resolve_at(
 }
 
 fn load(res: &Resource, path: &str, warnings: &mut Vec<Warning>) -> Result<Config, ChildError> {
-    let bytes = fetch(res)
+    let bytes = fetch(res, MAX_CHILD_CONFIG)
         .map_err(|source| ChildError::Fetch {
             path: path.to_string(),
             source,

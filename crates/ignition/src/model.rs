@@ -438,8 +438,9 @@ ign_struct! {
         compression: Option<String>,
         /// HTTP headers (http/https only).
         http_headers: Vec<HttpHeader>,
-        /// URL: `data:`, or a remote scheme.
-        source: Option<String>,
+        /// URL: `data:`, or a remote scheme. Shared, not copied, when the config is cloned or
+        /// the planner keeps it as a file's contents: it can be hundreds of megabytes.
+        source: Option<std::sync::Arc<str>>,
         /// Expected hash of the decompressed bytes.
         verification: Verification,
     }

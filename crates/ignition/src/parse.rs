@@ -158,14 +158,13 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             remove_gated(&mut value, key, &mut String::from("$"), &mut warnings);
         }
     }
-    let config: Config =
-        serde_path_to_error::deserialize(&value).map_err(|e| ParseError::Type {
-            path: format_path(e.path()),
-            message: e.inner().to_string(),
-        })?;
+    // One pass for the types (errors with their JSON path) and the unknown keys: a config
+    // can hold hundreds of megabytes of data: URLs, and every pass copies them.
     let mut unknown = Vec::new();
-    // serde_ignored marks Option layers with `?` segments; they are not JSON keys.
-    let _: Config = serde_ignored::deserialize(&value, |p| {
+    let mut track = serde_path_to_error::Track::new();
+    let typed = serde_path_to_error::Deserializer::new(&value, &mut track);
+    let config: Result<Config, _> = serde_ignored::deserialize(typed, |p| {
+        // serde_ignored marks Option layers with `?` segments; they are not JSON keys.
         let keys: Vec<String> = p
             .to_string()
             .split('.')
@@ -173,11 +172,12 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             .map(str::to_string)
             .collect();
         unknown.push(keys.join("."));
-    })
-    .map_err(|e| ParseError::Type {
-        path: "$".into(),
+    });
+    let config = config.map_err(|e| ParseError::Type {
+        path: format_path(&track.path()),
         message: e.to_string(),
     })?;
+    drop(value);
     warnings.extend(unknown.into_iter().map(|p| {
         let key = p.rsplit('.').next().unwrap_or(&p).to_string();
         Warning {

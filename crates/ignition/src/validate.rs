@@ -490,7 +490,7 @@ fn check_url(src: &str) -> Result<(), String> {
     }
     match scheme(src).as_deref() {
         Some("http" | "https" | "tftp" | "gs" | "s3" | "arn") => Ok(()),
-        Some("data") => dataurl::decode(src).map(|_| ()).map_err(|e| e.0),
+        Some("data") => dataurl::check(src).map(|_| ()).map_err(|e| e.0),
         Some(_) | None => Err("invalid url scheme".into()),
     }
 }

@@ -12,12 +12,13 @@ use machineos_image::{Descriptor, Digest, LayerCompression};
 
 use crate::PublishError;
 use crate::base::ResolvedBase;
+use crate::spool::{SpoolWriter, Spooled};
 
 /// Everything that is new in the derived image.
 #[derive(Debug, Clone)]
 pub struct Derived {
-    /// The new layer, compressed.
-    pub layer_blob: bytes::Bytes,
+    /// The new layer, compressed (in memory, or in a temporary file when large).
+    pub layer_blob: Spooled,
     /// Its descriptor in the manifest.
     pub layer: Descriptor,
     /// Its digests and sizes.
@@ -53,7 +54,12 @@ pub fn derive(
     meta: &Metadata,
 ) -> Result<Derived, PublishError> {
     let name = base.store.name();
-    let (layer_digests, layer_blob) = layer::write_blob(plan, opts, Vec::new())?;
+    let (layer_digests, layer_blob) =
+        layer::write_blob(plan, opts, std::io::BufWriter::new(SpoolWriter::default()))?;
+    let layer_blob = layer_blob
+        .into_inner()
+        .map_err(|e| layer::LayerError::Io(e.into_error()))?
+        .finish();
     let parse = |s: &str| {
         Digest::parse(s).map_err(|e| PublishError::Internal(format!("layer digest {s}: {e}")))
     };
@@ -99,7 +105,7 @@ pub fn derive(
         })?;
     Ok(Derived {
         manifest_digest: Digest::sha256(&manifest),
-        layer_blob: layer_blob.into(),
+        layer_blob,
         layer,
         layer_digests,
         config: config.into(),

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod output;
 pub mod progress;
 pub mod sink;
+pub mod spool;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -39,8 +39,19 @@ pub async fn publish(
         Store::Registry { client, reference } => {
             // The new layer and config go up while the base's blobs are taken care of.
             let uploads = async {
-                let layer =
-                    client.push_blob(reference, derived.layer_blob.clone(), &derived.layer.digest);
+                let layer = async {
+                    if client.has_blob(reference, &derived.layer.digest).await? {
+                        return Ok(());
+                    }
+                    client
+                        .push_blob_stream(
+                            reference,
+                            &derived.layer.digest,
+                            derived.layer_blob.len(),
+                            || std::future::ready(Ok(derived.layer_blob.stream())),
+                        )
+                        .await
+                };
                 let config = client.push_blob(
                     reference,
                     derived.config.clone(),
@@ -80,7 +91,19 @@ pub async fn publish(
                 image: reference.to_string(),
                 source,
             };
-            layout.write_blob(&derived.layer_blob).map_err(err)?;
+            {
+                let (layout, blob, digest) = (
+                    layout.clone(),
+                    derived.layer_blob.clone(),
+                    derived.layer.digest.clone(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    layout.copy_blob(blob.reader(), &digest, blob.len())
+                })
+                .await
+                .map_err(|e| PublishError::Internal(format!("writing the layer: {e}")))?
+                .map_err(err)?;
+            }
             layout.write_blob(&derived.config).map_err(err)?;
             let (digest, size) = layout.write_blob(&derived.manifest).map_err(err)?;
             if digest != derived.manifest_digest {

@@ -212,9 +212,11 @@ pub fn expected_tree(
                 mode: e.mode,
                 uid: e.uid,
                 gid: e.gid,
-                size: bytes.len() as u64,
+                size: bytes.len(),
                 link_target: None,
-                sha256: Some(hex::encode(sha2::Sha256::digest(bytes))),
+                sha256: Some(hex::encode(sha2::Sha256::digest(
+                    bytes.to_vec(u64::MAX).expect("contents"),
+                ))),
                 rdev: None,
             },
             EntryKind::Symlink(target) => TreeEntry {
