@@ -389,6 +389,12 @@ impl<'a> Reader<'a> {
             }
             v |= bits << shift;
             if b & 0x80 == 0 {
+                // Only the shortest form is accepted, so one index has one encoding.
+                if b == 0 && shift > 0 {
+                    return Err(DecodeError::Header {
+                        what: "varint not in its shortest form",
+                    });
+                }
                 return Ok(v);
             }
         }
@@ -440,6 +446,12 @@ mod tests {
         }
         let mut r = Reader {
             buf: &[0xff; 11],
+            pos: 0,
+        };
+        assert!(r.varint("v").is_err());
+        // 103 with a redundant continuation byte.
+        let mut r = Reader {
+            buf: &[0xe7, 0x00],
             pos: 0,
         };
         assert!(r.varint("v").is_err());
