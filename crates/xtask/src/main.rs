@@ -2,6 +2,8 @@
 //!
 //! - `xtask bench`: the benchmark of `machineos build` against the MCO's buildah build
 //!   (see `bench/README.md`); `bash scripts/bench.sh` builds and runs it.
+//! - `xtask contents`: peak memory and time of builds whose file contents are huge (a
+//!   gzip bomb, a large data: URL), and the data: URL decoding rate.
 //! - `xtask fixture`: regenerates the benchmark's MachineConfigs in `bench/machineconfigs`
 //!   and their render in `bench/rendered`.
 
@@ -9,6 +11,7 @@ mod base;
 mod bench;
 mod buildah;
 mod compare;
+mod contents;
 mod fixture;
 mod measure;
 mod report;
@@ -35,6 +38,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Regenerate `bench/machineconfigs` (and `bench/rendered` with `machineos render`).
     Fixture(FixtureArgs),
+    /// Peak memory and time of builds with huge file contents (a gzip bomb, a large data:
+    /// URL), and the data: URL decoding rate.
+    Contents(contents::ContentsArgs),
 }
 
 /// Arguments of `xtask fixture`.
@@ -119,6 +125,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Fixture(args) => fixture(args).map(|()| ExitCode::SUCCESS),
+        Command::Contents(args) => contents::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
