@@ -7,25 +7,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
-use cap::Cap;
 use machineos_fuzz::{Outcome, fuzz};
-
-#[global_allocator]
-static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
 /// What every target together may hold beyond what the process held at start.
 const HEADROOM: usize = 512 << 20;
 
-fn setup() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        ALLOC
-            .set_limit(ALLOC.allocated() + HEADROOM)
-            .expect("set the allocation limit");
-    });
-}
+machineos_testkit::capped_allocator!(HEADROOM);
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -79,7 +67,7 @@ fn ignition_seeds() -> Vec<Vec<u8>> {
 
 /// A small root to plan over: passwd, group, a unit directory, a symlink, a hard link.
 fn base_root() -> PathBuf {
-    static ONCE: Once = Once::new();
+    static ONCE: std::sync::Once = std::sync::Once::new();
     let dir = std::env::temp_dir().join(format!("machineos-fuzz-root-{}", std::process::id()));
     ONCE.call_once(|| {
         let _ = std::fs::remove_dir_all(&dir);
@@ -105,7 +93,7 @@ fn base_root() -> PathBuf {
 
 #[test]
 fn ignition_configs_plan_and_write() {
-    setup();
+    cap_memory();
     let root = base_root();
     let base = machineos_build::DirView::new(&root);
     let stats = fuzz("ignition", ignition_seeds(), |bytes| {
@@ -121,7 +109,7 @@ fn ignition_configs_plan_and_write() {
 
 #[test]
 fn data_urls() {
-    setup();
+    cap_memory();
     let seeds = [
         "data:,hello%20world",
         "data:;base64,aGVsbG8=",
@@ -145,7 +133,7 @@ fn data_urls() {
 
 #[test]
 fn machineconfigs_load_and_render() {
-    setup();
+    cap_memory();
     let mut seeds = files(&repo().join("examples/machineconfigs"), "yaml");
     seeds.extend(
         files(&repo().join("bench/machineconfigs"), "yaml")
@@ -185,7 +173,7 @@ const CONFIG: &str = r#"{"architecture":"amd64","os":"linux","config":{"Labels":
 
 #[test]
 fn image_manifests_indexes_and_configs() {
-    setup();
+    cap_memory();
     let seeds = [MANIFEST, INDEX, DOCKER, CONFIG]
         .iter()
         .map(|s| s.as_bytes().to_vec())
@@ -233,7 +221,7 @@ fn image_manifests_indexes_and_configs() {
 
 #[test]
 fn references_auth_files_and_registry_answers() {
-    setup();
+    cap_memory();
     let seeds = [
         "quay.io/fedora/fedora-coreos:stable",
         "oci:./out:v1@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
@@ -335,7 +323,7 @@ fn index_of(layer: &[u8]) -> Result<machineos_baseindex::BaseIndex, String> {
 
 #[test]
 fn base_layers_index() {
-    setup();
+    cap_memory();
     let stats = fuzz("layer", layer_seeds(), |bytes| {
         let idx = index_of(bytes)?;
         // Whatever indexes stores and loads back the same.
@@ -349,7 +337,7 @@ fn base_layers_index() {
 
 #[test]
 fn base_index_cache_files_decode() {
-    setup();
+    cap_memory();
     let seeds = layer_seeds()
         .iter()
         .map(|l| index_of(l).unwrap().encode().unwrap())

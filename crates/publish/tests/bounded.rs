@@ -6,28 +6,16 @@
 mod support;
 
 use std::io::Write;
-use std::sync::Once;
 
 use base64::Engine;
-use cap::Cap;
 use machineos_image::auth::Credentials;
 use support::*;
-
-#[global_allocator]
-static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
 /// What the tests may hold together beyond what the process held at start: the configs
 /// themselves (tens of MB) and working buffers, not the contents they describe.
 const HEADROOM: usize = 256 << 20;
 
-fn cap_memory() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        ALLOC
-            .set_limit(ALLOC.allocated() + HEADROOM)
-            .expect("set the allocation limit");
-    });
-}
+machineos_testkit::capped_allocator!(HEADROOM);
 
 fn config_with(file: serde_json::Value) -> String {
     serde_json::json!({

@@ -3,30 +3,18 @@
 //! ends in a clear error. This binary's allocator is capped (512 MiB over what it held at
 //! start): reading any of these bodies whole would fail an allocation and abort the tests.
 
-use std::sync::Once;
 use std::time::Duration;
 
-use cap::Cap;
 use machineos_image::{Digest, RegistryRef};
 use machineos_registry::{
     MAX_MANIFEST, Registry, RegistryError, RegistryOptions, RetryPolicy, Timeouts, TransportError,
 };
 use machineos_testkit::{FaultAction, FaultProxy, FaultRule, TestRegistry};
 
-#[global_allocator]
-static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
-
 /// Every test of this binary together may hold at most this much more than at start.
 const HEADROOM: usize = 512 << 20;
 
-fn cap_memory() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        ALLOC
-            .set_limit(ALLOC.allocated() + HEADROOM)
-            .expect("set the allocation limit");
-    });
-}
+machineos_testkit::capped_allocator!(HEADROOM);
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -13,6 +13,33 @@
 //! - [`tree`]: snapshots and diffs of directory trees.
 
 pub mod proxy;
+
+/// The capped allocator [`capped_allocator!`] installs.
+pub use cap;
+
+/// Installs a capped global allocator in a test binary and defines `fn cap_memory()`, which
+/// (once per process) limits the binary's live allocations to what it holds then plus
+/// `$headroom` bytes: a test that holds more fails an allocation and aborts, so a memory
+/// bound is an assertion, not an observation. Every test of the binary should call
+/// `cap_memory()` first.
+#[macro_export]
+macro_rules! capped_allocator {
+    ($headroom:expr) => {
+        #[global_allocator]
+        static ALLOC: $crate::cap::Cap<std::alloc::System> =
+            $crate::cap::Cap::new(std::alloc::System, usize::MAX);
+
+        /// Caps this binary's allocations (see `machineos_testkit::capped_allocator!`).
+        fn cap_memory() {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                ALLOC
+                    .set_limit(ALLOC.allocated() + $headroom)
+                    .expect("set the allocation limit");
+            });
+        }
+    };
+}
 pub mod registry;
 pub mod tools;
 pub mod tree;
