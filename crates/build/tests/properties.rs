@@ -379,7 +379,7 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
     let mut paths = BTreeSet::new();
     let mut dirs: BTreeSet<String> = BTreeSet::new();
     let mut nodes: BTreeSet<String> = BTreeSet::new();
-    // Mode and owner of each regular file, which its hard-link members must repeat.
+    // Mode and owner of each file and symlink, which its hard-link members must repeat.
     let mut inodes: BTreeMap<String, (u32, u64, u64)> = BTreeMap::new();
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
@@ -408,10 +408,10 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
             tar::EntryType::Directory => {
                 dirs.insert(path.clone());
             }
-            tar::EntryType::Regular => {
+            // A hard link may name a file or a symlink (link(2) does not follow it).
+            tar::EntryType::Regular | tar::EntryType::Symlink => {
                 inodes.insert(path.clone(), meta);
             }
-            tar::EntryType::Symlink => {}
             tar::EntryType::Link => {
                 let target = entry
                     .link_name_bytes()
@@ -433,7 +433,7 @@ fn check_layer(tar_bytes: &[u8]) -> Result<(), String> {
                     }
                     None => {
                         return Err(format!(
-                            "{path:?}: hard link to {target:?}, which is not a regular file"
+                            "{path:?}: hard link to {target:?}, which is neither a file nor a symlink"
                         ));
                     }
                 }

@@ -63,9 +63,12 @@ fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// Whether `bytes` are a JSON object with an `ignition` key and no `kind` — found without
+/// building the document (a config can hold hundreds of megabytes of data: URLs).
 fn is_ignition(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(bytes)
-        .is_ok_and(|v| v.get("ignition").is_some() && v.get("kind").is_none())
+    use std::collections::HashMap;
+    serde_json::from_slice::<HashMap<String, serde::de::IgnoredAny>>(bytes)
+        .is_ok_and(|k| k.contains_key("ignition") && !k.contains_key("kind"))
 }
 
 /// Read the inputs: one Ignition config, or manifests rendered for `args.pool`.

@@ -18,6 +18,59 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A string shared by reference count: cloning a config, or keeping a resource as a file's
+/// contents, never copies it; deserializing copies it once (straight into the shared
+/// buffer, where `Arc<str>`'s own impl goes through a `String` first).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SharedStr(std::sync::Arc<str>);
+
+impl std::ops::Deref for SharedStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SharedStr {
+    fn from(s: &str) -> Self {
+        SharedStr(s.into())
+    }
+}
+
+impl From<String> for SharedStr {
+    fn from(s: String) -> Self {
+        SharedStr(s.into())
+    }
+}
+
+impl std::fmt::Display for SharedStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for SharedStr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = SharedStr;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SharedStr, E> {
+                Ok(SharedStr(v.into()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
@@ -440,7 +493,7 @@ ign_struct! {
         http_headers: Vec<HttpHeader>,
         /// URL: `data:`, or a remote scheme. Shared, not copied, when the config is cloned or
         /// the planner keeps it as a file's contents: it can be hundreds of megabytes.
-        source: Option<std::sync::Arc<str>>,
+        source: Option<SharedStr>,
         /// Expected hash of the decompressed bytes.
         verification: Verification,
     }
