@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::ops::Bound;
 
-use machineos_image::{Algorithm, Digest, DigestReader, LayerCompression};
+use machineos_image::{Algorithm, Digest, Hasher, LayerCompression};
 
 use crate::IndexError;
 use crate::index::{Assembler, BaseIndex, Meta, NewData, NewKind};
@@ -293,6 +293,78 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// Passes a stream through, hashing what passes on another thread (when an algorithm is
+/// given): the uncompressed stream is checked against its diff_id at no cost to the thread
+/// that decompresses and parses it, on a machine with a second core.
+struct ParallelHash<R> {
+    inner: R,
+    pending: Vec<u8>,
+    to_hasher: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    hasher: Option<std::thread::JoinHandle<Digest>>,
+}
+
+/// Bytes handed to the hashing thread at once (a few of them in flight at most).
+const HASH_CHUNK: usize = 256 << 10;
+
+impl<R: Read> ParallelHash<R> {
+    fn new(inner: R, algorithm: Option<Algorithm>) -> Self {
+        let (to_hasher, hasher) = match algorithm {
+            Some(algorithm) => {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+                let worker = std::thread::spawn(move || {
+                    let mut h = Hasher::new(algorithm);
+                    for chunk in rx {
+                        h.update(&chunk);
+                    }
+                    h.finish()
+                });
+                (Some(tx), Some(worker))
+            }
+            None => (None, None),
+        };
+        ParallelHash {
+            inner,
+            pending: Vec::new(),
+            to_hasher,
+            hasher,
+        }
+    }
+
+    /// The inner reader and the digest of everything read (when hashing).
+    fn finish(mut self) -> std::io::Result<(R, Option<Digest>)> {
+        if let Some(tx) = self.to_hasher.take() {
+            if !self.pending.is_empty() {
+                let _ = tx.send(std::mem::take(&mut self.pending));
+            }
+            drop(tx);
+        }
+        let digest = match self.hasher.take() {
+            Some(worker) => Some(
+                worker
+                    .join()
+                    .map_err(|_| std::io::Error::other("the hashing thread panicked"))?,
+            ),
+            None => None,
+        };
+        Ok((self.inner, digest))
+    }
+}
+
+impl<R: Read> Read for ParallelHash<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(tx) = &self.to_hasher {
+            self.pending.extend_from_slice(&buf[..n]);
+            if self.pending.len() >= HASH_CHUNK {
+                let chunk = std::mem::replace(&mut self.pending, Vec::with_capacity(HASH_CHUNK));
+                // A hasher that is gone shows at `finish`.
+                let _ = tx.send(chunk);
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// Read `r` to its end, discarding.
 fn drain(mut r: impl Read) -> std::io::Result<u64> {
     std::io::copy(&mut r, &mut std::io::sink())
@@ -407,31 +479,31 @@ impl IndexBuilder {
             .into());
         }
         let stream = |source| ApplyError::Stream { layer, source };
-        let algorithm = diff_id.map_or(Algorithm::Sha256, Digest::algorithm);
+        let algorithm = diff_id.map(Digest::algorithm);
         let (stats, actual) = match compression {
             LayerCompression::None => {
-                let mut r = DigestReader::with_algorithm(reader, algorithm);
+                let mut r = ParallelHash::new(reader, algorithm);
                 let stats = self.apply_tar(layer, &mut r)?;
-                (stats, r.finish().0)
+                (stats, r.finish().map_err(stream)?.1)
             }
             LayerCompression::Gzip => {
                 let dec = flate2::read::MultiGzDecoder::new(reader);
-                let mut r = DigestReader::with_algorithm(dec, algorithm);
+                let mut r = ParallelHash::new(dec, algorithm);
                 let stats = self.apply_tar(layer, &mut r)?;
-                let (dec, actual, _) = r.into_parts();
+                let (dec, actual) = r.finish().map_err(stream)?;
                 drain(dec.into_inner()).map_err(stream)?;
                 (stats, actual)
             }
             LayerCompression::Zstd => {
                 let dec = zstd::stream::read::Decoder::new(reader).map_err(stream)?;
-                let mut r = DigestReader::with_algorithm(dec, algorithm);
+                let mut r = ParallelHash::new(dec, algorithm);
                 let stats = self.apply_tar(layer, &mut r)?;
-                let (dec, actual, _) = r.into_parts();
+                let (dec, actual) = r.finish().map_err(stream)?;
                 drain(dec.finish()).map_err(stream)?;
                 (stats, actual)
             }
         };
-        if let Some(expected) = diff_id
+        if let (Some(expected), Some(actual)) = (diff_id, actual)
             && expected != &actual
         {
             return Err(ApplyError::DiffId {
