@@ -64,7 +64,11 @@ impl Store {
                     blob.clone(),
                     tokio::runtime::Handle::current(),
                 );
-                let (image, dir) = (reference.to_string(), layout.dir().to_path_buf());
+                let (image, dir, path) = (
+                    reference.to_string(),
+                    layout.dir().to_path_buf(),
+                    layout.blob_path(&blob.digest),
+                );
                 tokio::task::spawn_blocking(move || {
                     let mut data = Vec::new();
                     store
@@ -73,7 +77,7 @@ impl Store {
                         .map_err(|source| PublishError::Layout {
                             image,
                             source: machineos_image::layout::LayoutError::Io {
-                                path: dir.join("blobs").join(blob.digest.algorithm().as_str()),
+                                path,
                                 dir,
                                 op: "reading blob",
                                 source,
