@@ -111,11 +111,6 @@ impl<'a> DataUrl<'a> {
             done: false,
         }
     }
-
-    /// Whether the data is base64.
-    pub fn is_base64(&self) -> bool {
-        self.base64
-    }
 }
 
 /// Parse a `data:` URL's header and check its data's characters, without decoding.

@@ -120,16 +120,7 @@ pub fn measure(res: &Resource) -> Result<Option<u64>, FetchError> {
         None => std::io::copy(&mut stream, &mut std::io::sink()).map_err(fetch_error)?,
         Some(spec) => {
             let (mut hasher, expected) = hasher_for(spec)?;
-            let mut buf = vec![0u8; 64 << 10];
-            let mut size = 0u64;
-            loop {
-                let n = stream.read(&mut buf).map_err(fetch_error)?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                size += n as u64;
-            }
+            let size = std::io::copy(&mut stream, &mut hasher).map_err(fetch_error)?;
             check_sum(hasher.finish(), expected)?;
             size
         }
@@ -160,6 +151,16 @@ pub fn fetch(res: &Resource, max: u64) -> Result<Option<Vec<u8>>, FetchError> {
 enum AnyHasher {
     Sha256(Sha256),
     Sha512(Sha512),
+}
+
+impl std::io::Write for AnyHasher {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl AnyHasher {

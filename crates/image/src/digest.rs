@@ -309,11 +309,6 @@ impl<R: Read> DigestReader<R> {
     pub fn into_inner(self) -> R {
         self.inner
     }
-
-    /// The wrapped reader, and the digest and size of everything read so far.
-    pub fn into_parts(self) -> (R, Digest, u64) {
-        (self.inner, self.hasher.finish(), self.size)
-    }
 }
 
 impl<R: Read> Read for DigestReader<R> {

@@ -99,12 +99,6 @@ impl OutputFile {
         }
     }
 
-    /// Whether the output is written through (a device or FIFO) rather than replaced on
-    /// [`OutputFile::commit`]: what is written to it cannot be taken back.
-    pub fn is_stream(&self) -> bool {
-        matches!(self.target, Target::Stream(_))
-    }
-
     /// Makes what was written the file's contents: flushed, synced and renamed into place
     /// (a regular file), or flushed (a stream).
     pub fn commit(self) -> Result<(), OutputError> {
