@@ -32,6 +32,18 @@ fn options(timeouts: Timeouts) -> RegistryOptions {
     }
 }
 
+/// The manifest `r` names, fetched through `proxy` with `timeouts`; the error it fails with.
+fn manifest_error(proxy: &FaultProxy, r: &RegistryRef, timeouts: Timeouts) -> RegistryError {
+    runtime()
+        .block_on(async {
+            Registry::connect(options(timeouts), &[&proxy.host()])
+                .await?
+                .manifest(r)
+                .await
+        })
+        .unwrap_err()
+}
+
 fn flood(path: &str, method: &str, status: u16, bytes: u64, length: bool) -> FaultRule {
     FaultRule::new(
         path,
@@ -58,12 +70,7 @@ fn endless_manifests_are_cut_at_the_cap() {
         )
         .unwrap();
         let r = RegistryRef::parse(&format!("{}/os/base:1", proxy.host())).unwrap();
-        let err = runtime()
-            .block_on(async {
-                let reg = Registry::connect(options(Timeouts::default()), &[&proxy.host()]).await?;
-                reg.manifest(&r).await
-            })
-            .unwrap_err();
+        let err = manifest_error(&proxy, &r, Timeouts::default());
         match &err {
             RegistryError::Request {
                 source: TransportError::TooLarge { limit, .. },
@@ -138,14 +145,7 @@ fn a_silent_registry_times_out() {
         request: Duration::from_millis(300),
         total: None,
     };
-    let err = runtime()
-        .block_on(async {
-            Registry::connect(options(short), &[&proxy.host()])
-                .await?
-                .manifest(&r)
-                .await
-        })
-        .unwrap_err();
+    let err = manifest_error(&proxy, &r, short);
     assert!(
         matches!(err, RegistryError::Request { attempts: 4, .. }),
         "{err}"
@@ -159,13 +159,6 @@ fn a_silent_registry_times_out() {
         total: Some(Duration::from_millis(500)),
         ..short
     };
-    let err = runtime()
-        .block_on(async {
-            Registry::connect(options(deadline), &[&proxy.host()])
-                .await?
-                .manifest(&r)
-                .await
-        })
-        .unwrap_err();
+    let err = manifest_error(&proxy, &r, deadline);
     assert!(err.to_string().contains("deadline of 500ms"), "{err}");
 }
