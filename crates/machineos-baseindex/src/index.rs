@@ -1,0 +1,620 @@
+//! The finished index of a base image's filesystem: what the planner asks of the base
+//! ([`BaseView`]) answered from a compact in-memory table instead of an unpacked rootfs,
+//! with the contents of the few files the planner reads kept inline and the rest fetched
+//! from their layer on demand.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use machineos_layer::{BaseError, BaseView, Node, NodeKind};
+
+use crate::path;
+
+/// Where the uncompressed tar stream of a base layer can be read again, for the contents
+/// of files the index does not keep.
+///
+/// Each read of a file whose contents are not kept opens its layer once, through
+/// [`LayerSource::open_layer_at`], and reads the stream to its end, so a source whose stream
+/// fails at its end when the layer's digest does not match (as registry streams do) has the
+/// bytes it gave verified.
+pub trait LayerSource: Send + Sync {
+    /// The UNCOMPRESSED tar stream of layer `layer` (the number given to
+    /// [`crate::IndexBuilder::apply_layer`]), from its first byte.
+    fn open_layer(&self, layer: u32) -> std::io::Result<Box<dyn Read + Send>>;
+
+    /// The same stream from byte `offset` on. The default reads and discards the first
+    /// `offset` bytes of [`LayerSource::open_layer`]; a source that can seek (an
+    /// uncompressed copy on disk) should override it.
+    fn open_layer_at(&self, layer: u32, offset: u64) -> std::io::Result<Box<dyn Read + Send>> {
+        let mut r = self.open_layer(layer)?;
+        let skipped = std::io::copy(&mut (&mut r).take(offset), &mut std::io::sink())?;
+        if skipped < offset {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the layer ends at byte {skipped}, before offset {offset}"),
+            ));
+        }
+        Ok(r)
+    }
+}
+
+/// Counts of what an index holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Regular files (every name of a hard-linked file counts).
+    pub files: u64,
+    /// Directories, the root included.
+    pub dirs: u64,
+    /// Symbolic links.
+    pub symlinks: u64,
+    /// Devices, fifos and sockets.
+    pub others: u64,
+    /// Bytes of file contents kept in the index (hard-linked contents once).
+    pub kept_bytes: u64,
+}
+
+/// A byte range of one of the index's arenas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+/// Owner and permission bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+/// Where the bytes of a regular file are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Data {
+    /// In the index's content arena, starting here (the length is the file size).
+    Kept(usize),
+    /// In a layer's uncompressed tar stream.
+    Located {
+        /// The layer number.
+        layer: u32,
+        /// Offset of the data (of the member header when `sparse`).
+        offset: u64,
+        /// A GNU sparse member: the member must be parsed again to expand its holes.
+        sparse: bool,
+    },
+}
+
+/// What an index entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    File { size: u64, data: Data },
+    Symlink(Span),
+    Other,
+}
+
+/// One path of the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// The path, in the text arena.
+    pub(crate) path: Span,
+    pub(crate) kind: Kind,
+    pub(crate) meta: Meta,
+    /// Hard-link group (regular files with more than one name only).
+    pub(crate) link: Option<u32>,
+    /// Index one past the last entry of this entry's subtree.
+    pub(crate) end: u32,
+}
+
+/// The filesystem of a base image: every path of the merged layers with its metadata, in
+/// path order (component by component, as `std::path::Path` orders), and the contents of
+/// the files the planner may read (see [`crate::keep_content`]).
+#[derive(Clone)]
+pub struct BaseIndex {
+    /// Paths and symlink targets.
+    pub(crate) text: String,
+    /// Kept file contents.
+    pub(crate) blob: Vec<u8>,
+    pub(crate) entries: Vec<Entry>,
+    /// Members of each hard-link group, by entry index.
+    pub(crate) groups: Vec<Vec<u32>>,
+    /// How many layers were applied.
+    pub(crate) layers: u32,
+    source: Option<Arc<dyn LayerSource>>,
+}
+
+impl std::fmt::Debug for BaseIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BaseIndex")
+            .field("entries", &self.entries.len())
+            .field("layers", &self.layers)
+            .field("kept_bytes", &self.blob.len())
+            .field("layer_source", &self.source.is_some())
+            .finish()
+    }
+}
+
+/// Equal when the trees are equal (paths, metadata, link groups, contents and their
+/// locations); the layer source is not compared.
+impl PartialEq for BaseIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.layers == other.layers
+            && self.entries.len() == other.entries.len()
+            && self.groups == other.groups
+            && self
+                .entries
+                .iter()
+                .zip(&other.entries)
+                .all(|(a, b)| self.same_entry(a, other, b))
+    }
+}
+
+impl Eq for BaseIndex {}
+
+impl BaseIndex {
+    fn same_entry(&self, a: &Entry, other: &BaseIndex, b: &Entry) -> bool {
+        let kind_eq = match (a.kind, b.kind) {
+            (Kind::Symlink(x), Kind::Symlink(y)) => self.span(x) == other.span(y),
+            (
+                Kind::File {
+                    size: sa,
+                    data: Data::Kept(x),
+                },
+                Kind::File {
+                    size: sb,
+                    data: Data::Kept(y),
+                },
+            ) => sa == sb && self.kept(x, sa) == other.kept(y, sb),
+            (x, y) => x == y,
+        };
+        kind_eq
+            && a.meta == b.meta
+            && a.link == b.link
+            && a.end == b.end
+            && self.span(a.path) == other.span(b.path)
+    }
+
+    /// How many paths the index holds (the root included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the index holds no path at all (never the case for a built or decoded
+    /// index, which always holds the root).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many layers were applied to build it.
+    pub fn layer_count(&self) -> u32 {
+        self.layers
+    }
+
+    /// Counts of what it holds.
+    pub fn stats(&self) -> IndexStats {
+        let mut s = IndexStats {
+            kept_bytes: self.blob.len() as u64,
+            ..IndexStats::default()
+        };
+        for e in &self.entries {
+            match e.kind {
+                Kind::Dir => s.dirs += 1,
+                Kind::File { .. } => s.files += 1,
+                Kind::Symlink(_) => s.symlinks += 1,
+                Kind::Other => s.others += 1,
+            }
+        }
+        s
+    }
+
+    /// Every path with its node, in path order (component by component, so a directory
+    /// comes immediately before its contents and names in a directory sort bytewise).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Node)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (self.span(e.path), self.node(e)))
+    }
+
+    /// Where contents not kept in the index are read from: the layers' uncompressed tar
+    /// streams.
+    pub fn set_layer_source(&mut self, source: Arc<dyn LayerSource>) {
+        self.source = Some(source);
+    }
+
+    pub(crate) fn span(&self, s: Span) -> &str {
+        self.text.get(s.start..s.start + s.len).unwrap_or_default()
+    }
+
+    fn kept(&self, start: usize, size: u64) -> Option<&[u8]> {
+        let len = usize::try_from(size).ok()?;
+        self.blob.get(start..start.checked_add(len)?)
+    }
+
+    fn node(&self, e: &Entry) -> Node {
+        Node {
+            kind: match e.kind {
+                Kind::Dir => NodeKind::Dir,
+                Kind::File { size, .. } => NodeKind::File { size },
+                Kind::Symlink(t) => NodeKind::Symlink {
+                    target: self.span(t).to_string(),
+                },
+                Kind::Other => NodeKind::Other,
+            },
+            mode: e.meta.mode,
+            uid: e.meta.uid,
+            gid: e.meta.gid,
+            link_id: e.link.map(u64::from),
+        }
+    }
+
+    /// The entry index of `p` (any spelling; `None` when absent or not a path).
+    fn find(&self, p: &str) -> Option<usize> {
+        let clean;
+        let p = if path::is_clean(p) {
+            p
+        } else {
+            clean = path::normalize(p.as_bytes()).ok()?;
+            &clean
+        };
+        self.entries
+            .binary_search_by(|e| path::cmp(self.span(e.path), p))
+            .ok()
+    }
+
+    fn entry(&self, p: &str) -> Result<&Entry, BaseError> {
+        self.find(p)
+            .and_then(|i| self.entries.get(i))
+            .ok_or_else(|| BaseError::Io {
+                path: p.to_string(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
+    }
+
+    fn read_located(
+        &self,
+        p: &str,
+        size: u64,
+        layer: u32,
+        offset: u64,
+        sparse: bool,
+    ) -> Result<Vec<u8>, BaseError> {
+        let err = |source: std::io::Error| BaseError::Io {
+            path: p.to_string(),
+            source,
+        };
+        let Some(source) = &self.source else {
+            return Err(err(std::io::Error::other(format!(
+                "the contents are not in the base index (they are in layer {layer}) and no \
+                 layer source is set"
+            ))));
+        };
+        let mut r = source.open_layer_at(layer, offset).map_err(|e| {
+            err(std::io::Error::new(
+                e.kind(),
+                format!("opening layer {layer} at offset {offset}: {e}"),
+            ))
+        })?;
+        let mut buf = Vec::with_capacity(usize::try_from(size.min(1 << 26)).unwrap_or(0));
+        if sparse {
+            let mut ar = tar::Archive::new(&mut r);
+            let mut entries = ar.entries().map_err(|e| err(layer_io(layer, e)))?;
+            let mut entry = match entries.next() {
+                Some(entry) => entry.map_err(|e| err(layer_io(layer, e)))?,
+                None => {
+                    return Err(err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("layer {layer} has no tar member at offset {offset}"),
+                    )));
+                }
+            };
+            entry
+                .read_to_end(&mut buf)
+                .map_err(|e| err(layer_io(layer, e)))?;
+        } else {
+            (&mut r)
+                .take(size)
+                .read_to_end(&mut buf)
+                .map_err(|e| err(layer_io(layer, e)))?;
+        }
+        // Read the stream to its end: a source that checks the layer's digest when its
+        // stream ends (registry blobs, verified layout blobs) then vouches for these bytes.
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| err(layer_io(layer, e)))?;
+        if buf.len() as u64 != size {
+            return Err(err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "layer {layer} gave {} bytes at offset {offset}, the index says {size}",
+                    buf.len()
+                ),
+            )));
+        }
+        Ok(buf)
+    }
+}
+
+fn layer_io(layer: u32, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("reading layer {layer}: {e}"))
+}
+
+impl BaseView for BaseIndex {
+    fn lstat(&self, p: &str) -> Result<Option<Node>, BaseError> {
+        Ok(self
+            .find(p)
+            .and_then(|i| self.entries.get(i))
+            .map(|e| self.node(e)))
+    }
+
+    fn read(&self, p: &str) -> Result<Vec<u8>, BaseError> {
+        let e = self.entry(p)?;
+        let Kind::File { size, data } = e.kind else {
+            return Err(BaseError::NotAFile {
+                path: p.to_string(),
+            });
+        };
+        match data {
+            Data::Kept(start) => {
+                self.kept(start, size)
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| BaseError::Io {
+                        path: p.to_string(),
+                        source: std::io::Error::other("the index's kept contents are inconsistent"),
+                    })
+            }
+            Data::Located {
+                layer,
+                offset,
+                sparse,
+            } => self.read_located(p, size, layer, offset, sparse),
+        }
+    }
+
+    fn children(&self, p: &str) -> Result<Vec<String>, BaseError> {
+        let i = self.find(p).ok_or_else(|| BaseError::Io {
+            path: p.to_string(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+        let Some(dir) = self.entries.get(i) else {
+            return Ok(Vec::new());
+        };
+        if dir.kind != Kind::Dir {
+            return Err(BaseError::Io {
+                path: p.to_string(),
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            });
+        }
+        let mut names = Vec::new();
+        let mut j = i + 1;
+        while j < dir.end as usize {
+            let Some(child) = self.entries.get(j) else {
+                break;
+            };
+            names.push(path::file_name(self.span(child.path)).to_string());
+            j = (child.end as usize).max(j + 1);
+        }
+        Ok(names)
+    }
+
+    fn hard_link_group(&self, link_id: u64) -> Result<Vec<String>, BaseError> {
+        let group = usize::try_from(link_id)
+            .ok()
+            .and_then(|g| self.groups.get(g));
+        Ok(group
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.entries.get(i as usize))
+            .map(|e| self.span(e.path).to_string())
+            .collect())
+    }
+}
+
+/// The contents of a file being added to an [`Assembler`].
+pub(crate) enum NewData<'a> {
+    /// These bytes, kept in the index.
+    Kept(&'a [u8]),
+    /// In a layer.
+    Located {
+        layer: u32,
+        offset: u64,
+        sparse: bool,
+    },
+    /// The contents of the first member of its hard-link group.
+    SameAsGroup,
+}
+
+/// What is being added to an [`Assembler`].
+pub(crate) enum NewKind<'a> {
+    Dir,
+    File { size: u64, data: NewData<'a> },
+    Symlink(&'a str),
+    Other,
+}
+
+/// Builds a [`BaseIndex`] from entries given in path order, computing subtree ranges and
+/// hard-link groups, and checking that the entries form a tree (the checks matter for a
+/// decoded index; a built one satisfies them by construction).
+pub(crate) struct Assembler {
+    idx: BaseIndex,
+    /// Entry indexes of the directories enclosing the last entry.
+    stack: Vec<u32>,
+}
+
+impl Assembler {
+    pub(crate) fn new(layers: u32, entries: usize, text: usize, blob: usize) -> Self {
+        Self {
+            idx: BaseIndex {
+                text: String::with_capacity(text),
+                blob: Vec::with_capacity(blob),
+                entries: Vec::with_capacity(entries),
+                groups: Vec::new(),
+                layers,
+                source: None,
+            },
+            stack: Vec::new(),
+        }
+    }
+
+    /// The path of the last entry added.
+    pub(crate) fn last_path(&self) -> &str {
+        self.idx
+            .entries
+            .last()
+            .map_or("", |e| self.idx.span(e.path))
+    }
+
+    /// Append an entry. `link` must name an existing group or the next new one. Returns
+    /// why the entry does not fit, if it does not (it is appended either way).
+    pub(crate) fn push(
+        &mut self,
+        p: &str,
+        kind: NewKind<'_>,
+        meta: Meta,
+        link: Option<u32>,
+    ) -> Result<(), &'static str> {
+        let mut issue = None;
+        let index = u32::try_from(self.idx.entries.len()).map_err(|_| "too many entries")?;
+        if !path::is_clean(p) {
+            issue = Some("path is not clean and absolute");
+        }
+        match self.idx.entries.last() {
+            None if p != "/" || !matches!(kind, NewKind::Dir) => {
+                issue = issue.or(Some("the first entry is not the root directory"));
+            }
+            Some(last) if path::cmp(self.idx.span(last.path), p).is_ge() => {
+                issue = issue.or(Some("paths are not sorted"));
+            }
+            _ => {}
+        }
+        // Close the directories this entry is not inside of.
+        while let Some(&top) = self.stack.last() {
+            let top_path = self
+                .idx
+                .entries
+                .get(top as usize)
+                .map_or("", |e| self.idx.span(e.path));
+            if path::is_ancestor_or_self(top_path, p) && top_path != p {
+                break;
+            }
+            if let Some(e) = self.idx.entries.get_mut(top as usize) {
+                e.end = index;
+            }
+            self.stack.pop();
+        }
+        if p != "/" {
+            let parent_ok = self.stack.last().is_some_and(|&top| {
+                self.idx
+                    .entries
+                    .get(top as usize)
+                    .is_some_and(|e| self.idx.span(e.path) == path::parent(p))
+            });
+            if !parent_ok {
+                issue = issue.or(Some("the parent directory is not in the index"));
+            }
+        }
+        let start = self.idx.text.len();
+        self.idx.text.push_str(p);
+        let path_span = Span {
+            start,
+            len: p.len(),
+        };
+        let kind = match kind {
+            NewKind::Dir => Kind::Dir,
+            NewKind::Other => Kind::Other,
+            NewKind::Symlink(t) => {
+                let start = self.idx.text.len();
+                self.idx.text.push_str(t);
+                Kind::Symlink(Span {
+                    start,
+                    len: t.len(),
+                })
+            }
+            NewKind::File { size, data } => {
+                let data = match data {
+                    NewData::Kept(bytes) => {
+                        if bytes.len() as u64 != size {
+                            issue = issue.or(Some("kept contents do not match the size"));
+                        }
+                        let start = self.idx.blob.len();
+                        self.idx.blob.extend_from_slice(bytes);
+                        Data::Kept(start)
+                    }
+                    NewData::Located {
+                        layer,
+                        offset,
+                        sparse,
+                    } => {
+                        if layer >= self.idx.layers {
+                            issue = issue.or(Some("contents are in a layer that was not applied"));
+                        }
+                        Data::Located {
+                            layer,
+                            offset,
+                            sparse,
+                        }
+                    }
+                    NewData::SameAsGroup => {
+                        let first = link
+                            .and_then(|g| self.idx.groups.get(g as usize))
+                            .and_then(|g| g.first())
+                            .and_then(|&i| self.idx.entries.get(i as usize));
+                        match first.map(|e| e.kind) {
+                            Some(Kind::File { size: s, data }) if s == size => data,
+                            _ => {
+                                issue = issue.or(Some("contents refer to no earlier hard link"));
+                                Data::Kept(0)
+                            }
+                        }
+                    }
+                };
+                Kind::File { size, data }
+            }
+        };
+        if let Some(g) = link {
+            if !matches!(kind, Kind::File { .. }) {
+                issue = issue.or(Some("a hard-link group on a non-file"));
+            }
+            match (g as usize).cmp(&self.idx.groups.len()) {
+                std::cmp::Ordering::Less => {
+                    if let Some(members) = self.idx.groups.get_mut(g as usize) {
+                        members.push(index);
+                    }
+                }
+                std::cmp::Ordering::Equal => self.idx.groups.push(vec![index]),
+                std::cmp::Ordering::Greater => {
+                    issue = issue.or(Some("hard-link group numbers are not in order"));
+                }
+            }
+        }
+        self.idx.entries.push(Entry {
+            path: path_span,
+            kind,
+            meta,
+            link,
+            end: index + 1,
+        });
+        if kind == Kind::Dir {
+            self.stack.push(index);
+        }
+        match issue {
+            Some(i) => Err(i),
+            None => Ok(()),
+        }
+    }
+
+    /// The index, and why it is not a valid one (no root, a hard-link group of one).
+    pub(crate) fn finish(mut self) -> (BaseIndex, Result<(), &'static str>) {
+        let n = u32::try_from(self.idx.entries.len()).unwrap_or(u32::MAX);
+        for top in self.stack.drain(..) {
+            if let Some(e) = self.idx.entries.get_mut(top as usize) {
+                e.end = n;
+            }
+        }
+        let check = if self.idx.entries.is_empty() {
+            Err("no root directory")
+        } else if self.idx.groups.iter().any(|g| g.len() < 2) {
+            Err("a hard-link group with one member")
+        } else {
+            Ok(())
+        };
+        (self.idx, check)
+    }
+}

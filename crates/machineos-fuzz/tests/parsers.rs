@@ -1,0 +1,368 @@
+//! Every parser that takes untrusted bytes, fuzzed from real seeds for a bounded time (see
+//! the crate documentation): Ignition configs (through planning and the layer writer),
+//! `data:` URLs, MachineConfig YAML/JSON (through rendering), image manifests, indexes and
+//! configs, image references, auth files, registry answers, base layers (tar, plain and
+//! gzip) and the base index cache format. This binary's allocator is capped: an input that
+//! makes a parser hold unbounded memory aborts the run.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use machineos_fuzz::{Outcome, fuzz};
+
+/// What every target together may hold beyond what the process held at start.
+const HEADROOM: usize = 512 << 20;
+
+machineos_testkit::capped_allocator!(HEADROOM);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every file with `ext` below `dir` (sorted), as bytes.
+fn files(dir: &Path, ext: &str) -> Vec<Vec<u8>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .filter_map(|p| std::fs::read(p).ok())
+        .collect()
+}
+
+/// The Ignition configs of the differential cases, the example config, and a gzip one.
+fn ignition_seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = files(
+        &repo().join("crates/machineos-layer/tests/differential/cases"),
+        "json",
+    )
+    .into_iter()
+    .filter_map(|case| {
+        let v: serde_json::Value = serde_json::from_slice(&case).ok()?;
+        serde_json::to_vec(v.get("config")?).ok()
+    })
+    .collect();
+    seeds.extend(files(&repo().join("examples/ignition"), "ign"));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(b"hello\n").unwrap();
+    let b64: String = {
+        use std::fmt::Write as _;
+        // A tiny base64 encoder is not worth a dependency here: use hex in a %-escaped URL.
+        let mut s = String::new();
+        for b in gz.finish().unwrap() {
+            let _ = write!(s, "%{b:02x}");
+        }
+        s
+    };
+    seeds.push(
+        format!(
+            r#"{{"ignition":{{"version":"3.4.0"}},"storage":{{"files":[{{"path":"/etc/gz","contents":{{"source":"data:,{b64}","compression":"gzip"}},"append":[{{"source":"data:;base64,eA=="}}]}}],"links":[{{"path":"/etc/h","target":"/etc/passwd","hard":true}}]}},"systemd":{{"units":[{{"name":"a.service","enabled":true,"contents":"[Install]\nWantedBy=multi-user.target\n","dropins":[{{"name":"x.conf","contents":"[Service]\n"}}]}}]}}}}"#
+        )
+        .into_bytes(),
+    );
+    seeds
+}
+
+/// A small root to plan over: passwd, group, a unit directory, a symlink, a hard link.
+fn base_root() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let dir = std::env::temp_dir().join(format!("machineos-fuzz-root-{}", std::process::id()));
+    ONCE.call_once(|| {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("etc/systemd/system")).unwrap();
+        std::fs::create_dir_all(dir.join("usr/lib/systemd/system")).unwrap();
+        std::fs::create_dir_all(dir.join("var/usrlocal")).unwrap();
+        std::fs::write(
+            dir.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\ncore:x:1000:1000::/var/home/core:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("etc/group"), "root:x:0:\ncore:x:1000:\n").unwrap();
+        std::fs::write(
+            dir.join("usr/lib/systemd/system/v.service"),
+            "[Install]\nWantedBy=multi-user.target\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("var/usrlocal", dir.join("usr/local")).unwrap();
+        std::fs::hard_link(dir.join("etc/passwd"), dir.join("etc/passwd-")).unwrap();
+    });
+    dir
+}
+
+#[test]
+fn ignition_configs_plan_and_write() {
+    cap_memory();
+    let root = base_root();
+    let base = machineos_layer::DirView::new(&root);
+    let stats = fuzz("ignition", ignition_seeds(), |bytes| {
+        let plan =
+            machineos_layer::plan_ignition(bytes, "fuzz.ign", &base).map_err(|e| e.to_string())?;
+        let opts = machineos_layer::LayerOptions::default();
+        machineos_layer::write::write_tar(&plan, &opts, std::io::sink())
+            .map(drop)
+            .map_err(|e| format!("writing the layer: {e}"))
+    });
+    assert!(stats.accepted > 0);
+}
+
+#[test]
+fn data_urls() {
+    cap_memory();
+    let seeds = [
+        "data:,hello%20world",
+        "data:;base64,aGVsbG8=",
+        "data:text/plain;charset=\"utf-8\";base64,aGVs\nbG8=",
+        "data:application/octet-stream;a=b;base64,",
+        "data:x-foo/bar,x",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let stats = fuzz("dataurl", seeds, |bytes| {
+        let s = String::from_utf8_lossy(bytes);
+        let n = machineos_ignition::dataurl::check(&s).map_err(|e| e.to_string())?;
+        // Collecting gives what streaming measured.
+        let all = machineos_ignition::dataurl::decode(&s).map_err(|e| e.to_string())?;
+        assert_eq!(all.len() as u64, n);
+        Ok(())
+    });
+    assert!(stats.accepted > 0);
+}
+
+#[test]
+fn machineconfigs_load_and_render() {
+    cap_memory();
+    let mut seeds = files(&repo().join("examples/machineconfigs"), "yaml");
+    seeds.extend(
+        files(&repo().join("bench/machineconfigs"), "yaml")
+            .into_iter()
+            .take(8),
+    );
+    let stats = fuzz("machineconfig", seeds, |bytes| {
+        let m = machineos_render::load::load_manifests("fuzz.yaml", bytes)
+            .map_err(|e| e.to_string())?;
+        let mcs: Vec<_> = m.machine_configs.iter().collect();
+        if mcs.is_empty() {
+            return Ok(());
+        }
+        let r = machineos_render::render::render("worker", &mcs, &Default::default())
+            .map_err(|e| e.to_string())?;
+        machineos_ignition::children::resolve(r.ignition).map_err(|e| e.to_string())?;
+        serde_json::to_vec(&r.machine_config)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+    assert!(stats.accepted > 0);
+}
+
+const MANIFEST: &str = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",
+"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","size":2},
+"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha512:cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e","size":3,"annotations":{"a":"b"}}],
+"annotations":{"org.opencontainers.image.title":"x"}}"#;
+const INDEX: &str = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","size":7,"platform":{"architecture":"arm64","os":"linux","variant":"v8"}},
+{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","size":7,"platform":{"architecture":"amd64","os":"linux"}}]}"#;
+const DOCKER: &str = r#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json",
+"config":{"mediaType":"application/vnd.docker.container.image.v1+json","size":2,"digest":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+"layers":[{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":3,"digest":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}]}"#;
+const CONFIG: &str = r#"{"architecture":"amd64","os":"linux","config":{"Labels":{"containers.bootc":"1"}},
+"rootfs":{"type":"layers","diff_ids":["sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]},
+"history":[{"created_by":"x"}],"created":"2024-01-01T00:00:00Z"}"#;
+
+#[test]
+fn image_manifests_indexes_and_configs() {
+    cap_memory();
+    let seeds = [MANIFEST, INDEX, DOCKER, CONFIG]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let platform = machineos_image::Platform::new("linux", "amd64", None);
+    let stats = fuzz("image-json", seeds, |bytes| {
+        use machineos_image::manifest::{Manifest, derive_manifest, parse_manifest};
+        let mut accepted = false;
+        match parse_manifest(bytes, None) {
+            Ok(Manifest::Image(m)) => {
+                accepted = true;
+                derive_manifest(bytes, &m.config, &m.config).map_err(|e| e.to_string())?;
+            }
+            Ok(Manifest::Index(i)) => {
+                accepted = true;
+                let _ = i.select(&platform);
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+        if let Ok(view) = machineos_image::config::parse_config(bytes) {
+            accepted = true;
+            let patch = machineos_image::config::ConfigPatch {
+                diff_id: machineos_image::Digest::sha256(b""),
+                labels: Default::default(),
+                created: Some("2024-01-01T00:00:00Z".into()),
+                history_created_by: "fuzz".into(),
+                history_comment: None,
+            };
+            let patched =
+                machineos_image::config::patch_config(bytes, &patch).map_err(|e| e.to_string())?;
+            let again =
+                machineos_image::config::parse_config(&patched).map_err(|e| e.to_string())?;
+            assert_eq!(again.diff_ids.len(), view.diff_ids.len() + 1);
+        }
+        if accepted {
+            Ok(())
+        } else {
+            Err("neither a manifest nor a config".into())
+        }
+    });
+    assert!(stats.accepted > 0);
+}
+
+#[test]
+fn references_auth_files_and_registry_answers() {
+    cap_memory();
+    let seeds = [
+        "quay.io/fedora/fedora-coreos:stable",
+        "oci:./out:v1@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "docker://[::1]:5000/a/b@sha512:cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",
+        r#"{"auths":{"quay.io/org":{"auth":"dXNlcjpwYXNz"},"registry.lab:5000":{"username":"u","password":"p"}}}"#,
+        r#"{"kind":"Secret","type":"kubernetes.io/dockerconfigjson","data":{".dockerconfigjson":"eyJhdXRocyI6e319"}}"#,
+        r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a:pull""#,
+        r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let stats = fuzz("refs-auth-answers", seeds, |bytes| {
+        let s = String::from_utf8_lossy(bytes);
+        let r = machineos_image::ImageRef::parse(&s);
+        if let Ok(r) = &r {
+            // A reference prints as something that parses to itself.
+            assert_eq!(
+                machineos_image::ImageRef::parse(&r.to_string())
+                    .ok()
+                    .as_ref(),
+                Some(r)
+            );
+        }
+        let a = machineos_image::auth::AuthFile::parse(bytes);
+        let _ = machineos_registry::auth::parse_challenge(&s);
+        let _ = machineos_registry::http::parse_error_body(bytes);
+        match (r, a) {
+            (Err(e), Err(f)) => Err(format!("{e}; {f}")),
+            _ => Ok(()),
+        }
+    });
+    assert!(stats.accepted > 0);
+}
+
+/// Layers with every member type, long names, whiteouts, hard links; plain and gzip.
+fn layer_seeds() -> Vec<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, ty: tar::EntryType, data: &[u8], link: Option<&str>| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(ty);
+        h.set_mode(0o644);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(0);
+        h.set_size(data.len() as u64);
+        match link {
+            Some(l) => b.append_link(&mut h, path, l).unwrap(),
+            None => b.append_data(&mut h, path, data).unwrap(),
+        }
+    };
+    add("etc/", tar::EntryType::Directory, b"", None);
+    add(
+        "etc/passwd",
+        tar::EntryType::Regular,
+        b"root:x:0:0::/root:/bin/sh\n",
+        None,
+    );
+    add("etc/hard", tar::EntryType::Link, b"", Some("etc/passwd"));
+    add(
+        "etc/sym",
+        tar::EntryType::Symlink,
+        b"",
+        Some("../usr/lib/x"),
+    );
+    add(
+        "usr/lib/systemd/system/a.service",
+        tar::EntryType::Regular,
+        b"[Unit]\n",
+        None,
+    );
+    add(
+        &format!("usr/share/{}", "n".repeat(200)),
+        tar::EntryType::Regular,
+        b"long",
+        None,
+    );
+    add("usr/.wh.gone", tar::EntryType::Regular, b"", None);
+    add("var/.wh..wh..opq", tar::EntryType::Regular, b"", None);
+    add("dev/fifo", tar::EntryType::Fifo, b"", None);
+    let plain = b.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&plain).unwrap();
+    vec![plain, gz.finish().unwrap()]
+}
+
+fn index_of(layer: &[u8]) -> Result<machineos_baseindex::BaseIndex, String> {
+    use machineos_baseindex::{IndexBuilder, LayerCompression};
+    let compression = if layer.starts_with(&[0x1f, 0x8b]) {
+        LayerCompression::Gzip
+    } else {
+        LayerCompression::None
+    };
+    let mut b = IndexBuilder::new();
+    b.apply_layer(0, compression, layer)
+        .map_err(|e| e.to_string())?;
+    b.finish().map_err(|e| e.to_string())
+}
+
+#[test]
+fn base_layers_index() {
+    cap_memory();
+    let stats = fuzz("layer", layer_seeds(), |bytes| {
+        let idx = index_of(bytes)?;
+        // Whatever indexes stores and loads back the same.
+        let enc = idx.encode().map_err(|e| e.to_string())?;
+        let back = machineos_baseindex::BaseIndex::decode(&enc).map_err(|e| e.to_string())?;
+        assert!(back == idx, "an index changed through its encoding");
+        Ok(())
+    });
+    assert!(stats.accepted > 0);
+}
+
+#[test]
+fn base_index_cache_files_decode() {
+    cap_memory();
+    let seeds = layer_seeds()
+        .iter()
+        .map(|l| index_of(l).unwrap().encode().unwrap())
+        .collect();
+    let stats = fuzz("cache", seeds, |bytes| {
+        let check = |bytes: &[u8]| -> Outcome {
+            let idx = machineos_baseindex::BaseIndex::decode(bytes).map_err(|e| e.to_string())?;
+            // What loads, stores again, and loads back as the same index.
+            let enc = idx.encode().map_err(|e| e.to_string())?;
+            let back = machineos_baseindex::BaseIndex::decode(&enc).map_err(|e| e.to_string())?;
+            assert!(back == idx, "a decoded index re-encodes to another index");
+            Ok(())
+        };
+        // As mutated (the checksum catches it), and with the checksum made to match, so the
+        // decoder's checks behind it are what is tried.
+        let raw = check(bytes);
+        const HEADER: usize = 12;
+        if bytes.len() >= HEADER + 32 {
+            let mut fixed = bytes.to_vec();
+            let body_end = fixed.len() - 32;
+            let sum = <sha2::Sha256 as sha2::Digest>::digest(&fixed[HEADER..body_end]);
+            fixed[body_end..].copy_from_slice(&sum);
+            return check(&fixed).or(raw);
+        }
+        raw
+    });
+    assert!(stats.accepted > 0);
+}

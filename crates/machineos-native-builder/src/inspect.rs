@@ -1,0 +1,147 @@
+//! What an image says about itself: its platform, labels and layers, and — for an image
+//! machineos built — the rendered MachineConfig it embeds in its top layer.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use machineos_image::{Descriptor, Digest, ImageRef, Platform};
+use machineos_registry::{Registry, RegistryOptions};
+
+use crate::BuildError;
+use crate::store::{self, Store};
+
+/// Where the MCO's build (and ours) records the rendered MachineConfig.
+pub const CURRENT_CONFIG: &str = "etc/machine-config-daemon/currentconfig";
+
+/// An image's description.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inspection {
+    /// The image by digest.
+    pub image: String,
+    /// Its manifest digest.
+    pub digest: Digest,
+    /// The manifest's media type.
+    pub media_type: String,
+    /// Its platform.
+    pub platform: String,
+    /// The platforms of the index it was selected from, if any.
+    pub index_platforms: Vec<String>,
+    /// Config labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Layers, bottom first.
+    pub layers: Vec<Descriptor>,
+    /// The rendered MachineConfig embedded in the top layer, if there is one.
+    pub machine_config: Option<serde_json::Value>,
+}
+
+/// Describes `reference` for `platform`.
+pub async fn inspect(
+    reference: &ImageRef,
+    platform: &Platform,
+    registry: RegistryOptions,
+) -> Result<Inspection, BuildError> {
+    let client = match reference {
+        ImageRef::Registry(r) => Some(Arc::new(
+            Registry::connect(registry, &[r.registry()]).await?,
+        )),
+        ImageRef::Layout(_) => None,
+    };
+    let store = store::open_store(reference, client.as_ref(), false)?;
+    let resolved = store::resolve(store.clone(), platform).await?;
+    let view = machineos_image::config::parse_config(&resolved.config).map_err(|source| {
+        BuildError::Config {
+            image: store.name(),
+            source,
+        }
+    })?;
+    let machine_config = match resolved.manifest.layers.last() {
+        Some(top) => top_layer_file(&store, top, CURRENT_CONFIG).await?,
+        None => None,
+    };
+    let machine_config = match machine_config {
+        Some(bytes) => {
+            Some(
+                serde_json::from_slice(&bytes).map_err(|e| BuildError::InvalidImage {
+                    image: store.name(),
+                    problem: format!("/{CURRENT_CONFIG} is not JSON: {e}"),
+                })?,
+            )
+        }
+        None => None,
+    };
+    Ok(Inspection {
+        image: resolved.pullspec(),
+        digest: resolved.manifest_digest.clone(),
+        media_type: resolved.manifest_media_type(),
+        platform: resolved.platform.to_string(),
+        index_platforms: resolved
+            .index_platforms
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
+        labels: view.labels,
+        layers: resolved.manifest.layers.clone(),
+        machine_config,
+    })
+}
+
+/// The largest embedded file `inspect` reads (a rendered MachineConfig is an API object,
+/// and those are at most about 1.5 MiB).
+pub const MAX_EMBEDDED_FILE: u64 = 16 << 20;
+
+/// The contents of `path` (relative, no leading `/`) in one layer, if it is a regular file
+/// there.
+async fn top_layer_file(
+    store: &Store,
+    layer: &Descriptor,
+    path: &str,
+) -> Result<Option<Vec<u8>>, BuildError> {
+    let compression = machineos_image::LayerCompression::from_media_type(&layer.media_type)
+        .map_err(|source| BuildError::Manifest {
+            image: store.name(),
+            source,
+        })?;
+    let store = store.clone();
+    let layer = layer.clone();
+    let digest = layer.digest.clone();
+    let path = path.to_string();
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let raw = store.blob_reader(&handle, &layer)?;
+        let io = |source: std::io::Error| BuildError::LayerRead {
+            image: store.name(),
+            digest: digest.clone(),
+            source,
+        };
+        let reader = crate::base_index::decompress(compression, raw).map_err(io)?;
+        let mut archive = tar::Archive::new(reader);
+        let mut found = None;
+        for entry in archive.entries().map_err(io)? {
+            let mut entry = entry.map_err(io)?;
+            let name = entry.path().map_err(io)?.to_string_lossy().into_owned();
+            if name.trim_start_matches("./").trim_start_matches('/') == path
+                && entry.header().entry_type().is_file()
+            {
+                if entry.size() > MAX_EMBEDDED_FILE {
+                    return Err(BuildError::InvalidImage {
+                        image: store.name(),
+                        problem: format!(
+                            "/{path} in layer {digest} is {} bytes, more than the {MAX_EMBEDDED_FILE} read",
+                            entry.size()
+                        ),
+                    });
+                }
+                let mut out = Vec::new();
+                entry.read_to_end(&mut out).map_err(io)?;
+                found = Some(out);
+                break;
+            }
+        }
+        // Read the blob to its end, so a registry stream checks its digest over what we used.
+        std::io::copy(&mut archive.into_inner(), &mut std::io::sink()).map_err(io)?;
+        Ok(found)
+    })
+    .await
+    .map_err(|e| BuildError::Internal(format!("inspect task: {e}")))?
+}

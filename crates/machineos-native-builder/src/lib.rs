@@ -1,0 +1,384 @@
+//! Derive a layered image from a base image and an Ignition config, and publish it by digest.
+//!
+//! The flow is the design's: resolve the base to one platform's manifest and config; get
+//! its filesystem index (cache by manifest digest, else stream the layers once); plan the
+//! layer against the index (pure); derive layer, config and manifest (pure); then publish —
+//! base blobs present/mounted/copied, new blobs uploaded, and the manifest with its tag last,
+//! so a failure before that leaves no manifest and no tag behind.
+
+pub mod base_index;
+pub mod derive;
+pub mod inspect;
+pub mod output;
+pub mod progress;
+pub mod sink;
+pub mod spool;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use machineos_baseindex::Cache;
+use machineos_ignition::Config;
+use machineos_image::{Digest, ImageRef, Platform};
+use machineos_layer::Plan;
+use machineos_layer::plan::PlanOptions;
+use machineos_layer::write::{LayerDigests, LayerOptions};
+use machineos_registry::{Registry, RegistryError, RegistryOptions};
+
+pub use base_index::CacheUse;
+pub use derive::Metadata;
+pub use progress::{Event, Progress, Quiet};
+pub use sink::BlobCounts;
+
+/// Why a build failed. Each names the image (and where applicable the blob) involved.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A registry operation failed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// An OCI layout could not be read or written.
+    #[error("{image}: {source}")]
+    Layout {
+        /// The layout reference.
+        image: String,
+        /// The error.
+        source: machineos_image::layout::LayoutError,
+    },
+    /// A manifest or index is unusable.
+    #[error("{image}: {source}")]
+    Manifest {
+        /// The image.
+        image: String,
+        /// The error.
+        source: machineos_image::manifest::ManifestError,
+    },
+    /// The base's config is unusable.
+    #[error("{image}: config: {source}")]
+    Config {
+        /// The image.
+        image: String,
+        /// The error.
+        source: machineos_image::config::ConfigError,
+    },
+    /// The base's filesystem index could not be built, loaded or stored.
+    #[error("{image}: base index: {source}")]
+    Index {
+        /// The image (and layer).
+        image: String,
+        /// The error.
+        source: machineos_baseindex::IndexError,
+    },
+    /// A blob's bytes do not match its digest.
+    #[error("{image}: blob {want} has digest {got}")]
+    BlobDigest {
+        /// The image.
+        image: String,
+        /// The digest it was named by.
+        want: Digest,
+        /// The digest of its bytes.
+        got: Digest,
+    },
+    /// A single-platform base is for another platform than the one asked for.
+    #[error(
+        "{image}: the image is for {found}, not {wanted} (use --platform {found}, or a multi-platform base)"
+    )]
+    PlatformMismatch {
+        /// The image.
+        image: String,
+        /// The platform asked for.
+        wanted: String,
+        /// The image's platform.
+        found: String,
+    },
+    /// Planning the layer failed (bad config for this base).
+    #[error(transparent)]
+    Plan(#[from] machineos_layer::LayerError),
+    /// The image is malformed (its manifest, config or a layer's contents contradict each
+    /// other or the spec).
+    #[error("{image}: {problem}")]
+    InvalidImage {
+        /// The image (and blob).
+        image: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Reading a layer's contents failed.
+    #[error("{image}: reading layer {digest}: {source}")]
+    LayerRead {
+        /// The image.
+        image: String,
+        /// The layer.
+        digest: Digest,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The output reference cannot be published to.
+    #[error("{output}: {problem}")]
+    InvalidOutput {
+        /// The output reference.
+        output: String,
+        /// Why.
+        problem: String,
+    },
+    /// The uncompressed layer could not be written to `--layer-out`.
+    #[error("writing the layer tar {path}: {source}")]
+    LayerOut {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The layer could not be written (its options are out of range, or writing failed).
+    #[error(transparent)]
+    Layer(#[from] machineos_layer::write::WriteError),
+    /// An invariant of ours did not hold (a bug, or a task that panicked).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct BuildSpec {
+    /// The base image.
+    pub base: ImageRef,
+    /// Where to publish; its tag (if any) is set last.
+    pub output: ImageRef,
+    /// The platform to take from a multi-platform base.
+    pub platform: Platform,
+    /// The Ignition config to apply.
+    pub config: Config,
+    /// The name of the config's source, for errors.
+    pub source_name: String,
+    /// Files written before Ignition runs, and commit clean-up.
+    pub plan_options: PlanOptions,
+    /// Labels and history.
+    pub metadata: Metadata,
+    /// Layer timestamps and compression.
+    pub layer: LayerOptions,
+    /// Also write the added layer as an uncompressed tar here: checked before the build
+    /// starts, in place only if the build succeeds (see [`output`]).
+    pub layer_out: Option<PathBuf>,
+}
+
+/// How to reach things.
+pub struct Environment {
+    /// Registry access.
+    pub registry: RegistryOptions,
+    /// The base index cache, if any.
+    pub cache: Option<Cache>,
+    /// Where events go.
+    pub progress: Arc<dyn Progress>,
+}
+
+/// Time spent per stage.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Resolving the base's manifest and config.
+    pub resolve_ms: f64,
+    /// Loading or building the base index.
+    pub index_ms: f64,
+    /// Planning the layer.
+    pub plan_ms: f64,
+    /// Writing the layer, config and manifest.
+    pub derive_ms: f64,
+    /// Publishing blobs and manifest.
+    pub publish_ms: f64,
+    /// All of it.
+    pub total_ms: f64,
+}
+
+/// What a build did and produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The published image by digest: `host/repo@sha256:…` or `oci:DIR@sha256:…`.
+    pub pullspec: String,
+    /// The manifest digest.
+    pub manifest_digest: Digest,
+    /// The config digest.
+    pub config_digest: Digest,
+    /// The new layer's digests and sizes.
+    pub layer: LayerDigests,
+    /// The base by digest.
+    pub base_pullspec: String,
+    /// The base platform used.
+    pub platform: Platform,
+    /// Number of base layers.
+    pub base_layers: usize,
+    /// The plan (for `--layer-out` and counts).
+    pub plan: Plan,
+    /// How the base index was obtained.
+    pub cache: CacheUse,
+    /// Base layer reads (indexing streams and on-demand content reads).
+    pub base_layer_reads: u64,
+    /// How base blobs reached the destination.
+    pub blobs: BlobCounts,
+    /// Stage timings.
+    pub timings: Timings,
+    /// What went wrong without failing the build (an unusable cache, say).
+    pub warnings: Vec<String>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Writes the plan's uncompressed layer tar to `out` (a temporary file beside a regular
+/// file, or the device itself).
+fn write_layer_tar(
+    out: &mut output::OutputFile,
+    plan: &Plan,
+    opts: &LayerOptions,
+) -> Result<(), BuildError> {
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| BuildError::LayerOut { path, source }
+    };
+    let path = out.path().to_path_buf();
+    let file = machineos_layer::write::write_tar(plan, opts, std::io::BufWriter::new(out.file()))
+        .map_err(err(&path))?;
+    file.into_inner().map_err(|e| err(&path)(e.into_error()))?;
+    Ok(())
+}
+
+/// An output must name where to publish, not what: a digest is the result of the build.
+fn check_output(output: &ImageRef) -> Result<(), BuildError> {
+    let digest = match output {
+        ImageRef::Registry(r) => r.digest().is_some(),
+        ImageRef::Layout(l) => l.digest.is_some(),
+    };
+    if digest {
+        return Err(BuildError::InvalidOutput {
+            output: output.to_string(),
+            problem:
+                "an output cannot name a digest (the digest is what the build produces); give a tag"
+                    .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Builds and publishes one image.
+pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildError> {
+    let started = Instant::now();
+    check_output(&spec.output)?;
+    // Every output is checked before anything is done, so a failed build changes nothing.
+    let layer_out = spec
+        .layer_out
+        .as_deref()
+        .map(output::OutputFile::prepare)
+        .transpose()
+        .map_err(|e| BuildError::LayerOut {
+            path: e.path,
+            source: e.source,
+        })?;
+    let progress = env.progress.clone();
+    progress.event(Event::Stage("resolving base"));
+    let hosts: Vec<&str> = [&spec.base, &spec.output]
+        .into_iter()
+        .filter_map(|r| match r {
+            ImageRef::Registry(r) => Some(r.registry()),
+            ImageRef::Layout(_) => None,
+        })
+        .collect();
+    let client = if hosts.is_empty() {
+        None
+    } else {
+        Some(Arc::new(Registry::connect(env.registry, &hosts).await?))
+    };
+    let base_store = store::open_store(&spec.base, client.as_ref(), false)?;
+    let base = store::resolve(base_store, &spec.platform).await?;
+    let resolved = started.elapsed();
+
+    let reads = Arc::new(base_index::LayerReads::default());
+    let mut warnings = Vec::new();
+    let (index, cache) =
+        base_index::base_index(&base, env.cache.as_ref(), &progress, &reads, &mut warnings).await?;
+    let indexed = started.elapsed();
+
+    progress.event(Event::Stage("planning"));
+    let config = spec.config.clone();
+    let plan_options = spec.plan_options.clone();
+    let source_name = spec.source_name.clone();
+    let plan = tokio::task::spawn_blocking(move || {
+        machineos_layer::plan::plan_with(&config, &index, &plan_options)
+            .map_err(|error| machineos_layer::LayerError::Plan { source_name, error })
+    })
+    .await
+    .map_err(|e| BuildError::Internal(format!("planning task: {e}")))??;
+    let planned = started.elapsed();
+
+    let mut metadata = spec.metadata.clone();
+    metadata
+        .labels
+        .entry("baseOSContainerImage".to_string())
+        .or_insert_with(|| base.pullspec());
+    let (derived, plan, staged) = {
+        let base = base.clone();
+        let layer = spec.layer.clone();
+        tokio::task::spawn_blocking(move || {
+            let derived = derive::derive(&base, &plan, &layer, &metadata)?;
+            // The uncompressed layer is written now — beside its destination, moved there only
+            // once the image is published, so a failure on either side leaves neither; or
+            // into a device or pipe, where a failure (ENOSPC) stops the build unpublished.
+            let staged = layer_out
+                .map(|mut out| write_layer_tar(&mut out, &plan, &layer).map(|()| out))
+                .transpose()?;
+            Ok::<_, BuildError>((derived, plan, staged))
+        })
+        .await
+        .map_err(|e| BuildError::Internal(format!("derive task: {e}")))??
+    };
+    let derived_at = started.elapsed();
+
+    progress.event(Event::Stage("publishing"));
+    let (dest, tag) = match &spec.output {
+        ImageRef::Registry(r) => (
+            store::open_store(&spec.output, client.as_ref(), true)?,
+            Some(r.tag_or_latest().to_string()),
+        ),
+        ImageRef::Layout(l) => (
+            store::open_store(&spec.output, None, true)?,
+            Some(l.tag.clone().unwrap_or_else(|| "latest".to_string())),
+        ),
+    };
+    let (digest, blobs) = sink::publish(&base, &derived, &dest, tag.as_deref(), &progress).await?;
+    if digest != derived.manifest_digest {
+        return Err(BuildError::BlobDigest {
+            image: dest.name(),
+            want: derived.manifest_digest.clone(),
+            got: digest,
+        });
+    }
+    if let Some(out) = staged {
+        out.commit().map_err(|e| BuildError::LayerOut {
+            path: e.path,
+            source: e.source,
+        })?;
+    }
+    let done = started.elapsed();
+    Ok(Outcome {
+        pullspec: dest.pullspec(&digest),
+        manifest_digest: digest,
+        config_digest: derived.config_descriptor.digest.clone(),
+        layer: derived.layer_digests.clone(),
+        base_pullspec: base.pullspec(),
+        platform: base.platform.clone(),
+        base_layers: base.manifest.layers.len(),
+        plan,
+        cache,
+        base_layer_reads: reads.get(),
+        blobs,
+        timings: Timings {
+            resolve_ms: ms(resolved),
+            index_ms: ms(indexed - resolved),
+            plan_ms: ms(planned - indexed),
+            derive_ms: ms(derived_at - planned),
+            publish_ms: ms(done - derived_at),
+            total_ms: ms(done),
+        },
+        warnings,
+    })
+}

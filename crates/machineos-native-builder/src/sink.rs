@@ -1,0 +1,297 @@
+//! Publishing a derived image: make every base blob present at the destination (already
+//! there, mounted from the base's repository, or copied), upload the new layer and config,
+//! and only then put the manifest and its tag — the one step that makes the image visible.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use machineos_image::{Descriptor, Digest};
+
+use crate::BuildError;
+use crate::derive::Derived;
+use crate::progress::{Event, Progress};
+use crate::store::{ResolvedBase, Store};
+
+/// How the base blobs reached the destination.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobCounts {
+    /// Already present.
+    pub present: u64,
+    /// Mounted from the base's repository (same registry).
+    pub mounted: u64,
+    /// Copied (read from the base and written to the destination).
+    pub copied: u64,
+    /// Hard-linked between OCI layouts on one filesystem.
+    pub linked: u64,
+}
+
+/// Publishes `derived` on top of `base` to `dest`, tagging it with `tag` when given. Returns
+/// the manifest digest, as checked against what the destination stored.
+pub async fn publish(
+    base: &ResolvedBase,
+    derived: &Derived,
+    dest: &Store,
+    tag: Option<&str>,
+    progress: &Arc<dyn Progress>,
+) -> Result<(Digest, BlobCounts), BuildError> {
+    match dest {
+        Store::Registry { client, reference } => {
+            // The new layer and config go up while the base's blobs are taken care of.
+            let uploads = async {
+                let layer = async {
+                    if client.has_blob(reference, &derived.layer.digest).await? {
+                        return Ok(());
+                    }
+                    client
+                        .push_blob_stream(
+                            reference,
+                            &derived.layer.digest,
+                            derived.layer_blob.len(),
+                            || std::future::ready(Ok(derived.layer_blob.stream())),
+                        )
+                        .await
+                };
+                let config = client.push_blob(
+                    reference,
+                    derived.config.clone(),
+                    &derived.config_descriptor.digest,
+                );
+                let (layer, config) = futures_util::join!(layer, config);
+                layer.and(config)
+            };
+            let (ensured, uploaded) =
+                futures_util::join!(ensure_base_in_registry(base, dest, progress), uploads);
+            let (counts, pin) = ensured?;
+            uploaded?;
+            // Everything is uploaded: now the manifests, the base's pin first.
+            if pin {
+                client
+                    .push_manifest(
+                        reference,
+                        &base.manifest_bytes,
+                        &base.manifest_media_type(),
+                        None,
+                    )
+                    .await?;
+            }
+            let digest = client
+                .push_manifest(
+                    reference,
+                    &derived.manifest,
+                    &derived.manifest_media_type,
+                    tag,
+                )
+                .await?;
+            Ok((digest, counts))
+        }
+        Store::Layout { layout, reference } => {
+            let counts = ensure_blobs(base, &base.manifest.layers, dest, progress).await?;
+            let err = |source| BuildError::Layout {
+                image: reference.to_string(),
+                source,
+            };
+            {
+                let (layout, blob, digest) = (
+                    layout.clone(),
+                    derived.layer_blob.clone(),
+                    derived.layer.digest.clone(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    layout.copy_blob(blob.reader(), &digest, blob.len())
+                })
+                .await
+                .map_err(|e| BuildError::Internal(format!("writing the layer: {e}")))?
+                .map_err(err)?;
+            }
+            layout.write_blob(&derived.config).map_err(err)?;
+            let (digest, size) = layout.write_blob(&derived.manifest).map_err(err)?;
+            if digest != derived.manifest_digest {
+                return Err(BuildError::BlobDigest {
+                    image: reference.to_string(),
+                    want: derived.manifest_digest.clone(),
+                    got: digest,
+                });
+            }
+            let desc = Descriptor {
+                platform: Some(base.platform.clone()),
+                ..Descriptor::new(&derived.manifest_media_type, digest.clone(), size)
+            };
+            match tag {
+                Some(t) => layout.set_tag(t, &desc).map_err(err)?,
+                None => layout.add_manifest(&desc).map_err(err)?,
+            }
+            Ok((digest, counts))
+        }
+    }
+}
+
+/// Makes every blob of `blobs` present at `dest`, [`BLOB_CONCURRENCY`] at a time.
+async fn ensure_blobs(
+    base: &ResolvedBase,
+    blobs: &[Descriptor],
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+) -> Result<BlobCounts, BuildError> {
+    let mut counts = BlobCounts::default();
+    let fates: Vec<Result<Fate, BuildError>> = futures_util::stream::iter(blobs)
+        .map(|blob| ensure_blob(base, blob, dest, progress))
+        .buffer_unordered(BLOB_CONCURRENCY)
+        .collect()
+        .await;
+    for fate in fates {
+        match fate? {
+            Fate::Present => counts.present += 1,
+            Fate::Mounted => counts.mounted += 1,
+            Fate::Copied => counts.copied += 1,
+            Fate::Linked => counts.linked += 1,
+        }
+    }
+    Ok(counts)
+}
+
+/// Makes the base's layers (and config) present in a destination repository; returns
+/// whether the base manifest should then be pinned there.
+///
+/// The pin is the base manifest pushed into the destination repository by digest,
+/// untagged: a registry keeps every blob a manifest in the repository references, so the
+/// next build into that repository learns with one request that all base layers are
+/// there, instead of one request per layer. If the pin is gone (garbage-collected), the
+/// layers are ensured one by one again and the pin is pushed again.
+async fn ensure_base_in_registry(
+    base: &ResolvedBase,
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+) -> Result<(BlobCounts, bool), BuildError> {
+    let Store::Registry { client, reference } = dest else {
+        return Ok((
+            ensure_blobs(base, &base.manifest.layers, dest, progress).await?,
+            false,
+        ));
+    };
+    let layers = base.manifest.layers.len() as u64;
+    let same_repo = matches!(&base.store, Store::Registry { reference: source, .. }
+        if source.registry() == reference.registry()
+            && source.repository() == reference.repository());
+    if same_repo
+        || client
+            .has_manifest(reference, &base.manifest_digest)
+            .await?
+    {
+        let counts = BlobCounts {
+            present: layers,
+            ..BlobCounts::default()
+        };
+        return Ok((counts, false));
+    }
+    let (counts, config) = futures_util::join!(
+        ensure_blobs(base, &base.manifest.layers, dest, progress),
+        ensure_blob(base, &base.manifest.config, dest, progress)
+    );
+    let counts = counts?;
+    config?;
+    Ok((counts, true))
+}
+
+/// How many base blobs are checked, mounted or copied at once.
+const BLOB_CONCURRENCY: usize = 8;
+
+/// How one base blob reached the destination.
+enum Fate {
+    Present,
+    Mounted,
+    Copied,
+    Linked,
+}
+
+async fn ensure_blob(
+    base: &ResolvedBase,
+    blob: &Descriptor,
+    dest: &Store,
+    progress: &Arc<dyn Progress>,
+) -> Result<Fate, BuildError> {
+    match dest {
+        Store::Registry { client, reference } => {
+            let source = match &base.store {
+                Store::Registry {
+                    reference: source, ..
+                } => Some(source),
+                Store::Layout { .. } => None,
+            };
+            // Same registry: a mount answers 201 whether the blob was already there or is
+            // linked now, in one request. (A base in the destination repository itself never
+            // gets here: see `ensure_base_in_registry`.)
+            if let Some(source) = source
+                && client.mount(reference, source, &blob.digest).await?
+            {
+                return Ok(Fate::Mounted);
+            }
+            if client.has_blob(reference, &blob.digest).await? {
+                return Ok(Fate::Present);
+            }
+            progress.event(Event::CopyBlob {
+                digest: blob.digest.to_string(),
+                size: blob.size,
+            });
+            let store = base.store.clone();
+            client
+                .push_blob_stream(reference, &blob.digest, blob.size, || {
+                    let store = store.clone();
+                    let blob = blob.clone();
+                    async move {
+                        store.blob_stream(&blob).await.map_err(|e| {
+                            std::io::Error::other(format!("reading base blob {}: {e}", blob.digest))
+                        })
+                    }
+                })
+                .await?;
+            Ok(Fate::Copied)
+        }
+        Store::Layout { layout, reference } => {
+            if layout.has_blob(&blob.digest) {
+                return Ok(Fate::Present);
+            }
+            progress.event(Event::CopyBlob {
+                digest: blob.digest.to_string(),
+                size: blob.size,
+            });
+            let handle = tokio::runtime::Handle::current();
+            let store = base.store.clone();
+            let layout = layout.clone();
+            let blob = blob.clone();
+            let image = reference.to_string();
+            let layout_err = move |source| BuildError::Layout { image, source };
+            tokio::task::spawn_blocking(move || {
+                // Blobs are immutable and named by digest, so layouts on one filesystem can
+                // share them — once the source's bytes are checked against their name; when
+                // linking is not possible (another filesystem), the blob is copied.
+                if let Store::Layout {
+                    layout: from,
+                    reference: from_ref,
+                } = &store
+                {
+                    from.verify_blob(&blob.digest, blob.size)
+                        .map_err(|source| BuildError::Layout {
+                            image: from_ref.to_string(),
+                            source,
+                        })?;
+                    if std::fs::hard_link(
+                        from.blob_path(&blob.digest),
+                        layout.blob_path(&blob.digest),
+                    )
+                    .is_ok()
+                    {
+                        return Ok(Fate::Linked);
+                    }
+                }
+                let reader = store.blob_reader(&handle, &blob)?;
+                layout
+                    .copy_blob(reader, &blob.digest, blob.size)
+                    .map_err(layout_err)?;
+                Ok(Fate::Copied)
+            })
+            .await
+            .map_err(|e| BuildError::Internal(format!("copy task: {e}")))?
+        }
+    }
+}

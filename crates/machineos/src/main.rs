@@ -1,0 +1,147 @@
+//! `machineos`: the command-line shim over the machineos libraries.
+//!
+//! Each subcommand parses its arguments, calls one library function, and prints; the
+//! logic lives in the crates (`machineos-layer`, `machineos-render`, `machineos-native-builder`,
+//! `machineos-api`).
+
+mod build;
+mod input;
+mod registry;
+
+use clap::{Parser, Subcommand};
+
+/// Build layered OS images from MachineConfigs, natively and reproducibly.
+#[derive(Debug, Parser)]
+#[command(name = "machineos", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build a layered image: the base image plus one layer with what ignition-apply
+    /// would write for the inputs, published by digest to a registry or an OCI layout.
+    Build(build::BuildArgs),
+    /// Describe an image: platform, labels, layers, and the rendered MachineConfig it
+    /// embeds.
+    Inspect(InspectCmd),
+    /// Print the CustomResourceDefinitions of every machineos API kind as YAML.
+    Crds,
+    /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
+    /// MCO's merge rules.
+    Render(RenderCmd),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MACHINEOS_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Build(args) => build::run(&args),
+        Command::Render(cmd) => render(&cmd),
+        Command::Inspect(cmd) => inspect(&cmd),
+        Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error_chain(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Arguments of `machineos render`.
+#[derive(Debug, clap::Args)]
+struct RenderCmd {
+    #[command(flatten)]
+    render: input::RenderArgs,
+    /// MachineConfig (and MachineConfigPool) manifests, or directories of them.
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<std::path::PathBuf>,
+}
+
+fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
+    match input::read(&cmd.inputs, &cmd.render)? {
+        input::Input::Ignition { name, .. } => {
+            anyhow::bail!(
+                "{name}: an Ignition config has nothing to render; give MachineConfig manifests"
+            )
+        }
+        input::Input::Rendered(r) => {
+            crate::emit(&serde_json::to_string_pretty(&r.machine_config)?)?;
+            Ok(())
+        }
+    }
+}
+
+/// Arguments of `machineos inspect`.
+#[derive(Debug, clap::Args)]
+struct InspectCmd {
+    /// The image: `host[:port]/repo[:tag][@digest]`, `docker://…` or `oci:DIR[:tag]`.
+    #[arg(value_name = "IMAGE")]
+    image: String,
+    /// The platform to describe in a multi-platform image. Defaults to this machine's.
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Option<String>,
+    #[command(flatten)]
+    registry: registry::RegistryArgs,
+}
+
+fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let image = machineos_image::ImageRef::parse(&cmd.image).context("IMAGE")?;
+    let platform = match &cmd.platform {
+        Some(p) => p.parse().context("--platform")?,
+        None => machineos_image::Platform::host(),
+    };
+    let inspection = runtime()?.block_on(machineos_native_builder::inspect::inspect(
+        &image,
+        &platform,
+        cmd.registry.options()?,
+    ))?;
+    crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
+    Ok(())
+}
+
+/// The error and its causes, `: `-joined, leaving out a cause whose text the message before
+/// it already carries (library errors name their cause in their own message, and `{:#}`
+/// would print it twice).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// The async runtime the registry work runs on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Writes one line of output to stdout. A closed pipe (`machineos inspect … | head`) ends
+/// the output quietly instead of panicking as `println!` would.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
