@@ -52,20 +52,9 @@ impl std::fmt::Display for SpecVersion {
     }
 }
 
-/// A non-fatal finding, reported and otherwise ignored (as Ignition does).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// JSON path such as `$.storage.files.0.contnets`.
-    pub path: String,
-    /// What Ignition would say.
-    pub message: String,
-}
-
-impl std::fmt::Display for Warning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "warning at {}: {}", self.path, self.message)
-    }
-}
+/// A non-fatal finding, reported and otherwise ignored (as Ignition does); its path is
+/// a JSON path such as `$.storage.files.0.contnets`.
+pub use machineos_diagnostics::Warning;
 
 /// A parsed config.
 #[derive(Debug, Clone)]
