@@ -1,0 +1,209 @@
+//! The plan: what `ignition-apply --ignore-unsupported` would do to an image root, computed
+//! as data against a [`BaseView`] — pure, no filesystem writes.
+//!
+//! The steps follow Ignition's files stage in its order: files, directories and symbolic
+//! links sorted by the depth of their resolved path; then hard links in config order; then
+//! units (drop-ins, contents, mask/unmask) in config order; then the preset file. Where
+//! Ignition 2.14 (Debian) and current Ignition differ, current Ignition is followed and the
+//! spot says so.
+//!
+//! This module holds what a plan is ([`Plan`], [`Entry`]), what a build adds around Ignition
+//! ([`PlanOptions`]) and the driver ([`plan_with`]) that runs the steps in order; the steps
+//! themselves are in `storage` (directories, files, links, appends) and `units` (units,
+//! drop-ins, masks, presets), the overlay becomes tar entries in `emit`, and `error` says
+//! why a plan fails.
+
+mod emit;
+mod error;
+mod storage;
+#[cfg(test)]
+mod tests;
+mod units;
+
+use machineos_ignition::model::Config;
+
+use crate::base::BaseView;
+use crate::contents::Contents;
+use crate::overlay::{LayerKind, Overlay, Stat, parent};
+
+use emit::emit;
+pub use error::PlanError;
+use error::{At, perr};
+
+/// Where systemd units are written.
+pub const UNITS_DIR: &str = "/etc/systemd/system";
+/// The preset file Ignition appends to.
+pub const PRESET_PATH: &str = "/etc/systemd/system-preset/20-ignition.preset";
+
+/// One entry of the layer, in tar terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Path relative to the image root, no leading `/`.
+    pub path: String,
+    /// What the entry is.
+    pub kind: EntryKind,
+    /// Permission bits (including setuid/setgid/sticky).
+    pub mode: u32,
+    /// Owner uid.
+    pub uid: u32,
+    /// Owner gid.
+    pub gid: u32,
+}
+
+/// Entry types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory.
+    Dir,
+    /// A regular file and its contents.
+    File(Contents),
+    /// A symbolic link and its target, verbatim.
+    Symlink(String),
+    /// A hard link to another entry of this layer (relative path).
+    HardLink(String),
+    /// `.wh.<name>`: the lower layers' node at `path` is deleted (`path` is the deleted one).
+    Whiteout,
+    /// `.wh..wh..opq` in `path`: the lower layers' contents of directory `path` are hidden.
+    Opaque,
+}
+
+/// The ordered entries of a layer: parents before children, hard links after their
+/// targets, one entry per path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The entries, in tar order.
+    pub entries: Vec<Entry>,
+    /// Non-fatal findings.
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// The tar member name of an entry (whiteouts get their `.wh.` names).
+    pub fn member_name(e: &Entry) -> String {
+        match e.kind {
+            EntryKind::Whiteout => match e.path.rsplit_once('/') {
+                Some((dir, name)) => format!("{dir}/.wh.{name}"),
+                None => format!(".wh.{}", e.path),
+            },
+            EntryKind::Opaque => format!("{}/.wh..wh..opq", e.path),
+            _ => e.path.clone(),
+        }
+    }
+}
+
+/// Compute the layer `config` produces over `base`. `config` must be parsed, validated
+/// and have its child configs resolved.
+pub fn plan(config: &Config, base: &dyn BaseView) -> Result<Plan, PlanError> {
+    plan_with(config, base, &PlanOptions::default())
+}
+
+/// A file the build itself adds, before Ignition runs (as the MCO's Containerfile writes
+/// `/etc/machine-config-daemon/currentconfig` before `ignition-apply`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraFile {
+    /// Absolute path in the image.
+    pub path: String,
+    /// Contents; written 0644 root:root, parents 0755.
+    pub contents: Vec<u8>,
+}
+
+/// What a full image build adds around Ignition's own effects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Files written before Ignition runs.
+    pub extra_files: Vec<ExtraFile>,
+    /// Drop what `ostree container commit` empties: everything below `/tmp`, `/var/tmp`,
+    /// `/run` and `/var/cache` (the directories themselves stay).
+    pub commit_cleanup: bool,
+}
+
+/// Directories whose contents `ostree container commit` removes.
+pub const COMMIT_EMPTIED: [&str; 4] = ["tmp", "var/tmp", "run", "var/cache"];
+
+/// [`plan`] with the build's own additions.
+pub fn plan_with(
+    config: &Config,
+    base: &dyn BaseView,
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let mut p = Planner {
+        fs: Overlay::new(base),
+        warnings: Vec::new(),
+    };
+    for f in &opts.extra_files {
+        let jp = "$";
+        let r = p.fs.resolve_parent(&f.path).at(jp, "resolving path")?;
+        p.fs.mkdir_all(parent(&r))
+            .at(jp, &format!("creating parents of {}", f.path))?;
+        p.fs.remove_all(&r)
+            .at(jp, &format!("replacing {}", f.path))?;
+        p.fs.put(
+            &r,
+            LayerKind::File(Contents::bytes(f.contents.clone())),
+            0o644,
+            0,
+            0,
+        )
+        .at(jp, &format!("writing {}", f.path))?;
+    }
+    p.warnings.extend(ignored_sections(config));
+    p.storage(config)?;
+    p.units(config)?;
+    let mut entries = emit(&p.fs).map_err(|e| perr("$", e.to_string()))?;
+    if opts.commit_cleanup {
+        let before = entries.len();
+        entries.retain(|e| {
+            !COMMIT_EMPTIED
+                .iter()
+                .any(|d| e.path.starts_with(&format!("{d}/")))
+        });
+        if entries.len() != before {
+            p.warnings.push(format!(
+                "{} entries below /tmp, /var/tmp, /run or /var/cache dropped: ostree container commit empties them",
+                before - entries.len()
+            ));
+        }
+    }
+    Ok(Plan {
+        entries,
+        warnings: p.warnings,
+    })
+}
+
+/// A plan being made: the image root as the steps so far left it, and the warnings met.
+struct Planner<'a> {
+    fs: Overlay<'a>,
+    warnings: Vec<String>,
+}
+
+impl Planner<'_> {
+    /// `lstat` of the overlay, failing at the config entry `jp`.
+    fn lstat(&self, jp: &str, path: &str) -> Result<Option<Stat>, PlanError> {
+        self.fs.lstat(path).at(jp, "reading base")
+    }
+}
+
+/// The sections ignition-apply parses but never writes into an image (it skips them with
+/// `--ignore-unsupported`), named so the user knows they had no effect here.
+pub fn ignored_sections(c: &Config) -> Vec<String> {
+    let s = &c.storage;
+    [
+        ("$.passwd.users", !c.passwd.users.is_empty()),
+        ("$.passwd.groups", !c.passwd.groups.is_empty()),
+        (
+            "$.kernelArguments",
+            !c.kernel_arguments.should_exist.is_empty()
+                || !c.kernel_arguments.should_not_exist.is_empty(),
+        ),
+        ("$.storage.disks", !s.disks.is_empty()),
+        ("$.storage.raid", !s.raid.is_empty()),
+        ("$.storage.luks", !s.luks.is_empty()),
+        ("$.storage.filesystems", !s.filesystems.is_empty()),
+    ]
+    .into_iter()
+    .filter(|(_, present)| *present)
+    .map(|(path, _)| {
+        format!("{path}: ignored: ignition-apply does not apply this section to an image")
+    })
+    .collect()
+}
