@@ -1,6 +1,8 @@
 //! `ignition.config.merge` / `replace`: fetch `data:` child configs and combine them as
 //! Ignition's config fetcher does, before anything is applied.
 
+use machineos_diagnostics::{Classify, Retry};
+
 use crate::merge::merge;
 use crate::model::{Config, Resource};
 use crate::parse::{ParseError, Warning, parse};
@@ -11,32 +13,55 @@ use crate::validate::{ValidationError, validate};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChildError {
     /// The child could not be fetched.
-    #[error("error at {path}: fetching child config: {source}")]
+    #[error("error at {path}: fetching child config: {error}")]
     Fetch {
         /// The reference's JSON path.
         path: String,
-        /// The cause.
-        source: FetchError,
+        /// The cause (part of the message, not the `source()`).
+        error: FetchError,
     },
     /// The child is not a config.
-    #[error("error at {path}: parsing child config: {source}")]
+    #[error("error at {path}: parsing child config: {error}")]
     Parse {
         /// The reference's JSON path.
         path: String,
-        /// The cause.
-        source: ParseError,
+        /// The cause (part of the message, not the `source()`).
+        error: ParseError,
     },
     /// The child is invalid.
-    #[error("error at {path}: child config is not valid: {source}")]
+    #[error("error at {path}: child config is not valid: {error}")]
     Invalid {
         /// The reference's JSON path.
         path: String,
-        /// The cause.
-        source: ValidationError,
+        /// The cause (part of the message, not the `source()`).
+        error: ValidationError,
     },
     /// Children nest deeper than we follow.
     #[error("error at {0}: child configs nest more than 10 levels deep")]
     TooDeep(String),
+}
+
+impl Classify for ChildError {
+    /// The cause's reason (`UnsupportedSource`, `InvalidDataUrl`, `InvalidConfig`,
+    /// `UnsupportedSpecVersion`, …), or `ChildConfigsTooDeep`.
+    fn reason(&self) -> &'static str {
+        match self {
+            ChildError::Fetch { error, .. } => error.reason(),
+            ChildError::Parse { error, .. } => error.reason(),
+            ChildError::Invalid { error, .. } => error.reason(),
+            ChildError::TooDeep(_) => "ChildConfigsTooDeep",
+        }
+    }
+
+    /// The cause's (always permanent: children are `data:` URLs).
+    fn retry(&self) -> Retry {
+        match self {
+            ChildError::Fetch { error, .. } => error.retry(),
+            ChildError::Parse { error, .. } => error.retry(),
+            ChildError::Invalid { error, .. } => error.retry(),
+            ChildError::TooDeep(_) => Retry::Permanent,
+        }
+    }
 }
 
 /// The largest child config read (decompressed): a config is JSON held in memory whole.
@@ -76,18 +101,18 @@ fn resolve_at(
 
 fn load(res: &Resource, path: &str, warnings: &mut Vec<Warning>) -> Result<Config, ChildError> {
     let bytes = fetch(res, MAX_CHILD_CONFIG)
-        .map_err(|source| ChildError::Fetch {
+        .map_err(|error| ChildError::Fetch {
             path: path.to_string(),
-            source,
+            error,
         })?
         .unwrap_or_default();
-    let parsed = parse(&bytes).map_err(|source| ChildError::Parse {
+    let parsed = parse(&bytes).map_err(|error| ChildError::Parse {
         path: path.to_string(),
-        source,
+        error,
     })?;
-    let w = validate(&parsed.config).map_err(|source| ChildError::Invalid {
+    let w = validate(&parsed.config).map_err(|error| ChildError::Invalid {
         path: path.to_string(),
-        source,
+        error,
     })?;
     let prefix = |mut w: Warning| {
         w.path = format!("{path}:{}", w.path);

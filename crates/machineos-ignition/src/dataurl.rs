@@ -15,6 +15,18 @@
 #[error("{0}")]
 pub struct DataUrlError(pub String);
 
+impl machineos_diagnostics::Classify for DataUrlError {
+    /// `InvalidDataUrl`.
+    fn reason(&self) -> &'static str {
+        "InvalidDataUrl"
+    }
+
+    /// Always permanent: the URL must change.
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        machineos_diagnostics::Retry::Permanent
+    }
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, DataUrlError> {
     Err(DataUrlError(msg.into()))
 }

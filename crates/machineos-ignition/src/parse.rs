@@ -101,6 +101,24 @@ pub enum ParseError {
     },
 }
 
+impl machineos_diagnostics::Classify for ParseError {
+    /// `UnsupportedSpecVersion` for a version outside 3.0.0–3.5.0, else `InvalidConfig`.
+    fn reason(&self) -> &'static str {
+        match self {
+            ParseError::UnknownVersion(_) => "UnsupportedSpecVersion",
+            ParseError::Empty
+            | ParseError::Json { .. }
+            | ParseError::InvalidVersion
+            | ParseError::Type { .. } => "InvalidConfig",
+        }
+    }
+
+    /// Always permanent: the bytes must change.
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        machineos_diagnostics::Retry::Permanent
+    }
+}
+
 /// Keys that only exist from a given spec version on; in an older config they are
 /// unknown keys (warned and dropped), as they are to Ignition's per-version parsers.
 const GATED_KEYS: &[(SpecVersion, &[&str])] = &[

@@ -20,7 +20,7 @@ use crate::model::Resource;
 pub enum FetchError {
     /// The `data:` URL does not decode.
     #[error("decoding data URL: {0}")]
-    DataUrl(#[from] dataurl::DataUrlError),
+    DataUrl(dataurl::DataUrlError),
     /// A scheme we do not fetch.
     #[error("remote sources are not supported: {0}")]
     Remote(String),
@@ -44,6 +44,37 @@ pub enum FetchError {
     /// More bytes than may be held in memory for this use.
     #[error("the contents are larger than {0} bytes, the most read into memory here")]
     TooLarge(u64),
+}
+
+// By hand, not `#[from]`: the message already shows the decoder's error, so it is not also
+// the `source()` (the workspace's convention for causes).
+impl From<dataurl::DataUrlError> for FetchError {
+    fn from(e: dataurl::DataUrlError) -> Self {
+        FetchError::DataUrl(e)
+    }
+}
+
+impl machineos_diagnostics::Classify for FetchError {
+    /// `InvalidDataUrl`, `UnsupportedSource` (a remote scheme), `InvalidGzip`,
+    /// `UnsupportedCompression`, `HashMismatch`, `InvalidVerificationHash` or
+    /// `ContentsTooLarge`.
+    fn reason(&self) -> &'static str {
+        match self {
+            FetchError::DataUrl(_) => "InvalidDataUrl",
+            FetchError::Remote(_) => "UnsupportedSource",
+            FetchError::Gzip(_) => "InvalidGzip",
+            FetchError::Compression => "UnsupportedCompression",
+            FetchError::Hash { .. } => "HashMismatch",
+            FetchError::HashSpec(_) => "InvalidVerificationHash",
+            FetchError::TooLarge(_) => "ContentsTooLarge",
+        }
+    }
+
+    /// Always permanent: resources are `data:` URLs decoded in memory, never fetched over a
+    /// network or read from a disk, so the same config fails the same way again.
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        machineos_diagnostics::Retry::Permanent
+    }
 }
 
 /// The decoded and decompressed bytes of `res` as a stream (not verified: [`measure`]

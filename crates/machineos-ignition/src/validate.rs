@@ -22,6 +22,18 @@ pub struct ValidationError {
     pub message: String,
 }
 
+impl machineos_diagnostics::Classify for ValidationError {
+    /// `InvalidConfig`.
+    fn reason(&self) -> &'static str {
+        "InvalidConfig"
+    }
+
+    /// Always permanent: the config must change.
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        machineos_diagnostics::Retry::Permanent
+    }
+}
+
 #[derive(Default)]
 struct Report {
     errors: Vec<ValidationError>,

@@ -7,6 +7,7 @@
 
 use machineos_api::GROUP;
 use machineos_api::v1::{MachineConfig, MachineConfigPool};
+use machineos_diagnostics::{Classify, Retry};
 use serde_json::Value;
 
 /// Objects found in manifests, in file order.
@@ -90,6 +91,38 @@ pub struct DecodeError {
     pub path: String,
     /// What is wrong.
     pub message: String,
+}
+
+impl Classify for LoadError {
+    /// `InvalidManifest` (not text, not YAML/JSON, not an object, a field of the wrong shape),
+    /// `UnsupportedObjectKind`, or `UnexpectedMachineConfigPool`.
+    fn reason(&self) -> &'static str {
+        match self {
+            LoadError::NotUtf8 { .. }
+            | LoadError::Syntax { .. }
+            | LoadError::NotAnObject { .. } => "InvalidManifest",
+            LoadError::UnsupportedKind { .. } => "UnsupportedObjectKind",
+            LoadError::Decode(e) => e.reason(),
+            LoadError::UnexpectedPool { .. } => "UnexpectedMachineConfigPool",
+        }
+    }
+
+    /// Always permanent: the manifests must change (reading the file is the caller's).
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
+}
+
+impl Classify for DecodeError {
+    /// `InvalidManifest`.
+    fn reason(&self) -> &'static str {
+        "InvalidManifest"
+    }
+
+    /// Always permanent: the manifest must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// Load MachineConfigs and MachineConfigPools from a file's bytes; `source` names it in

@@ -29,6 +29,7 @@ use machineos_api::{
     GENERATED_BY_CONTROLLER_VERSION_ANNOTATION, GROUP, OS_IMAGE_URL_OVERRIDDEN_ANNOTATION,
     WORKER_ROLE,
 };
+use machineos_diagnostics::{Classify, Retry};
 use machineos_ignition::{Config, Warning};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -51,7 +52,7 @@ pub struct RenderDefaults {
 }
 
 /// A warning about one input MachineConfig (from Ignition's parser or validator).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RenderWarning {
     /// The MachineConfig it is about.
     pub machine_config: String,
@@ -137,6 +138,32 @@ pub enum RenderError {
         /// The MachineConfig setting the kernel type.
         kernel_type_from: String,
     },
+}
+
+impl Classify for RenderError {
+    /// `InvalidPoolName`, `NoMachineConfigSelected`, `InvalidMachineConfig` (no name, no
+    /// labels), `DuplicateMachineConfig`, the [`ValidateError`]'s reason, or
+    /// `IncompatibleExtension` (kernel-devel with a non-default kernel).
+    fn reason(&self) -> &'static str {
+        match self {
+            RenderError::InvalidPoolName { .. } => "InvalidPoolName",
+            RenderError::NoMachineConfigs { .. } => "NoMachineConfigSelected",
+            RenderError::MissingName { .. } | RenderError::MissingLabels { .. } => {
+                "InvalidMachineConfig"
+            }
+            RenderError::DuplicateName { .. } => "DuplicateMachineConfig",
+            RenderError::Invalid(e) => e.reason(),
+            RenderError::KernelDevel { .. } => "IncompatibleExtension",
+        }
+    }
+
+    /// Always permanent: the pool or its MachineConfigs must change.
+    fn retry(&self) -> Retry {
+        match self {
+            RenderError::Invalid(e) => e.retry(),
+            _ => Retry::Permanent,
+        }
+    }
 }
 
 /// Render pool `pool`'s MachineConfigs (already selected, in any order) into one.

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use machineos_api::v1::{MachineConfig, MachineConfigPool};
 use machineos_api::{MASTER_ROLE, ROLE_LABEL, WORKER_ROLE};
+use machineos_diagnostics::{Classify, Retry};
 
 /// Why a label selector is malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,12 +31,12 @@ pub struct SelectorError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectError {
     /// The pool manifest's selector is malformed.
-    #[error("MachineConfigPool {pool:?}: error at $.spec.machineConfigSelector.{}: {}", .source.path, .source.message)]
+    #[error("MachineConfigPool {pool:?}: error at $.spec.machineConfigSelector.{}: {}", .error.path, .error.message)]
     InvalidSelector {
         /// The pool.
         pool: String,
-        /// What is wrong.
-        source: SelectorError,
+        /// What is wrong (part of the message, not the `source()`).
+        error: SelectorError,
     },
     /// The pool manifest has no selector, or an empty one: it selects nothing.
     #[error(
@@ -59,6 +60,36 @@ pub enum SelectError {
         /// The pool.
         pool: String,
     },
+}
+
+impl Classify for SelectorError {
+    /// `InvalidLabelSelector`.
+    fn reason(&self) -> &'static str {
+        "InvalidLabelSelector"
+    }
+
+    /// Always permanent: the selector must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
+}
+
+impl Classify for SelectError {
+    /// `InvalidLabelSelector`, `EmptyMachineConfigSelector`, `PoolNameMismatch`, or
+    /// `NoMachineConfigSelected`.
+    fn reason(&self) -> &'static str {
+        match self {
+            SelectError::InvalidSelector { error, .. } => error.reason(),
+            SelectError::EmptySelector { .. } => "EmptyMachineConfigSelector",
+            SelectError::PoolNameMismatch { .. } => "PoolNameMismatch",
+            SelectError::NoMachineConfigs { .. } => "NoMachineConfigSelected",
+        }
+    }
+
+    /// Always permanent: the pool or the MachineConfigs must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// One parsed requirement of a label selector.
@@ -179,9 +210,9 @@ pub fn select_for_pool<'a>(
             }
             let empty = LabelSelector::default();
             let raw = p.spec.machine_config_selector.as_ref().unwrap_or(&empty);
-            let selector = Selector::parse(raw).map_err(|source| SelectError::InvalidSelector {
+            let selector = Selector::parse(raw).map_err(|error| SelectError::InvalidSelector {
                 pool: pool_name.to_owned(),
-                source,
+                error,
             })?;
             if selector.is_empty() {
                 return Err(SelectError::EmptySelector {

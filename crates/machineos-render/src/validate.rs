@@ -8,6 +8,7 @@
 //! JSON path from the object's root (`$.spec.config.storage.files.3.path`).
 
 use machineos_api::v1::MachineConfig;
+use machineos_diagnostics::{Classify, Retry};
 use machineos_ignition::{Config, Warning};
 
 /// Why one MachineConfig is invalid.
@@ -30,6 +31,10 @@ pub enum ValidateError {
         path: String,
         /// Ignition's message.
         message: String,
+        /// The Ignition error's [`Classify::reason`]: `UnsupportedSpecVersion` for a spec
+        /// version machineos does not accept (such as 2.2.0, which the MCO still does),
+        /// else `InvalidConfig`.
+        reason: &'static str,
     },
     /// A file mode with setuid, setgid or sticky bits, which the MCO refuses.
     #[error(
@@ -57,6 +62,24 @@ pub enum ValidateError {
         /// The unsupported values, in order.
         invalid: Vec<String>,
     },
+}
+
+impl Classify for ValidateError {
+    /// `InvalidKernelType`; the Ignition error's reason (`InvalidConfig`,
+    /// `UnsupportedSpecVersion`); `InvalidFileMode`; or `UnsupportedExtension`.
+    fn reason(&self) -> &'static str {
+        match self {
+            ValidateError::KernelType { .. } => "InvalidKernelType",
+            ValidateError::Ignition { reason, .. } => reason,
+            ValidateError::FileMode { .. } => "InvalidFileMode",
+            ValidateError::Extensions { .. } => "UnsupportedExtension",
+        }
+    }
+
+    /// Always permanent: the MachineConfig must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// Go's `%#o`: a leading `0`, as the MCO prints modes (`01755`).
@@ -276,23 +299,27 @@ fn parse_ignition(
     raw: &serde_json::Map<String, serde_json::Value>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Config, ValidateError> {
-    let ignition_error = |(path, message): (String, String)| ValidateError::Ignition {
-        name: name.to_owned(),
-        path,
-        message,
-    };
+    let ignition_error =
+        |(path, message): (String, String), reason: &'static str| ValidateError::Ignition {
+            name: name.to_owned(),
+            path,
+            message,
+            reason,
+        };
     // A JSON object always serializes; the bytes are what Ignition's parser takes.
     let bytes = serde_json::to_vec(raw)
-        .map_err(|e| ignition_error(("$.spec.config".into(), e.to_string())))?;
+        .map_err(|e| ignition_error(("$.spec.config".into(), e.to_string()), "InvalidConfig"))?;
     let parsed = machineos_ignition::parse(&bytes)
-        .map_err(|e| ignition_error(split_located(&e.to_string())))?;
+        .map_err(|e| ignition_error(split_located(&e.to_string()), e.reason()))?;
     let rebased = |w: Warning| Warning {
         path: rebase(&w.path),
         message: w.message,
     };
     warnings.extend(parsed.warnings.into_iter().map(rebased));
-    let found = machineos_ignition::validate(&parsed.config)
-        .map_err(|e| ignition_error((rebase(&e.path), e.message)))?;
+    let found = machineos_ignition::validate(&parsed.config).map_err(|e| {
+        let reason = e.reason();
+        ignition_error((rebase(&e.path), e.message), reason)
+    })?;
     warnings.extend(found.into_iter().map(rebased));
     Ok(parsed.config)
 }
