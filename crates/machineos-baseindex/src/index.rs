@@ -270,57 +270,124 @@ impl BaseIndex {
             })
     }
 
-    fn read_located(
-        &self,
-        p: &str,
-        size: u64,
-        layer: u32,
-        offset: u64,
-        sparse: bool,
-    ) -> Result<Vec<u8>, BaseError> {
-        let err = |source: std::io::Error| BaseError::Io {
-            path: p.to_string(),
-            source,
-        };
+    /// Where the contents of the regular file at `p` are when the index does not keep them:
+    /// `None` when it does (or `p` is not a regular file). A caller that must not block in
+    /// the planner fetches these beforehand ([`Located::read_from`]) and answers the
+    /// planner's reads itself.
+    pub fn location(&self, p: &str) -> Option<Located> {
+        let e = self.entries.get(self.find(p)?)?;
+        match e.kind {
+            Kind::File {
+                size,
+                data:
+                    Data::Located {
+                        layer,
+                        offset,
+                        sparse,
+                    },
+            } => Some(Located {
+                path: self.span(e.path).to_string(),
+                size,
+                layer,
+                offset,
+                sparse,
+            }),
+            _ => None,
+        }
+    }
+
+    fn read_located(&self, at: Located) -> Result<Vec<u8>, BaseError> {
         let Some(source) = &self.source else {
-            return Err(err(std::io::Error::other(format!(
-                "the contents are not in the base index (they are in layer {layer}) and no \
-                 layer source is set"
-            ))));
+            return Err(BaseError::Io {
+                path: at.path.clone(),
+                source: std::io::Error::other(format!(
+                    "the contents are not in the base index (they are in layer {}) and no \
+                     layer source is set",
+                    at.layer
+                )),
+            });
         };
-        let mut r = source.open_layer_at(layer, offset).map_err(|e| {
-            err(std::io::Error::new(
-                e.kind(),
-                format!("opening layer {layer} at offset {offset}: {e}"),
-            ))
-        })?;
+        let r = source
+            .open_layer_at(at.layer, at.offset)
+            .map_err(|e| BaseError::Io {
+                path: at.path.clone(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    format!("opening layer {} at offset {}: {e}", at.layer, at.offset),
+                ),
+            })?;
+        at.read_at(r)
+    }
+}
+
+/// The contents of a file the index does not keep: which layer's uncompressed tar stream
+/// holds them, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The file's path in the index's spelling (absolute, clean).
+    pub path: String,
+    /// Its size.
+    pub size: u64,
+    /// The layer number (as given to [`crate::IndexBuilder::apply_layer`]).
+    pub layer: u32,
+    /// Offset in the uncompressed stream of the data (of the member header when sparse).
+    pub offset: u64,
+    /// A GNU sparse member: the member is parsed again to expand its holes.
+    pub sparse: bool,
+}
+
+impl Located {
+    /// The contents, from the layer's whole UNCOMPRESSED tar stream read from its first byte.
+    /// The stream is read to its end, so a stream that checks its digest at its end vouches
+    /// for the bytes returned.
+    pub fn read_from(&self, mut layer: impl Read) -> Result<Vec<u8>, BaseError> {
+        let skipped = std::io::copy(&mut (&mut layer).take(self.offset), &mut std::io::sink())
+            .map_err(|e| self.err(layer_io(self.layer, e)))?;
+        if skipped < self.offset {
+            return Err(self.err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "layer {} ends at byte {skipped}, before offset {}",
+                    self.layer, self.offset
+                ),
+            )));
+        }
+        self.read_at(layer)
+    }
+
+    fn err(&self, source: std::io::Error) -> BaseError {
+        BaseError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// The contents from a stream positioned at [`Located::offset`], read to its end.
+    fn read_at(&self, mut r: impl Read) -> Result<Vec<u8>, BaseError> {
+        let (layer, offset, size) = (self.layer, self.offset, self.size);
+        let err = |e| self.err(layer_io(layer, e));
         let mut buf = Vec::with_capacity(usize::try_from(size.min(1 << 26)).unwrap_or(0));
-        if sparse {
+        if self.sparse {
             let mut ar = tar::Archive::new(&mut r);
-            let mut entries = ar.entries().map_err(|e| err(layer_io(layer, e)))?;
+            let mut entries = ar.entries().map_err(err)?;
             let mut entry = match entries.next() {
-                Some(entry) => entry.map_err(|e| err(layer_io(layer, e)))?,
+                Some(entry) => entry.map_err(err)?,
                 None => {
-                    return Err(err(std::io::Error::new(
+                    return Err(self.err(std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
                         format!("layer {layer} has no tar member at offset {offset}"),
                     )));
                 }
             };
-            entry
-                .read_to_end(&mut buf)
-                .map_err(|e| err(layer_io(layer, e)))?;
+            entry.read_to_end(&mut buf).map_err(err)?;
         } else {
-            (&mut r)
-                .take(size)
-                .read_to_end(&mut buf)
-                .map_err(|e| err(layer_io(layer, e)))?;
+            (&mut r).take(size).read_to_end(&mut buf).map_err(err)?;
         }
         // Read the stream to its end: a source that checks the layer's digest when its
         // stream ends (registry blobs, verified layout blobs) then vouches for these bytes.
-        std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| err(layer_io(layer, e)))?;
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(err)?;
         if buf.len() as u64 != size {
-            return Err(err(std::io::Error::new(
+            return Err(self.err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 format!(
                     "layer {layer} gave {} bytes at offset {offset}, the index says {size}",
@@ -364,7 +431,13 @@ impl BaseView for BaseIndex {
                 layer,
                 offset,
                 sparse,
-            } => self.read_located(p, size, layer, offset, sparse),
+            } => self.read_located(Located {
+                path: self.span(e.path).to_string(),
+                size,
+                layer,
+                offset,
+                sparse,
+            }),
         }
     }
 

@@ -20,7 +20,7 @@ pub use apply::{
 };
 pub use cache::{Cache, CacheError};
 pub use format::DecodeError;
-pub use index::{BaseIndex, IndexStats, LayerSource};
+pub use index::{BaseIndex, IndexStats, LayerSource, Located};
 pub use machineos_image::{Digest, LayerCompression};
 
 /// Why indexing, decoding or caching a base failed.

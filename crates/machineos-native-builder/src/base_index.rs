@@ -1,17 +1,31 @@
 //! The base's filesystem index: loaded from the cache by manifest digest, or built by
 //! streaming each base layer once (on a blocking thread, never holding a layer in memory) and
-//! then cached, so the next build against that base reads no base layer at all.
+//! then cached, so the next build against that base reads no base layer at all; and
+//! planning over it.
+//!
+//! The planner is pure and synchronous, and never waits on the network: [`plan`] runs it on
+//! a blocking thread over the index plus the contents fetched so far. The few files whose
+//! contents the index does not keep (see `machineos_baseindex::keep_content`) are not read
+//! by the planner; it asks for them, [`plan`] fetches them asynchronously (one layer stream
+//! each, decompressed on a blocking thread) and plans again. Most plans need none; a plan
+//! that needs `n` such files runs at most `n + 1` times.
 
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, LayerSource};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, Located};
+use machineos_ignition::Config;
 use machineos_image::{Descriptor, LayerCompression};
+use machineos_layer::plan::PlanOptions;
+use machineos_layer::{BaseError, BaseView, Node, Plan};
 
 use crate::BuildError;
 use crate::progress::{Event, Progress};
-use crate::store::{ResolvedBase, Store};
+use crate::store::{ResolvedBase, blocking};
 
 /// How the index was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -53,28 +67,6 @@ impl LayerReads {
     }
 }
 
-/// Reopens base layers for the few file contents the index does not keep.
-struct BaseLayers {
-    handle: tokio::runtime::Handle,
-    store: Store,
-    layers: Vec<(Descriptor, LayerCompression)>,
-    reads: Arc<LayerReads>,
-}
-
-impl LayerSource for BaseLayers {
-    fn open_layer(&self, layer: u32) -> std::io::Result<Box<dyn Read + Send>> {
-        let (blob, compression) = self.layers.get(layer as usize).ok_or_else(|| {
-            std::io::Error::other(format!("{} has no layer {layer}", self.store.name()))
-        })?;
-        self.reads.bump();
-        let raw = self
-            .store
-            .blob_reader(&self.handle, blob)
-            .map_err(std::io::Error::other)?;
-        decompress(*compression, raw)
-    }
-}
-
 /// An uncompressed view of a layer blob.
 pub fn decompress(
     compression: LayerCompression,
@@ -103,10 +95,10 @@ fn compression_of(base: &ResolvedBase) -> Result<Vec<(Descriptor, LayerCompressi
         .collect()
 }
 
-/// The base's index, from `cache` when it has it, else by streaming every layer. The index
-/// can read the contents it does not keep from the base layers on demand (counted in
+/// The base's index, from `cache` when it has it, else by streaming every layer (counted in
 /// `reads`). A cache that cannot be read or written costs only time: the problem is added
-/// to `warnings` and the base is indexed from its layers.
+/// to `warnings` and the base is indexed from its layers. Contents the index does not keep
+/// are not read from it (it has no layer source): [`plan`] fetches what the planner needs.
 pub async fn base_index(
     base: &ResolvedBase,
     cache: Option<&Cache>,
@@ -115,7 +107,6 @@ pub async fn base_index(
     warnings: &mut Vec<String>,
 ) -> Result<(BaseIndex, CacheUse), BuildError> {
     let layers = compression_of(base)?;
-    let handle = tokio::runtime::Handle::current();
     let mut cache_ok = true;
     let cached = match cache {
         Some(c) => {
@@ -134,44 +125,41 @@ pub async fn base_index(
         }
         None => None,
     };
-    let (mut index, used) = match cached {
+    let (index, used) = match cached {
         Some(index) => (index, CacheUse::Hit),
         None => {
             progress.event(Event::Stage("indexing base"));
-            let store = base.store.clone();
-            let layers = layers.clone();
-            let diff_ids = base.diff_ids.clone();
-            let progress = progress.clone();
-            let reads = reads.clone();
-            let handle = handle.clone();
             let name = base.store.name();
-            let index = tokio::task::spawn_blocking(move || {
-                let mut builder = IndexBuilder::new();
-                for (i, ((blob, compression), diff_id)) in layers.iter().zip(&diff_ids).enumerate()
-                {
-                    progress.event(Event::IndexLayer {
-                        index: i,
-                        count: layers.len(),
-                        size: blob.size,
-                    });
-                    reads.bump();
-                    // The store checks the blob's digest and size as it is read to its end,
-                    // the builder the uncompressed contents against the config's diff_id.
-                    let raw = store.blob_reader(&handle, blob)?;
+            let mut builder = IndexBuilder::new();
+            for (i, ((blob, compression), diff_id)) in layers.iter().zip(&base.diff_ids).enumerate()
+            {
+                progress.event(Event::IndexLayer {
+                    index: i,
+                    count: layers.len(),
+                    size: blob.size,
+                });
+                reads.bump();
+                // The store checks the blob's digest and size as it is read to its end, the
+                // builder the uncompressed contents against the config's diff_id. The blob is
+                // opened here and read on a blocking thread.
+                let raw = base.store.open_reader(blob).await?;
+                let (compression, diff_id) = (*compression, diff_id.clone());
+                let image = format!("{name} layer {}", blob.digest);
+                builder = blocking("indexing a layer", move || {
                     builder
-                        .apply_layer_checked(i as u32, *compression, raw, Some(diff_id))
-                        .map_err(|source| BuildError::Index {
-                            image: format!("{name} layer {}", blob.digest),
-                            source,
-                        })?;
-                }
+                        .apply_layer_checked(i as u32, compression, raw, Some(&diff_id))
+                        .map_err(|source| BuildError::Index { image, source })?;
+                    Ok(builder)
+                })
+                .await?;
+            }
+            let index = blocking("indexing", move || {
                 builder.finish().map_err(|source| BuildError::Index {
-                    image: name.clone(),
+                    image: name,
                     source,
                 })
             })
-            .await
-            .map_err(|e| BuildError::Internal(format!("indexing task: {e}")))??;
+            .await?;
             match cache {
                 Some(c) => {
                     let (c, key) = (c.clone(), base.manifest_digest.clone());
@@ -195,11 +183,121 @@ pub async fn base_index(
             }
         }
     };
-    index.set_layer_source(Arc::new(BaseLayers {
-        handle,
-        store: base.store.clone(),
-        layers,
-        reads: reads.clone(),
-    }));
     Ok((index, used))
+}
+
+/// The base as the planner sees it: the index, and the contents fetched for it. A read of
+/// contents that neither holds fails, and is recorded to be fetched before the next attempt.
+struct Prefetched<'a> {
+    index: &'a BaseIndex,
+    fetched: &'a BTreeMap<String, Vec<u8>>,
+    wanted: Mutex<Vec<Located>>,
+}
+
+impl BaseView for Prefetched<'_> {
+    fn lstat(&self, path: &str) -> Result<Option<Node>, BaseError> {
+        self.index.lstat(path)
+    }
+
+    fn read(&self, path: &str) -> Result<Vec<u8>, BaseError> {
+        let Some(at) = self.index.location(path) else {
+            return self.index.read(path);
+        };
+        if let Some(bytes) = self.fetched.get(&at.path) {
+            return Ok(bytes.clone());
+        }
+        self.wanted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(at);
+        Err(BaseError::Io {
+            path: path.to_string(),
+            source: std::io::Error::other("its contents are fetched before planning again"),
+        })
+    }
+
+    fn children(&self, path: &str) -> Result<Vec<String>, BaseError> {
+        self.index.children(path)
+    }
+
+    fn hard_link_group(&self, link_id: u64) -> Result<Vec<String>, BaseError> {
+        self.index.hard_link_group(link_id)
+    }
+}
+
+/// Plans `config` over the base's `index` (see the module's contract): on a blocking
+/// thread, fetching the contents the index does not keep when the planner asks for them
+/// (each fetch counted in `reads`).
+pub async fn plan(
+    base: &ResolvedBase,
+    index: Arc<BaseIndex>,
+    config: Arc<Config>,
+    options: Arc<PlanOptions>,
+    source_name: &str,
+    reads: &LayerReads,
+) -> Result<Plan, BuildError> {
+    let layers = compression_of(base)?;
+    let mut fetched = Arc::new(BTreeMap::new());
+    loop {
+        let (index2, config2, options2, fetched2) = (
+            index.clone(),
+            config.clone(),
+            options.clone(),
+            fetched.clone(),
+        );
+        let (result, wanted) = blocking("planning", move || {
+            let view = Prefetched {
+                index: &index2,
+                fetched: &fetched2,
+                wanted: Mutex::new(Vec::new()),
+            };
+            let result = machineos_layer::plan::plan_with(&config2, &view, &options2);
+            let wanted = view
+                .wanted
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Ok((result, wanted))
+        })
+        .await?;
+        if wanted.is_empty() {
+            return result.map_err(|error| {
+                BuildError::Plan(machineos_layer::LayerError::Plan {
+                    source_name: source_name.to_string(),
+                    error,
+                })
+            });
+        }
+        let mut more = (*fetched).clone();
+        for at in wanted {
+            if more.contains_key(&at.path) {
+                continue;
+            }
+            let Some((blob, compression)) = layers.get(at.layer as usize).cloned() else {
+                return Err(BuildError::Internal(format!(
+                    "the base index places {} in layer {}, which the base does not have",
+                    at.path, at.layer
+                )));
+            };
+            reads.bump();
+            let raw = base.store.open_reader(&blob).await?;
+            let image = format!("{} layer {}", base.store.name(), blob.digest);
+            let (path, bytes) = blocking("reading base contents", move || {
+                let err = |source| BuildError::LayerRead {
+                    image,
+                    digest: blob.digest.clone(),
+                    source,
+                };
+                match decompress(compression, raw) {
+                    Ok(layer) => match at.read_from(layer) {
+                        Ok(bytes) => Ok((at.path, bytes)),
+                        Err(e) => Err(err(std::io::Error::other(e))),
+                    },
+                    Err(e) => Err(err(e)),
+                }
+            })
+            .await?;
+            more.insert(path, bytes);
+        }
+        fetched = Arc::new(more);
+    }
 }

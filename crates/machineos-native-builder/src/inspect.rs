@@ -10,8 +10,7 @@ use machineos_registry::{Registry, RegistryOptions};
 use crate::BuildError;
 use crate::store::{self, Store};
 
-/// Where the MCO's build (and ours) records the rendered MachineConfig.
-pub const CURRENT_CONFIG: &str = "etc/machine-config-daemon/currentconfig";
+use machineos_layering::CURRENT_CONFIG;
 
 /// An image's description.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -47,7 +46,7 @@ pub async fn inspect(
         )),
         ImageRef::Layout(_) => None,
     };
-    let store = store::open_store(reference, client.as_ref(), false)?;
+    let store = store::open_store(reference, client.as_ref(), false).await?;
     let resolved = store::resolve(store.clone(), platform).await?;
     let view = machineos_image::config::parse_config(&resolved.config).map_err(|source| {
         BuildError::Config {
@@ -56,7 +55,7 @@ pub async fn inspect(
         }
     })?;
     let machine_config = match resolved.manifest.layers.last() {
-        Some(top) => top_layer_file(&store, top, CURRENT_CONFIG).await?,
+        Some(top) => top_layer_file(&store, top, CURRENT_CONFIG.trim_start_matches('/')).await?,
         None => None,
     };
     let machine_config = match machine_config {
@@ -64,7 +63,7 @@ pub async fn inspect(
             Some(
                 serde_json::from_slice(&bytes).map_err(|e| BuildError::InvalidImage {
                     image: store.name(),
-                    problem: format!("/{CURRENT_CONFIG} is not JSON: {e}"),
+                    problem: format!("{CURRENT_CONFIG} is not JSON: {e}"),
                 })?,
             )
         }
@@ -106,9 +105,8 @@ async fn top_layer_file(
     let layer = layer.clone();
     let digest = layer.digest.clone();
     let path = path.to_string();
-    let handle = tokio::runtime::Handle::current();
+    let raw = store.open_reader(&layer).await?;
     tokio::task::spawn_blocking(move || {
-        let raw = store.blob_reader(&handle, &layer)?;
         let io = |source: std::io::Error| BuildError::LayerRead {
             image: store.name(),
             digest: digest.clone(),

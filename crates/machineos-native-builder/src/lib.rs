@@ -20,11 +20,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use machineos_baseindex::Cache;
-use machineos_ignition::Config;
 use machineos_image::{Digest, ImageRef, Platform};
 use machineos_layer::Plan;
-use machineos_layer::plan::PlanOptions;
 use machineos_layer::write::{LayerDigests, LayerOptions};
+use machineos_layering::Recipe;
 use machineos_registry::{Registry, RegistryError, RegistryOptions};
 
 pub use base_index::CacheUse;
@@ -147,14 +146,11 @@ pub struct BuildSpec {
     pub output: ImageRef,
     /// The platform to take from a multi-platform base.
     pub platform: Platform,
-    /// The Ignition config to apply.
-    pub config: Config,
-    /// The name of the config's source, for errors.
-    pub source_name: String,
-    /// Files written before Ignition runs, and commit clean-up.
-    pub plan_options: PlanOptions,
-    /// Labels and history.
-    pub metadata: Metadata,
+    /// The config to apply, what the build adds around it, and the image's labels (see
+    /// [`machineos_layering`]).
+    pub recipe: Recipe,
+    /// The history entry's `created_by` (the tool and its version).
+    pub created_by: String,
     /// Layer timestamps and compression.
     pub layer: LayerOptions,
     /// Also write the added layer as an uncompressed tar here: checked before the build
@@ -265,15 +261,18 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     let started = Instant::now();
     check_output(&spec.output)?;
     // Every output is checked before anything is done, so a failed build changes nothing.
-    let layer_out = spec
-        .layer_out
-        .as_deref()
-        .map(output::OutputFile::prepare)
-        .transpose()
-        .map_err(|e| BuildError::LayerOut {
-            path: e.path,
-            source: e.source,
-        })?;
+    let layer_out = match spec.layer_out.clone() {
+        Some(path) => Some(
+            store::blocking("preparing --layer-out", move || {
+                output::OutputFile::prepare(&path).map_err(|e| BuildError::LayerOut {
+                    path: e.path,
+                    source: e.source,
+                })
+            })
+            .await?,
+        ),
+        None => None,
+    };
     let progress = env.progress.clone();
     progress.event(Event::Stage("resolving base"));
     let hosts: Vec<&str> = [&spec.base, &spec.output]
@@ -288,7 +287,7 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     } else {
         Some(Arc::new(Registry::connect(env.registry, &hosts).await?))
     };
-    let base_store = store::open_store(&spec.base, client.as_ref(), false)?;
+    let base_store = store::open_store(&spec.base, client.as_ref(), false).await?;
     let base = store::resolve(base_store, &spec.platform).await?;
     let resolved = started.elapsed();
 
@@ -299,22 +298,22 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     let indexed = started.elapsed();
 
     progress.event(Event::Stage("planning"));
-    let config = spec.config.clone();
-    let plan_options = spec.plan_options.clone();
-    let source_name = spec.source_name.clone();
-    let plan = tokio::task::spawn_blocking(move || {
-        machineos_layer::plan::plan_with(&config, &index, &plan_options)
-            .map_err(|error| machineos_layer::LayerError::Plan { source_name, error })
-    })
-    .await
-    .map_err(|e| BuildError::Internal(format!("planning task: {e}")))??;
+    let plan = base_index::plan(
+        &base,
+        Arc::new(index),
+        Arc::new(spec.recipe.config.clone()),
+        Arc::new(spec.recipe.plan_options.clone()),
+        &spec.recipe.source_name,
+        &reads,
+    )
+    .await?;
     let planned = started.elapsed();
 
-    let mut metadata = spec.metadata.clone();
-    metadata
-        .labels
-        .entry("baseOSContainerImage".to_string())
-        .or_insert_with(|| base.pullspec());
+    let metadata = Metadata {
+        labels: spec.recipe.image_labels(&base.pullspec()),
+        created_by: spec.created_by.clone(),
+        comment: Some(spec.recipe.source_name.clone()),
+    };
     let (derived, plan, staged) = {
         let base = base.clone();
         let layer = spec.layer.clone();
@@ -336,11 +335,11 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     progress.event(Event::Stage("publishing"));
     let (dest, tag) = match &spec.output {
         ImageRef::Registry(r) => (
-            store::open_store(&spec.output, client.as_ref(), true)?,
+            store::open_store(&spec.output, client.as_ref(), true).await?,
             Some(r.tag_or_latest().to_string()),
         ),
         ImageRef::Layout(l) => (
-            store::open_store(&spec.output, None, true)?,
+            store::open_store(&spec.output, None, true).await?,
             Some(l.tag.clone().unwrap_or_else(|| "latest".to_string())),
         ),
     };
@@ -353,10 +352,13 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
         });
     }
     if let Some(out) = staged {
-        out.commit().map_err(|e| BuildError::LayerOut {
-            path: e.path,
-            source: e.source,
-        })?;
+        store::blocking("committing --layer-out", move || {
+            out.commit().map_err(|e| BuildError::LayerOut {
+                path: e.path,
+                source: e.source,
+            })
+        })
+        .await?;
     }
     let done = started.elapsed();
     Ok(Outcome {

@@ -10,7 +10,7 @@ use machineos_image::{Descriptor, Digest};
 use crate::BuildError;
 use crate::derive::Derived;
 use crate::progress::{Event, Progress};
-use crate::store::{ResolvedBase, Store};
+use crate::store::{ResolvedBase, Store, blocking};
 
 /// How the base blobs reached the destination.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -87,40 +87,45 @@ pub async fn publish(
         }
         Store::Layout { layout, reference } => {
             let counts = ensure_blobs(base, &base.manifest.layers, dest, progress).await?;
-            let err = |source| BuildError::Layout {
-                image: reference.to_string(),
-                source,
-            };
-            {
-                let (layout, blob, digest) = (
-                    layout.clone(),
-                    derived.layer_blob.clone(),
-                    derived.layer.digest.clone(),
-                );
-                tokio::task::spawn_blocking(move || {
-                    layout.copy_blob(blob.reader(), &digest, blob.len())
-                })
-                .await
-                .map_err(|e| BuildError::Internal(format!("writing the layer: {e}")))?
-                .map_err(err)?;
-            }
-            layout.write_blob(&derived.config).map_err(err)?;
-            let (digest, size) = layout.write_blob(&derived.manifest).map_err(err)?;
-            if digest != derived.manifest_digest {
-                return Err(BuildError::BlobDigest {
+            // Layer, config, manifest, then the tag: file writes with fsync and a lock, on a
+            // blocking thread.
+            let (layout, reference) = (layout.clone(), reference.clone());
+            let (layer, layer_digest) = (derived.layer_blob.clone(), derived.layer.digest.clone());
+            let (config, manifest) = (derived.config.clone(), derived.manifest.clone());
+            let (want, media_type) = (
+                derived.manifest_digest.clone(),
+                derived.manifest_media_type.clone(),
+            );
+            let platform = base.platform.clone();
+            let tag = tag.map(str::to_string);
+            let digest = blocking("writing the image", move || {
+                let err = |source| BuildError::Layout {
                     image: reference.to_string(),
-                    want: derived.manifest_digest.clone(),
-                    got: digest,
-                });
-            }
-            let desc = Descriptor {
-                platform: Some(base.platform.clone()),
-                ..Descriptor::new(&derived.manifest_media_type, digest.clone(), size)
-            };
-            match tag {
-                Some(t) => layout.set_tag(t, &desc).map_err(err)?,
-                None => layout.add_manifest(&desc).map_err(err)?,
-            }
+                    source,
+                };
+                layout
+                    .copy_blob(layer.reader(), &layer_digest, layer.len())
+                    .map_err(err)?;
+                layout.write_blob(&config).map_err(err)?;
+                let (digest, size) = layout.write_blob(&manifest).map_err(err)?;
+                if digest != want {
+                    return Err(BuildError::BlobDigest {
+                        image: reference.to_string(),
+                        want,
+                        got: digest,
+                    });
+                }
+                let desc = Descriptor {
+                    platform: Some(platform),
+                    ..Descriptor::new(&media_type, digest.clone(), size)
+                };
+                match tag {
+                    Some(t) => layout.set_tag(&t, &desc).map_err(err)?,
+                    None => layout.add_manifest(&desc).map_err(err)?,
+                }
+                Ok(digest)
+            })
+            .await?;
             Ok((digest, counts))
         }
     }
@@ -134,8 +139,10 @@ async fn ensure_blobs(
     progress: &Arc<dyn Progress>,
 ) -> Result<BlobCounts, BuildError> {
     let mut counts = BlobCounts::default();
-    let fates: Vec<Result<Fate, BuildError>> = futures_util::stream::iter(blobs)
-        .map(|blob| ensure_blob(base, blob, dest, progress))
+    // Owned descriptors: a closure over borrowed ones makes the future not provably `Send`
+    // for every lifetime, and a build must be spawnable on a shared runtime.
+    let fates: Vec<Result<Fate, BuildError>> = futures_util::stream::iter(blobs.to_vec())
+        .map(|blob| async move { ensure_blob(base, &blob, dest, progress).await })
         .buffer_unordered(BLOB_CONCURRENCY)
         .collect()
         .await;
@@ -248,50 +255,52 @@ async fn ensure_blob(
             Ok(Fate::Copied)
         }
         Store::Layout { layout, reference } => {
-            if layout.has_blob(&blob.digest) {
+            let (to, digest) = (layout.clone(), blob.digest.clone());
+            if blocking("checking a blob", move || Ok(to.has_blob(&digest))).await? {
                 return Ok(Fate::Present);
             }
             progress.event(Event::CopyBlob {
                 digest: blob.digest.to_string(),
                 size: blob.size,
             });
-            let handle = tokio::runtime::Handle::current();
-            let store = base.store.clone();
-            let layout = layout.clone();
-            let blob = blob.clone();
-            let image = reference.to_string();
-            let layout_err = move |source| BuildError::Layout { image, source };
-            tokio::task::spawn_blocking(move || {
-                // Blobs are immutable and named by digest, so layouts on one filesystem can
-                // share them — once the source's bytes are checked against their name; when
-                // linking is not possible (another filesystem), the blob is copied.
-                if let Store::Layout {
-                    layout: from,
-                    reference: from_ref,
-                } = &store
-                {
-                    from.verify_blob(&blob.digest, blob.size)
-                        .map_err(|source| BuildError::Layout {
-                            image: from_ref.to_string(),
-                            source,
-                        })?;
-                    if std::fs::hard_link(
-                        from.blob_path(&blob.digest),
-                        layout.blob_path(&blob.digest),
-                    )
-                    .is_ok()
-                    {
-                        return Ok(Fate::Linked);
-                    }
+            // Blobs are immutable and named by digest, so layouts on one filesystem can share
+            // them — once the source's bytes are checked against their name; when linking is
+            // not possible (another filesystem), the blob is copied.
+            if let Store::Layout {
+                layout: from,
+                reference: from_ref,
+            } = &base.store
+            {
+                let (from, from_ref, to, blob) =
+                    (from.clone(), from_ref.clone(), layout.clone(), blob.clone());
+                let linked =
+                    blocking("linking a blob", move || {
+                        from.verify_blob(&blob.digest, blob.size)
+                            .map_err(|source| BuildError::Layout {
+                                image: from_ref.to_string(),
+                                source,
+                            })?;
+                        Ok(std::fs::hard_link(
+                            from.blob_path(&blob.digest),
+                            to.blob_path(&blob.digest),
+                        )
+                        .is_ok())
+                    })
+                    .await?;
+                if linked {
+                    return Ok(Fate::Linked);
                 }
-                let reader = store.blob_reader(&handle, &blob)?;
+            }
+            let reader = base.store.open_reader(blob).await?;
+            let (layout, blob) = (layout.clone(), blob.clone());
+            let image = reference.to_string();
+            blocking("copying a blob", move || {
                 layout
                     .copy_blob(reader, &blob.digest, blob.size)
-                    .map_err(layout_err)?;
+                    .map_err(|source| BuildError::Layout { image, source })?;
                 Ok(Fate::Copied)
             })
             .await
-            .map_err(|e| BuildError::Internal(format!("copy task: {e}")))?
         }
     }
 }

@@ -59,41 +59,34 @@ impl Store {
                 Ok(client.blob(reference, &blob.digest, blob.size).await?)
             }
             Store::Layout { layout, reference } => {
-                let (store, blob, handle) = (
-                    self.clone(),
-                    blob.clone(),
-                    tokio::runtime::Handle::current(),
-                );
-                let (image, dir, path) = (
-                    reference.to_string(),
-                    layout.dir().to_path_buf(),
-                    layout.blob_path(&blob.digest),
-                );
-                tokio::task::spawn_blocking(move || {
+                let (layout, reference, blob) = (layout.clone(), reference.clone(), blob.clone());
+                blocking("reading a blob", move || {
                     let mut data = Vec::new();
-                    store
-                        .blob_reader(&handle, &blob)?
-                        .read_to_end(&mut data)
-                        .map_err(|source| BuildError::Layout {
-                            image,
-                            source: machineos_image::layout::LayoutError::Io {
-                                path,
-                                dir,
-                                op: "reading blob",
-                                source,
-                            },
-                        })?;
+                    VerifyingReader::new(
+                        open_blob(&layout, &reference, &blob.digest)?,
+                        blob.digest.clone(),
+                        Some(blob.size),
+                    )
+                    .read_to_end(&mut data)
+                    .map_err(|error| BuildError::Layout {
+                        image: reference.to_string(),
+                        source: machineos_image::layout::LayoutError::Io {
+                            path: layout.blob_path(&blob.digest),
+                            dir: layout.dir().to_path_buf(),
+                            op: "reading blob",
+                            error,
+                        },
+                    })?;
                     Ok(data)
                 })
                 .await
-                .map_err(|e| BuildError::Internal(format!("reading a blob: {e}")))?
             }
         }
     }
 
-    /// A blob as a stream — the caller bridges it to a reader where it blocks. The stream
-    /// fails at its end when the bytes are not `blob`'s digest and size (whatever the
-    /// digest's algorithm), so a consumer that reads it to the end has them verified.
+    /// A blob as a stream. The stream fails at its end when the bytes are not `blob`'s
+    /// digest and size (whatever the digest's algorithm), so a consumer that reads it to the
+    /// end has them verified.
     pub async fn blob_stream(
         &self,
         blob: &Descriptor,
@@ -103,9 +96,16 @@ impl Store {
                 .blob_stream(reference, &blob.digest, Some(blob.size))
                 .await?),
             Store::Layout { layout, reference } => {
-                let file = tokio::fs::File::from_std(open_blob(layout, reference, &blob.digest)?);
+                let (layout, reference, digest) =
+                    (layout.clone(), reference.clone(), blob.digest.clone());
+                let file = blocking("opening a blob", move || {
+                    open_blob(&layout, &reference, &digest)
+                })
+                .await?;
                 Ok(verified(
-                    Box::pin(tokio_util::io::ReaderStream::new(file)),
+                    Box::pin(tokio_util::io::ReaderStream::new(
+                        tokio::fs::File::from_std(file),
+                    )),
                     blob.digest.clone(),
                     Some(blob.size),
                 ))
@@ -113,30 +113,41 @@ impl Store {
         }
     }
 
-    /// A blob as a blocking reader, for use on a blocking thread; verified as
+    /// A blob as a blocking reader, opened here (asynchronously) and to be read **on a
+    /// blocking thread** (`spawn_blocking`): a registry blob is a bridge to its stream on
+    /// this runtime, which panics when read on a runtime thread. Verified as
     /// [`Store::blob_stream`] is.
-    pub fn blob_reader(
-        &self,
-        handle: &tokio::runtime::Handle,
-        blob: &Descriptor,
-    ) -> Result<Box<dyn Read + Send>, BuildError> {
+    pub async fn open_reader(&self, blob: &Descriptor) -> Result<Box<dyn Read + Send>, BuildError> {
         match self {
             Store::Registry { .. } => {
-                let stream = handle.block_on(self.blob_stream(blob))?;
+                let stream = self.blob_stream(blob).await?;
                 let reader = tokio_util::io::StreamReader::new(stream);
-                let bridge = tokio_util::io::SyncIoBridge::new_with_handle(reader, handle.clone());
-                Ok(Box::new(bridge))
+                Ok(Box::new(tokio_util::io::SyncIoBridge::new(reader)))
             }
-            Store::Layout { layout, reference } => Ok(Box::new(VerifyingReader::new(
-                std::io::BufReader::with_capacity(
-                    256 * 1024,
-                    open_blob(layout, reference, &blob.digest)?,
-                ),
-                blob.digest.clone(),
-                Some(blob.size),
-            ))),
+            Store::Layout { layout, reference } => {
+                let (layout, reference, blob) = (layout.clone(), reference.clone(), blob.clone());
+                blocking("opening a blob", move || {
+                    let file = open_blob(&layout, &reference, &blob.digest)?;
+                    Ok(Box::new(VerifyingReader::new(
+                        std::io::BufReader::with_capacity(256 * 1024, file),
+                        blob.digest.clone(),
+                        Some(blob.size),
+                    )) as Box<dyn Read + Send>)
+                })
+                .await
+            }
         }
     }
+}
+
+/// Runs blocking file work (`what`, for errors) on a blocking thread.
+pub(crate) async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, BuildError> + Send + 'static,
+) -> Result<T, BuildError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BuildError::Internal(format!("{what}: {e}")))?
 }
 
 /// A layout's blob file, for reading.
@@ -194,8 +205,9 @@ impl ResolvedBase {
     }
 }
 
-/// Opens the store behind a reference: a registry through `client`, a layout from disk.
-pub fn open_store(
+/// Opens the store behind a reference: a registry through `client`, a layout from disk
+/// (created when `create`, on a blocking thread).
+pub async fn open_store(
     reference: &ImageRef,
     client: Option<&Arc<Registry>>,
     create: bool,
@@ -208,22 +220,54 @@ pub fn open_store(
             reference: r.clone(),
         }),
         ImageRef::Layout(l) => {
-            let dir = std::path::Path::new(&l.dir);
-            let layout = if create {
-                Layout::create(dir)
-            } else {
-                Layout::open(dir)
-            }
-            .map_err(|source| BuildError::Layout {
-                image: l.to_string(),
-                source,
-            })?;
-            Ok(Store::Layout {
-                layout: Arc::new(layout),
-                reference: l.clone(),
+            let l = l.clone();
+            blocking("opening a layout", move || {
+                let dir = std::path::Path::new(&l.dir);
+                let layout = if create {
+                    Layout::create(dir)
+                } else {
+                    Layout::open(dir)
+                }
+                .map_err(|source| BuildError::Layout {
+                    image: l.to_string(),
+                    source,
+                })?;
+                Ok(Store::Layout {
+                    layout: Arc::new(layout),
+                    reference: l,
+                })
             })
+            .await
         }
     }
+}
+
+/// A manifest (or index) of a layout, by tag or digest: its bytes and digest (read on a
+/// blocking thread).
+async fn layout_manifest(
+    layout: &Arc<Layout>,
+    reference: &LayoutRef,
+    digest: Option<Digest>,
+) -> Result<(Vec<u8>, Digest), BuildError> {
+    let (layout, reference) = (layout.clone(), reference.clone());
+    blocking("reading a manifest", move || {
+        let err = |source| BuildError::Layout {
+            image: reference.to_string(),
+            source,
+        };
+        let digest = match digest.or_else(|| reference.digest.clone()) {
+            Some(d) => d,
+            None => {
+                layout
+                    .resolve(reference.tag.as_deref())
+                    .map_err(err)?
+                    .digest
+            }
+        };
+        let bytes = layout.read_blob(&digest).map_err(err)?;
+        Ok((bytes, digest))
+    })
+    .await
 }
 
 /// Resolves the base to the manifest for `platform` and reads its config.
@@ -231,27 +275,7 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
     let name = store.name();
     let (bytes, digest) = match &store {
         Store::Registry { client, reference } => client.manifest(reference).await?,
-        Store::Layout { layout, reference } => {
-            let digest = match &reference.digest {
-                Some(d) => d.clone(),
-                None => {
-                    layout
-                        .resolve(reference.tag.as_deref())
-                        .map_err(|source| BuildError::Layout {
-                            image: name.clone(),
-                            source,
-                        })?
-                        .digest
-                }
-            };
-            let bytes = layout
-                .read_blob(&digest)
-                .map_err(|source| BuildError::Layout {
-                    image: name.clone(),
-                    source,
-                })?;
-            (bytes, digest)
-        }
+        Store::Layout { layout, reference } => layout_manifest(layout, reference, None).await?,
     };
     let manifest_err = |source| BuildError::Manifest {
         image: name.clone(),
@@ -273,14 +297,8 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
                             .manifest(&reference.with_digest(entry.digest.clone()))
                             .await?
                     }
-                    Store::Layout { layout, .. } => {
-                        let b = layout.read_blob(&entry.digest).map_err(|source| {
-                            BuildError::Layout {
-                                image: name.clone(),
-                                source,
-                            }
-                        })?;
-                        (b, entry.digest.clone())
+                    Store::Layout { layout, reference } => {
+                        layout_manifest(layout, reference, Some(entry.digest.clone())).await?
                     }
                 };
                 (b, d, platforms, entry.platform.clone())

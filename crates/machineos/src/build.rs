@@ -1,7 +1,6 @@
 //! `machineos build`: inputs → a layered image published by digest (from a base image), or
 //! just the layer (over an unpacked root filesystem with `--base-dir`).
 
-use std::collections::BTreeMap;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,17 +8,14 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use machineos_image::{ImageRef, Platform};
-use machineos_layer::plan::{ExtraFile, PlanOptions};
 use machineos_layer::write::{self, LayerOptions};
 use machineos_layer::{DirView, EntryKind, Plan};
+use machineos_layering::Recipe;
 use machineos_native_builder::output::OutputFile;
-use machineos_native_builder::{BuildSpec, Environment, Metadata, Progress};
+use machineos_native_builder::{BuildSpec, Environment, Progress};
 
 use crate::input::Input;
 use crate::registry::RegistryArgs;
-
-/// Where the MCO's build puts the rendered MachineConfig.
-const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
 
 /// Arguments of `machineos build`.
 #[derive(Debug, clap::Args)]
@@ -78,71 +74,43 @@ enum Format {
     Json,
 }
 
-/// What the inputs amount to, ready to plan.
-struct Job {
-    name: String,
-    config: machineos_ignition::Config,
-    opts: PlanOptions,
-    labels: BTreeMap<String, String>,
-    os_image_url: Option<String>,
-}
-
-fn job(args: &BuildArgs) -> anyhow::Result<Job> {
-    Ok(match crate::input::read(&args.inputs, &args.render)? {
-        Input::Ignition { name, bytes } => {
-            let prepared = machineos_layer::prepare(&bytes, &name)?;
-            for w in &prepared.warnings {
-                eprintln!("{name}: {w}");
-            }
-            // A plain Ignition config gets exactly what ignition-apply would write.
-            Job {
-                name,
-                config: prepared.config,
-                opts: PlanOptions::default(),
-                labels: BTreeMap::new(),
-                os_image_url: None,
-            }
-        }
+/// The inputs as a recipe (see [`machineos_layering`]), its warnings printed.
+fn recipe(args: &BuildArgs) -> anyhow::Result<Recipe> {
+    let recipe = match crate::input::read(&args.inputs, &args.render)? {
+        Input::Ignition { name, bytes } => machineos_layering::ignition_recipe(&bytes, &name)?,
         Input::Rendered(r) => {
-            let mc_name = r.machine_config.name().to_string();
-            let config = crate::input::rendered_config(&r)?;
-            // As the MCO's build: the rendered MachineConfig is written to
-            // currentconfig before ignition-apply, and the commit empties /tmp & co.
-            let opts = PlanOptions {
-                extra_files: vec![ExtraFile {
-                    path: CURRENT_CONFIG.into(),
-                    contents: serde_json::to_vec(&r.machine_config)?,
-                }],
-                commit_cleanup: true,
-            };
-            let labels = BTreeMap::from([
-                ("machineconfig".to_string(), mc_name.clone()),
-                ("machineconfigpool".to_string(), args.render.pool.clone()),
-            ]);
-            let url = r.machine_config.spec.os_image_url.clone();
-            Job {
-                name: format!("MachineConfig {mc_name}"),
-                config,
-                opts,
-                labels,
-                os_image_url: (!url.is_empty()).then_some(url),
-            }
+            machineos_layering::recipe_of(&r.machine_config, r.ignition.clone(), &args.render.pool)?
         }
-    })
+    };
+    for w in &recipe.warnings {
+        eprintln!("{}: {w}", recipe.source_name);
+    }
+    let os = &recipe.os_changes;
+    if !os.is_empty() {
+        eprintln!(
+            "{}: warning: not applied by the native builder (they need an RPM install or a boot \
+             argument change): extensions {:?}, kernelType {:?}, kernelArguments {:?}",
+            recipe.source_name,
+            os.extensions,
+            os.kernel_type.as_deref().unwrap_or("default"),
+            os.kernel_arguments
+        );
+    }
+    Ok(recipe)
 }
 
 /// Run `machineos build`.
 pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
-    let job = job(args)?;
+    let recipe = recipe(args)?;
     if let Some(dir) = &args.base_dir {
-        return layer_only(args, dir, job);
+        return layer_only(args, dir, recipe);
     }
-    let base = match (&args.base, &job.os_image_url) {
+    let base = match (&args.base, &recipe.base_image) {
         (Some(b), _) => b.clone(),
         (None, Some(url)) => url.clone(),
         (None, None) => bail!(
             "{}: no base image: give --base IMAGE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
-            job.name
+            recipe.source_name
         ),
     };
     let base = ImageRef::parse(&base).with_context(|| "--base")?;
@@ -172,14 +140,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         base,
         output,
         platform,
-        config: job.config.clone(),
-        source_name: job.name.clone(),
-        plan_options: job.opts.clone(),
-        metadata: Metadata {
-            labels: job.labels.clone(),
-            created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),
-            comment: Some(job.name.clone()),
-        },
+        recipe: recipe.clone(),
+        created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),
         layer: LayerOptions::from_env()?,
         layer_out: args.layer_out.clone(),
     };
@@ -187,16 +149,16 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     progress.finish();
     let outcome = outcome?;
     for w in &outcome.plan.warnings {
-        eprintln!("{}: {w}", job.name);
+        eprintln!("{}: {w}", recipe.source_name);
     }
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }
-    let counts = Counts::of(&outcome.plan, &job.config);
+    let counts = Counts::of(&outcome.plan, &recipe.config);
     match args.output_format {
         Format::Json => {
             let summary = serde_json::json!({
-                "input": job.name,
+                "input": recipe.source_name,
                 "image": outcome.pullspec,
                 "digest": outcome.manifest_digest.to_string(),
                 "config": outcome.config_digest.to_string(),
@@ -266,7 +228,7 @@ impl Counts {
 }
 
 /// `--base-dir`: plan over an unpacked root filesystem, write the layer, publish nothing.
-fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
+fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()> {
     let started = Instant::now();
     if !dir.is_dir() {
         bail!("--base-dir {}: not a directory", dir.display());
@@ -281,13 +243,11 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
     let blob_out = prepare("--blob-out", &args.blob_out)?;
     let layer_out = prepare("--layer-out", &args.layer_out)?;
     let base = DirView::new(dir);
-    let name = job.name;
-    let plan =
-        machineos_layer::plan::plan_with(&job.config, &base, &job.opts).map_err(|error| {
-            machineos_layer::LayerError::Plan {
-                source_name: name.clone(),
-                error,
-            }
+    let name = recipe.source_name;
+    let plan = machineos_layer::plan::plan_with(&recipe.config, &base, &recipe.plan_options)
+        .map_err(|error| machineos_layer::LayerError::Plan {
+            source_name: name.clone(),
+            error,
         })?;
     for w in &plan.warnings {
         eprintln!("{name}: {w}");
@@ -313,7 +273,7 @@ fn layer_only(args: &BuildArgs, dir: &Path, job: Job) -> anyhow::Result<()> {
             .context(shown)?;
         out.commit().context("--layer-out")?;
     }
-    let counts = Counts::of(&plan, &job.config);
+    let counts = Counts::of(&plan, &recipe.config);
     let total = started.elapsed();
     match args.output_format {
         Format::Json => {

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use machineos_ignition::Config;
 use machineos_render::{Manifests, RenderDefaults, Rendered};
 
 /// What the inputs amount to.
@@ -110,15 +109,4 @@ pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
         eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
     }
     Ok(rendered)
-}
-
-/// The Ignition config of rendered MachineConfigs, with `data:` child configs resolved.
-pub fn rendered_config(r: &Rendered) -> anyhow::Result<Config> {
-    let name = r.machine_config.name().to_string();
-    let (config, warnings) = machineos_ignition::children::resolve(r.ignition.clone())
-        .with_context(|| format!("MachineConfig {name}: spec.config"))?;
-    for w in warnings {
-        eprintln!("MachineConfig {name}: {w}");
-    }
-    Ok(config)
 }

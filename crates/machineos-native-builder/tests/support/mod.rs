@@ -13,7 +13,7 @@ use machineos_image::auth::Credentials;
 use machineos_image::{ImageRef, Layout, Platform};
 use machineos_layer::write::{Compression, LayerOptions};
 use machineos_layer::{EntryKind, Plan};
-use machineos_native_builder::{BuildError, BuildSpec, Environment, Metadata, Outcome, Quiet};
+use machineos_native_builder::{BuildError, BuildSpec, Environment, Outcome, Quiet};
 use machineos_registry::{RegistryOptions, RetryPolicy};
 use machineos_synth::SynthSpec;
 use machineos_testkit::tree::{EntryKind as Kind, TreeEntry};
@@ -100,25 +100,21 @@ pub fn push_base(layout: &Path, reg: &TestRegistry, dest: &str) {
 
 /// A build of [`CONFIG`] (or `config`) from `base` to `output` for linux/amd64.
 pub fn spec(base: &str, output: &str, config: &str) -> BuildSpec {
-    let prepared = machineos_layer::prepare(config.as_bytes(), "test.ign").expect("config");
+    let mut recipe =
+        machineos_layering::ignition_recipe(config.as_bytes(), "test.ign").expect("config");
+    recipe.labels = BTreeMap::from([
+        (
+            "machineconfig".to_string(),
+            "rendered-worker-test".to_string(),
+        ),
+        ("machineconfigpool".to_string(), "worker".to_string()),
+    ]);
     BuildSpec {
         base: ImageRef::parse(base).expect("base ref"),
         output: ImageRef::parse(output).expect("output ref"),
         platform: Platform::new("linux", "amd64", None),
-        config: prepared.config,
-        source_name: "test.ign".into(),
-        plan_options: Default::default(),
-        metadata: Metadata {
-            labels: BTreeMap::from([
-                (
-                    "machineconfig".to_string(),
-                    "rendered-worker-test".to_string(),
-                ),
-                ("machineconfigpool".to_string(), "worker".to_string()),
-            ]),
-            created_by: "machineos test".into(),
-            comment: None,
-        },
+        recipe,
+        created_by: "machineos test".into(),
         layer: LayerOptions {
             mtime: 0,
             compression: Compression::Gzip,
