@@ -1,7 +1,14 @@
 //! Ignition spec 3.x for machineos: parse (3.0.0–3.5.0) into one model, validate with
 //! Ignition's rules and messages, decode `data:` resources, and merge configs.
 //!
-//! Pure: every function takes bytes or values, none touches the filesystem or network.
+//! Pure: every function takes bytes or values, none touches the filesystem or network. So
+//! every error ([`ParseError`], [`ValidationError`], [`children::ChildError`],
+//! [`resource::FetchError`], [`dataurl::DataUrlError`]) is
+//! [`Permanent`](machineos_diagnostics::Retry::Permanent) in its
+//! [`Classify`](machineos_diagnostics::Classify) implementation, with a reason naming the kind
+//! of failure (`InvalidConfig`, `UnsupportedSpecVersion`, `InvalidDataUrl`,
+//! `UnsupportedSource`, …); its message tells the whole story, causes included, and none
+//! exposes a cause as `source()`. Warnings are [`Warning`]s (`{ path, message }`).
 
 pub mod children;
 pub mod dataurl;

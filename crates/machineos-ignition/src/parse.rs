@@ -375,7 +375,14 @@ mod tests {
         let p = parse(cfg.as_bytes()).unwrap();
         assert_eq!(p.config.storage.files[0].mode, Some(0o755));
         assert_eq!(p.config.storage.directories[0].mode, Some(0o777));
-        assert_eq!(p.warnings.len(), 2);
+        let message = "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0";
+        assert_eq!(
+            p.warnings,
+            [
+                Warning::new("$.storage.files.0.mode", message),
+                Warning::new("$.storage.directories.0.mode", message)
+            ]
+        );
     }
 
     #[test]

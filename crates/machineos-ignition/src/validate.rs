@@ -706,30 +706,50 @@ mod tests {
         // At the limits exactly: accepted.
         let at = format!("/{}", vec![ok.as_str(); 15].join("/"));
         assert!(at.len() <= PATH_MAX);
-        check(&format!(r#""storage":{{"files":[{{"path":"{at}"}}]}}"#)).unwrap();
+        assert_eq!(
+            check(&format!(r#""storage":{{"files":[{{"path":"{at}"}}]}}"#)),
+            Ok(vec![])
+        );
     }
 
     #[test]
     fn hash_sums_in_either_case() {
         let sum = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
         for s in [sum.to_string(), sum.to_uppercase()] {
-            check(&format!(
-                r#""storage":{{"files":[{{"path":"/a","contents":{{"source":"data:,hello%0A","verification":{{"hash":"sha256-{s}"}}}}}}]}}"#
-            ))
-            .unwrap();
+            assert_eq!(
+                check(&format!(
+                    r#""storage":{{"files":[{{"path":"/a","contents":{{"source":"data:,hello%0A","verification":{{"hash":"sha256-{s}"}}}}}}]}}"#
+                )),
+                Ok(vec![])
+            );
         }
     }
 
     #[test]
     fn warnings() {
-        let w = check(
-            r#""systemd":{"units":[{"name":"a.service","enabled":true,"contents":"[Unit]\nA=b"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(w.len(), 1);
-        assert!(
-            check(r#""storage":{"files":[{"path":"/a","contents":{"source":"https://e/x"}}]}"#)
-                .is_ok()
+        assert_eq!(
+            check(
+                r#""systemd":{"units":[{"name":"a.service","enabled":true,"contents":"[Unit]\nA=b"}]}"#,
+            ),
+            Ok(vec![Warning::new(
+                "$.systemd.units.0.contents",
+                "unit \"a.service\" is enabled, but has no install section so enable does nothing"
+            )])
+        );
+        // A remote source is valid (only fetching it is refused).
+        assert_eq!(
+            check(r#""storage":{"files":[{"path":"/a","contents":{"source":"https://e/x"}}]}"#),
+            Ok(vec![])
+        );
+        // A hard link's owner is ignored, with a warning.
+        assert_eq!(
+            check(
+                r#""storage":{"links":[{"path":"/l","target":"/t","hard":true,"user":{"id":0}}]}"#
+            ),
+            Ok(vec![Warning::new(
+                "$.storage.links.0.user.id",
+                "user/group ignored for hard link"
+            )])
         );
     }
 

@@ -11,6 +11,14 @@
 //! 3. [`validate`]: each MachineConfig on its own — kernelType, extensions, Ignition parse and
 //!    validation, file modes — into typed values.
 //! 4. [`render`](mod@render): order, merge, and name the result `rendered-<pool>-<hash>`.
+//!
+//! Every error ([`LoadError`], [`DecodeError`], [`SelectError`], [`SelectorError`],
+//! [`ValidateError`], [`RenderError`]) implements [`machineos_diagnostics::Classify`]: all are
+//! permanent (nothing here does I/O; reading the files is the caller's), with reasons such as
+//! `InvalidManifest`, `NoMachineConfigSelected`, `InvalidMachineConfig`, or the Ignition
+//! error's own (`InvalidConfig`, `UnsupportedSpecVersion`). Warnings stay typed: a
+//! [`RenderWarning`] is the MachineConfig's name and its Ignition
+//! [`Warning`](machineos_ignition::Warning).
 
 pub mod load;
 pub mod render;

@@ -4,7 +4,7 @@
 //! content-hash name.
 
 use machineos_api::v1::MachineConfig;
-use machineos_render::{KernelType, RenderDefaults, RenderError, Rendered, render};
+use machineos_render::{Extension, KernelType, RenderDefaults, RenderError, Rendered, render};
 use serde_json::{Value, json};
 
 const GENERATED: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
@@ -292,7 +292,10 @@ fn kernel_devel_needs_the_default_kernel() {
             mc("20-worker", Some("worker"), json!({"kernelType": kernel})),
         ];
         match (run("worker", &mcs), want) {
-            (Ok(_), Ok(())) => {}
+            (Ok(r), Ok(())) => {
+                assert_eq!(r.kernel_type, KernelType::Default, "{kernel}");
+                assert_eq!(r.extensions, [Extension::KernelDevel], "{kernel}");
+            }
             (Err(e), Err(msg)) => assert_eq!(e.to_string(), *msg),
             (got, want) => panic!("{kernel}: want {want:?}, got {got:?}"),
         }
@@ -558,7 +561,8 @@ fn rendered_output_parses_as_ignition() {
     let bytes = serde_json::to_vec(r.machine_config.spec.config.as_ref().unwrap()).unwrap();
     let parsed = machineos_ignition::parse(&bytes).unwrap();
     assert_eq!(parsed.config, r.ignition);
-    machineos_ignition::validate(&parsed.config).unwrap();
+    assert_eq!(machineos_ignition::validate(&parsed.config), Ok(vec![]));
+    assert_eq!(parsed.warnings, []);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! file modes, Ignition parse and validation — with the MCO's messages and JSON paths.
 
 use machineos_api::v1::MachineConfig;
+use machineos_ignition::Warning;
 use machineos_render::{Extension, KernelType, ValidateError, validate_machine_config};
 use serde_json::{Value, json};
 
@@ -19,7 +20,15 @@ fn check(cases: &[(Value, Result<(), &str>)]) {
     for (spec, want) in cases {
         let m = mc("99-test", spec.clone());
         match (validate_machine_config(&m), want) {
-            (Ok(_), Ok(())) => {}
+            (Ok(v), Ok(())) => {
+                assert_eq!(v.source.name(), "99-test", "{spec}");
+                assert_eq!(v.warnings, [], "{spec}");
+                assert_eq!(
+                    v.ignition.is_some(),
+                    spec.get("config").is_some(),
+                    "{spec}: the typed config is there when spec.config is"
+                );
+            }
             (Err(e), Err(msg)) => assert_eq!(e.to_string(), *msg, "{spec}"),
             (got, want) => panic!("{spec}: want {want:?}, got {got:?}"),
         }
@@ -111,13 +120,24 @@ fn file_modes() {
                 "MachineConfig \"99-test\": error at $.spec.config.storage.files.0.mode: illegal file mode",
             ),
         ),
-        (
-            // Directories may carry special bits (the MCO checks files only).
-            json!({"config": {"ignition": {"version": "3.4.0"},
-                              "storage": {"directories": [{"path": "/var/shared", "mode": 0o1777}]}}}),
-            Ok(()),
-        ),
     ]);
+    // Directories may carry special bits (the MCO checks files only); the parser masks them
+    // out of a config older than spec 3.6.0, as current Ignition does, with a warning.
+    let m = mc(
+        "99-test",
+        json!({"config": {"ignition": {"version": "3.4.0"},
+                          "storage": {"directories": [{"path": "/var/shared", "mode": 0o1777}]}}}),
+    );
+    let v = validate_machine_config(&m).unwrap();
+    assert_eq!(
+        v.warnings,
+        [Warning::new(
+            "$.spec.config.storage.directories.0.mode",
+            "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0"
+        )]
+    );
+    let dir = &v.ignition.unwrap().storage.directories[0];
+    assert_eq!((dir.path.as_str(), dir.mode), ("/var/shared", Some(0o777)));
 }
 
 #[test]
