@@ -67,11 +67,15 @@ fn list_kind(path: &[&str]) -> ListKind {
 }
 
 /// Merge `child` over `parent` with Ignition's rules.
+///
+/// As with Ignition, two valid configs can merge into an invalid one: fields merge one by one,
+/// so a parent's `user.name` and a child's `user.id` on the same file end up side by side.
+/// Validate the result where that matters.
 pub fn merge(parent: &Config, child: &Config) -> Config {
     let p = serde_json::to_value(parent).expect("config serializes");
     let c = serde_json::to_value(child).expect("config serializes");
     let merged = merge_values(&p, &c);
-    serde_json::from_value(merged).expect("merge of two valid configs is a valid config")
+    serde_json::from_value(merged).expect("a merge of two configs has the model's shape")
 }
 
 /// Merge two configs in JSON form (3.5.0 model shape) with Ignition's rules.
