@@ -225,3 +225,162 @@ pub fn ignition_recipe(
             .collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(config: serde_json::Value, extra: serde_json::Value) -> MachineConfig {
+        let mut spec = serde_json::json!({
+            "osImageURL": "quay.io/fedora/fedora-coreos@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "config": config,
+        });
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            s.extend(e.clone());
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "rendered-worker-0123"},
+            "spec": spec,
+        }))
+        .expect("a MachineConfig")
+    }
+
+    fn ignition() -> serde_json::Value {
+        serde_json::json!({
+            "ignition": {"version": "3.4.0"},
+            "storage": {"files": [{"path": "/etc/motd", "contents": {"source": "data:,hi"}}]}
+        })
+    }
+
+    #[test]
+    fn a_rendered_machine_config_is_built_as_the_mco_builds_it() {
+        let mc = rendered(ignition(), serde_json::json!({}));
+        let r = recipe(&mc, "worker").expect("recipe");
+        assert_eq!(r.source_name, "MachineConfig rendered-worker-0123");
+        assert_eq!(r.config.storage.files.len(), 1);
+        assert!(r.plan_options.commit_cleanup);
+        let [extra] = r.plan_options.extra_files.as_slice() else {
+            panic!("one extra file: {:?}", r.plan_options.extra_files);
+        };
+        assert_eq!(extra.path, CURRENT_CONFIG);
+        // currentconfig is the rendered MachineConfig itself, as JSON.
+        let written: serde_json::Value = serde_json::from_slice(&extra.contents).expect("JSON");
+        assert_eq!(written, serde_json::to_value(&mc).expect("JSON"));
+        assert_eq!(
+            r.labels,
+            BTreeMap::from([
+                ("machineconfig".into(), "rendered-worker-0123".into()),
+                ("machineconfigpool".into(), "worker".into()),
+            ])
+        );
+        assert_eq!(r.base_image.as_deref(), Some(mc.spec.os_image_url.as_str()));
+        assert!(r.os_changes.is_empty());
+        assert_eq!(r.warnings, Vec::new());
+    }
+
+    #[test]
+    fn the_base_label_is_added_once_the_base_is_known_and_never_overrides() {
+        let mut r = recipe(&rendered(ignition(), serde_json::json!({})), "infra").expect("recipe");
+        let labels = r.image_labels("registry.example/os@sha256:aa");
+        assert_eq!(
+            labels
+                .get(labels::BASE_OS_CONTAINER_IMAGE)
+                .map(String::as_str),
+            Some("registry.example/os@sha256:aa")
+        );
+        assert_eq!(
+            labels.get("machineconfigpool").map(String::as_str),
+            Some("infra")
+        );
+        r.labels
+            .insert(labels::BASE_OS_CONTAINER_IMAGE.into(), "pinned".into());
+        assert_eq!(
+            r.image_labels("other")[labels::BASE_OS_CONTAINER_IMAGE],
+            "pinned"
+        );
+    }
+
+    #[test]
+    fn what_ignition_does_not_do_is_reported_not_dropped() {
+        let mc = rendered(
+            ignition(),
+            serde_json::json!({
+                "extensions": ["usbguard"],
+                "kernelType": "realtime",
+                "kernelArguments": ["nosmt"],
+            }),
+        );
+        let r = recipe(&mc, "worker").expect("recipe");
+        assert_eq!(
+            r.os_changes,
+            OsChanges {
+                extensions: vec!["usbguard".into()],
+                kernel_type: Some("realtime".into()),
+                kernel_arguments: vec!["nosmt".into()],
+            }
+        );
+        let default = rendered(ignition(), serde_json::json!({"kernelType": "default"}));
+        assert!(
+            recipe(&default, "worker")
+                .expect("recipe")
+                .os_changes
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn warnings_carry_their_json_path_from_the_machine_config() {
+        let mut config = ignition();
+        config["storage"]["files"][0]["contnets"] = serde_json::json!({});
+        let r = recipe(&rendered(config, serde_json::json!({})), "worker").expect("recipe");
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].path.contains("storage.files.0.contnets"),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn bad_input_is_a_permanent_error_naming_the_machine_config() {
+        let e = recipe(
+            &rendered(
+                serde_json::json!({"ignition": {"version": "9.9.9"}}),
+                serde_json::json!({}),
+            ),
+            "worker",
+        )
+        .expect_err("bad version");
+        assert!(
+            matches!(e, RecipeError::Ignition { ref name, .. } if name == "rendered-worker-0123")
+        );
+        assert_eq!((e.reason(), e.retry()), ("InvalidConfig", Retry::Permanent));
+        assert!(
+            e.to_string()
+                .starts_with("MachineConfig rendered-worker-0123: spec.config: ")
+        );
+        assert_eq!(machineos_diagnostics::check_chain(&e), Ok(()));
+
+        let mut unnamed = rendered(ignition(), serde_json::json!({}));
+        unnamed.metadata.name = None;
+        let e = recipe(&unnamed, "worker").expect_err("no name");
+        assert!(matches!(e, RecipeError::Unnamed));
+        assert_eq!(e.reason(), "InvalidMachineConfig");
+    }
+
+    #[test]
+    fn a_plain_ignition_config_gets_only_what_ignition_apply_writes() {
+        let bytes = serde_json::to_vec(&ignition()).expect("JSON");
+        let r = ignition_recipe(&bytes, "cfg.ign").expect("recipe");
+        assert_eq!(r.source_name, "cfg.ign");
+        assert_eq!(r.plan_options, PlanOptions::default());
+        assert!(r.labels.is_empty());
+        assert_eq!(r.base_image, None);
+        assert_eq!(
+            r.image_labels("b@sha256:1"),
+            BTreeMap::from([("baseOSContainerImage".into(), "b@sha256:1".into())])
+        );
+    }
+}
