@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+use machineos_diagnostics::{Classify, Retry, io_retry};
 use serde_json::{Map, Value};
 
 /// Why credentials could not be parsed or loaded. Never contains a secret.
@@ -30,21 +31,43 @@ pub enum AuthError {
         problem: &'static str,
     },
     /// An auth file exists but could not be read.
-    #[error("reading registry auth file {}: {source}", path.display())]
+    #[error("reading registry auth file {}: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: io::Error,
+        error: io::Error,
     },
     /// An auth file could not be parsed.
-    #[error("registry auth file {}: {source}", path.display())]
+    #[error("registry auth file {}: {error}", path.display())]
     File {
         /// The file.
         path: PathBuf,
         /// Why it could not be parsed.
-        source: Box<AuthError>,
+        error: Box<AuthError>,
     },
+}
+
+impl Classify for AuthError {
+    /// `InvalidAuthFile` for a file that is not a valid auth file, `AuthFileIOError` for one
+    /// that could not be read.
+    fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Syntax(_) | AuthError::Invalid { .. } => "InvalidAuthFile",
+            AuthError::Read { .. } => "AuthFileIOError",
+            AuthError::File { error, .. } => error.reason(),
+        }
+    }
+
+    /// Reading is retried as its I/O error says ([`machineos_diagnostics::io_retry`]); a
+    /// file that does not parse must change first.
+    fn retry(&self) -> Retry {
+        match self {
+            AuthError::Syntax(_) | AuthError::Invalid { .. } => Retry::Permanent,
+            AuthError::Read { error, .. } => io_retry(error),
+            AuthError::File { error, .. } => error.retry(),
+        }
+    }
 }
 
 /// A secret string. Debug prints `Secret(<redacted>)`; there is no Display.
@@ -357,16 +380,16 @@ impl Credentials {
             let bytes = match read_auth_file(path) {
                 Ok(b) => b,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(source) => {
+                Err(error) => {
                     return Err(AuthError::Read {
                         path: path.clone(),
-                        source,
+                        error,
                     });
                 }
             };
             let file = AuthFile::parse(&bytes).map_err(|e| AuthError::File {
                 path: path.clone(),
-                source: Box::new(e),
+                error: Box::new(e),
             })?;
             files.push((path.clone(), file));
         }
@@ -440,18 +463,22 @@ mod tests {
             .unwrap()
             .set_len(MAX_AUTH_FILE + 1)
             .unwrap();
-        for (p, needle) in [(&zero, "not a regular file"), (&big, "larger than")] {
+        for (p, kind, needle) in [
+            (&zero, io::ErrorKind::InvalidInput, "not a regular file"),
+            (&big, io::ErrorKind::InvalidData, "larger than"),
+        ] {
             let e = Credentials::load(std::slice::from_ref(p)).unwrap_err();
-            let msg = format!(
-                "{e}: {}",
-                std::error::Error::source(&e)
-                    .map(ToString::to_string)
-                    .unwrap_or_default()
-            );
+            let msg = e.to_string();
             assert!(
                 msg.contains(needle) && msg.contains(&p.display().to_string()),
                 "{msg}"
             );
+            match e {
+                AuthError::Read { path, error } => {
+                    assert_eq!((&path, error.kind()), (p, kind));
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 
@@ -671,7 +698,7 @@ mod tests {
         // The first file with a match wins, even if a later file has a longer match.
         assert_eq!(creds.lookup("quay.io", "org/repo").unwrap().username, "a");
         assert_eq!(creds.lookup("ghcr.io", "x/y").unwrap().username, "c");
-        assert!(creds.lookup("docker.io", "library/x").is_none());
+        assert_eq!(creds.lookup("docker.io", "library/x"), None);
 
         let bad = t.path().join("bad.json");
         fs::write(

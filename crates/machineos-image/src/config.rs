@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use machineos_diagnostics::{Classify, Retry};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
@@ -15,14 +16,14 @@ use crate::manifest::json_path;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The blob is not JSON of the expected shape.
-    #[error("{op} image config: at {path}: {source}")]
+    #[error("{op} image config: at {path}: {error}")]
     Json {
         /// `parsing` or `patching`.
         op: &'static str,
         /// JSON path of the problem.
         path: String,
         /// The underlying error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A field the patch needs is missing or of the wrong type.
     #[error("patching image config: {path}: {problem}")]
@@ -32,6 +33,17 @@ pub enum ConfigError {
         /// What is wrong there.
         problem: &'static str,
     },
+}
+
+impl Classify for ConfigError {
+    /// Always `InvalidImageConfig`: the base image's config must change.
+    fn reason(&self) -> &'static str {
+        "InvalidImageConfig"
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// What to change in a base image config when adding one layer.
@@ -74,10 +86,10 @@ fn object_entry<'a>(
 /// `created` when given. Unknown fields and field order are kept; the output is compact JSON
 /// and deterministic for the same inputs.
 pub fn patch_config(base: &[u8], patch: &ConfigPatch) -> Result<Vec<u8>, ConfigError> {
-    let mut root: Value = serde_json::from_slice(base).map_err(|source| ConfigError::Json {
+    let mut root: Value = serde_json::from_slice(base).map_err(|error| ConfigError::Json {
         op: "patching",
         path: "$".to_owned(),
-        source,
+        error,
     })?;
     let obj = root
         .as_object_mut()
@@ -127,10 +139,10 @@ pub fn patch_config(base: &[u8], patch: &ConfigPatch) -> Result<Vec<u8>, ConfigE
         obj.insert("created".to_owned(), Value::String(created.clone()));
     }
 
-    serde_json::to_vec(&root).map_err(|source| ConfigError::Json {
+    serde_json::to_vec(&root).map_err(|error| ConfigError::Json {
         op: "patching",
         path: "$".to_owned(),
-        source,
+        error,
     })
 }
 
@@ -181,7 +193,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<ImageConfigView, ConfigError> {
     let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| ConfigError::Json {
         op: "parsing",
         path: json_path(e.path()),
-        source: e.into_inner(),
+        error: e.into_inner(),
     })?;
     Ok(ImageConfigView {
         os: raw.os,
@@ -328,7 +340,7 @@ mod tests {
                 v["history"][0],
                 serde_json::json!({"created_by": "machineos build"})
             );
-            assert!(v.get("created").is_none());
+            assert_eq!(v.get("created"), None);
             assert_eq!(v["rootfs"]["diff_ids"].as_array().unwrap().len(), 2);
         }
     }

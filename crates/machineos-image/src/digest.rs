@@ -8,6 +8,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::str::FromStr;
 
+use machineos_diagnostics::{Classify, Retry};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest as _, Sha256, Sha512};
 
@@ -42,6 +43,17 @@ pub enum DigestError {
     /// The hex part has a character other than `0-9a-f`.
     #[error("parsing digest {0:?}: the encoded part must be lowercase hex digits")]
     NotLowercaseHex(String),
+}
+
+impl Classify for DigestError {
+    /// Always `InvalidDigest`: the input must change.
+    fn reason(&self) -> &'static str {
+        "InvalidDigest"
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// The hash algorithms a [`Digest`] may use.
@@ -424,21 +436,49 @@ mod tests {
     fn parse_table() {
         let h64 = "a".repeat(64);
         let h128 = "0".repeat(128);
-        let cases: Vec<(String, bool)> = vec![
-            (EMPTY.to_owned(), true),
-            (format!("sha512:{h128}"), true),
-            (format!("sha256:{}", "A".repeat(64)), false),
-            (format!("sha256:{}", "g".repeat(64)), false),
-            (format!("sha256:{}", &h64[..63]), false),
-            (format!("sha512:{h64}"), false),
-            (format!("md5:{h64}"), false),
-            (h64.clone(), false),
-            ("sha256:".to_owned(), false),
-            ("".to_owned(), false),
-            (format!("sha256:{h64} "), false),
+        let length = |input: &str, algorithm, expected, found| DigestError::BadLength {
+            input: input.to_owned(),
+            algorithm,
+            expected,
+            found,
+        };
+        let upper = format!("sha256:{}", "A".repeat(64));
+        let not_hex = format!("sha256:{}", "g".repeat(64));
+        let short = format!("sha256:{}", &h64[..63]);
+        let sha512_short = format!("sha512:{h64}");
+        let md5 = format!("md5:{h64}");
+        let spaced = format!("sha256:{h64} ");
+        let cases: Vec<(String, Result<(), DigestError>)> = vec![
+            (EMPTY.to_owned(), Ok(())),
+            (format!("sha512:{h128}"), Ok(())),
+            (upper.clone(), Err(DigestError::NotLowercaseHex(upper))),
+            (not_hex.clone(), Err(DigestError::NotLowercaseHex(not_hex))),
+            (short.clone(), Err(length(&short, "sha256", 64, 63))),
+            (
+                sha512_short.clone(),
+                Err(length(&sha512_short, "sha512", 128, 64)),
+            ),
+            (
+                md5.clone(),
+                Err(DigestError::UnsupportedAlgorithm {
+                    input: md5,
+                    algorithm: "md5".to_owned(),
+                }),
+            ),
+            (h64.clone(), Err(DigestError::MissingColon(h64.clone()))),
+            (
+                "sha256:".to_owned(),
+                Err(length("sha256:", "sha256", 64, 0)),
+            ),
+            ("".to_owned(), Err(DigestError::MissingColon(String::new()))),
+            (spaced.clone(), Err(length(&spaced, "sha256", 64, 65))),
         ];
-        for (input, ok) in cases {
-            assert_eq!(Digest::parse(&input).is_ok(), ok, "{input}");
+        for (input, want) in cases {
+            let got = Digest::parse(&input);
+            match want {
+                Ok(()) => assert_eq!(got.map(|d| d.to_string()), Ok(input.clone())),
+                Err(e) => assert_eq!(got, Err(e), "{input}"),
+            }
         }
     }
 
@@ -474,7 +514,10 @@ mod tests {
     fn serde_validates() {
         let d: Digest = serde_json::from_str(&format!("\"{EMPTY}\"")).unwrap();
         assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{EMPTY}\""));
-        assert!(serde_json::from_str::<Digest>("\"sha256:abc\"").is_err());
+        let err = serde_json::from_str::<Digest>("\"sha256:abc\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sha256 needs 64 hex digits, found 3"), "{err}");
     }
 
     #[test]

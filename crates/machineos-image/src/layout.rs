@@ -13,6 +13,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use machineos_diagnostics::{Classify, Retry, io_retry};
 use serde::{Deserialize, Serialize};
 use tempfile::NamedTempFile;
 
@@ -41,7 +42,7 @@ const BLOBS_DIR: &str = "blobs";
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
     /// A filesystem operation failed.
-    #[error("OCI layout {}: {op} {}: {source}", dir.display(), path.display())]
+    #[error("OCI layout {}: {op} {}: {error}", dir.display(), path.display())]
     Io {
         /// The layout directory.
         dir: PathBuf,
@@ -50,7 +51,7 @@ pub enum LayoutError {
         /// The file or directory involved.
         path: PathBuf,
         /// The underlying error.
-        source: io::Error,
+        error: io::Error,
     },
     /// The directory does not exist (for [`Layout::open`]).
     #[error("opening OCI layout {}: directory does not exist", dir.display())]
@@ -73,14 +74,14 @@ pub enum LayoutError {
         problem: String,
     },
     /// `index.json` is not a valid image index.
-    #[error("reading OCI layout {}: index.json at {path}: {source}", dir.display())]
+    #[error("reading OCI layout {}: index.json at {path}: {error}", dir.display())]
     BadIndex {
         /// The layout directory.
         dir: PathBuf,
         /// JSON path of the problem.
         path: String,
         /// The underlying error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A blob is not in the layout.
     #[error("OCI layout {}: blob {digest} not found", dir.display())]
@@ -136,6 +137,39 @@ pub enum LayoutError {
         /// The layout directory.
         dir: PathBuf,
     },
+}
+
+impl Classify for LayoutError {
+    /// What is wrong: the layout or its content (`LayoutNotFound`, `InvalidLayout`,
+    /// `BlobNotFound`, `DigestMismatch`, `SizeMismatch`), the reference into it
+    /// (`ImageNotFound`, `AmbiguousImageReference`, `InvalidImageReference`), or the
+    /// filesystem (`LayoutIOError`).
+    fn reason(&self) -> &'static str {
+        match self {
+            LayoutError::Io { .. } => "LayoutIOError",
+            LayoutError::Missing { .. } => "LayoutNotFound",
+            LayoutError::NotALayout { .. }
+            | LayoutError::BadOciLayout { .. }
+            | LayoutError::BadIndex { .. } => "InvalidLayout",
+            LayoutError::BlobNotFound { .. } => "BlobNotFound",
+            LayoutError::DigestMismatch { .. } => "DigestMismatch",
+            LayoutError::SizeMismatch { .. } => "SizeMismatch",
+            LayoutError::TagNotFound { .. } | LayoutError::Ambiguous { count: 0, .. } => {
+                "ImageNotFound"
+            }
+            LayoutError::Ambiguous { .. } => "AmbiguousImageReference",
+            LayoutError::EmptyTag { .. } => "InvalidImageReference",
+        }
+    }
+
+    /// A filesystem error is retried as its kind says ([`machineos_diagnostics::io_retry`]:
+    /// a full disk yes, a permission denied no); everything else must change first.
+    fn retry(&self) -> Retry {
+        match self {
+            LayoutError::Io { error, .. } => io_retry(error),
+            _ => Retry::Permanent,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -370,10 +404,10 @@ impl Layout {
     pub fn index(&self) -> Result<ImageIndex, LayoutError> {
         let path = self.dir.join(INDEX_FILE);
         let bytes = fs::read(&path).map_err(|e| self.io("reading", &path, e))?;
-        parse_index(&bytes).map_err(|(path, source)| LayoutError::BadIndex {
+        parse_index(&bytes).map_err(|(path, error)| LayoutError::BadIndex {
             dir: self.dir.clone(),
             path,
-            source,
+            error,
         })
     }
 
@@ -473,10 +507,10 @@ impl Layout {
         lock.lock().map_err(|e| self.io("locking", &lock_path, e))?;
         let bytes = fs::read(&path).map_err(|e| self.io("reading", &path, e))?;
         // Validate as an index first, for the same errors as [`Layout::index`].
-        parse_index(&bytes).map_err(|(path, source)| LayoutError::BadIndex {
+        parse_index(&bytes).map_err(|(path, error)| LayoutError::BadIndex {
             dir: self.dir.clone(),
             path,
-            source,
+            error,
         })?;
         let mut root: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| self.io("reading", &path, io::Error::other(e)))?;
@@ -584,12 +618,12 @@ impl Layout {
         })
     }
 
-    fn io(&self, op: &'static str, path: &Path, source: io::Error) -> LayoutError {
+    fn io(&self, op: &'static str, path: &Path, error: io::Error) -> LayoutError {
         LayoutError::Io {
             dir: self.dir.clone(),
             op,
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 
@@ -790,11 +824,13 @@ mod tests {
             });
             let l = Layout::open(&dir).unwrap();
             for w in 0..writers {
-                assert!(
-                    l.resolve(Some(&format!("w{w}"))).is_ok(),
-                    "round {round}: tag w{w} lost: {:?}",
-                    l.index().unwrap().manifests
-                );
+                match l.resolve(Some(&format!("w{w}"))) {
+                    Ok(d) => assert_eq!(d.digest, desc(w as u8).digest, "round {round}"),
+                    Err(e) => panic!(
+                        "round {round}: tag w{w} lost ({e}): {:?}",
+                        l.index().unwrap().manifests
+                    ),
+                }
             }
             assert!(tmp_names(&l).is_empty());
         }
@@ -881,7 +917,13 @@ mod tests {
             assert!(msg.contains(needle), "{msg}");
             assert!(msg.contains(&dir.display().to_string()), "{msg}");
         }
-        assert!(Layout::create(&bad).is_err());
+        assert!(
+            matches!(
+                Layout::create(&bad),
+                Err(LayoutError::BadOciLayout { ref dir, .. }) if dir == &bad
+            ),
+            "{bad:?}"
+        );
     }
 
     #[test]
@@ -1024,7 +1066,10 @@ mod tests {
                 (got, want) => panic!("{tag:?}: {got:?} vs {want:?}"),
             }
         }
-        assert!(l.set_tag("", &desc(1)).is_err());
+        assert!(
+            matches!(l.set_tag("", &desc(1)), Err(LayoutError::EmptyTag { .. })),
+            "an empty tag is refused"
+        );
     }
 
     #[test]

@@ -1,4 +1,9 @@
 //! Image references, platforms, manifests and configs, OCI layouts, registry credentials.
+//!
+//! Every error type implements [`machineos_diagnostics::Classify`]: parse and content errors
+//! are permanent; only filesystem errors (of a layout, of an auth file) can be transient, as
+//! [`machineos_diagnostics::io_retry`] says. An error's message carries its cause; none is
+//! also its `source()`.
 
 pub mod auth;
 pub mod config;

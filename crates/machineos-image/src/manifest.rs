@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use machineos_diagnostics::{Classify, Retry};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,14 +16,14 @@ use crate::platform::Platform;
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     /// The body is not JSON of the expected shape; `path` is the JSON path of the problem.
-    #[error("parsing {what}: at {path}: {source}")]
+    #[error("parsing {what}: at {path}: {error}")]
     Json {
         /// What was being parsed (`image manifest`, `image index`, `manifest`).
         what: &'static str,
         /// JSON path of the offending value.
         path: String,
         /// The underlying error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A Docker schema1 manifest, which machineos does not support.
     #[error(
@@ -66,6 +67,29 @@ pub enum ManifestError {
         /// What is wrong there.
         problem: &'static str,
     },
+}
+
+impl Classify for ManifestError {
+    /// `InvalidManifest` for a manifest that is malformed, `UnsupportedMediaType` for one
+    /// (or a layer) of a kind machineos does not handle, `NoMatchingPlatform` for an index
+    /// without the wanted platform.
+    fn reason(&self) -> &'static str {
+        match self {
+            ManifestError::Json { .. }
+            | ManifestError::UnknownKind
+            | ManifestError::BadBase { .. } => "InvalidManifest",
+            ManifestError::Schema1(_)
+            | ManifestError::UnsupportedMediaType(_)
+            | ManifestError::UnknownLayerMediaType(_)
+            | ManifestError::UnsupportedLayerCompression { .. } => "UnsupportedMediaType",
+            ManifestError::NoMatchingPlatform { .. } => "NoMatchingPlatform",
+        }
+    }
+
+    /// Always permanent: the image (or the wanted platform) must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// An image manifest (OCI or Docker schema2), as on the wire.
@@ -182,7 +206,7 @@ fn from_json<'a, T: Deserialize<'a>>(
     serde_path_to_error::deserialize(de).map_err(|e| ManifestError::Json {
         what,
         path: json_path(e.path()),
-        source: e.into_inner(),
+        error: e.into_inner(),
     })
 }
 
@@ -323,10 +347,10 @@ pub fn derive_manifest(
         })?;
     layers.push(descriptor_value(added_layer));
 
-    serde_json::to_vec(&root).map_err(|source| ManifestError::Json {
+    serde_json::to_vec(&root).map_err(|error| ManifestError::Json {
         what: "derived image manifest",
         path: "$".to_owned(),
-        source,
+        error,
     })
 }
 
@@ -530,7 +554,17 @@ mod tests {
             (media_type::OCI_INDEX, Gzip, Option::None),
         ];
         for (mt, c, want) in cases {
-            assert_eq!(layer_media_type_for(mt, c).ok(), want, "{mt} {c:?}");
+            match (layer_media_type_for(mt, c), want) {
+                (Ok(got), Some(want)) => assert_eq!(got, want, "{mt} {c:?}"),
+                (
+                    Err(ManifestError::UnsupportedLayerCompression {
+                        manifest,
+                        compression,
+                    }),
+                    Option::None,
+                ) => assert_eq!((manifest.as_str(), compression), (mt, c)),
+                (got, want) => panic!("{mt} {c:?}: got {got:?}, want {want:?}"),
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use machineos_diagnostics::{Classify, Retry};
 use serde::{Deserialize, Serialize};
 
 /// Why a string is not a platform.
@@ -14,6 +15,17 @@ pub enum PlatformError {
         "parsing platform {0:?}: expected os/architecture[/variant], e.g. linux/amd64 or linux/arm64/v8"
     )]
     BadForm(String),
+}
+
+impl Classify for PlatformError {
+    /// Always `InvalidPlatform`: the platform must change.
+    fn reason(&self) -> &'static str {
+        "InvalidPlatform"
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// An OCI platform. `os.version` and `os.features` are not modelled: nodes are Linux and those

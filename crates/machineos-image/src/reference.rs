@@ -25,6 +25,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
+use machineos_diagnostics::{Classify, Retry};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::digest::{Digest, DigestError};
@@ -70,12 +71,12 @@ pub enum RefError {
         transport: String,
     },
     /// The digest part is not a valid digest.
-    #[error("parsing image reference {input:?}: {source}")]
+    #[error("parsing image reference {input:?}: {error}")]
     Digest {
         /// The whole input.
         input: String,
         /// Why the digest is invalid.
-        source: DigestError,
+        error: DigestError,
     },
     /// The tag does not match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
     #[error(
@@ -129,6 +130,17 @@ pub enum RefError {
         /// The whole input.
         input: String,
     },
+}
+
+impl Classify for RefError {
+    /// Always `InvalidImageReference`: the reference must change.
+    fn reason(&self) -> &'static str {
+        "InvalidImageReference"
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// An image reference: in a registry or in a local OCI layout.
@@ -302,9 +314,9 @@ impl RegistryRef {
         }
         let (name_tag, digest) = match s.split_once('@') {
             Some((n, d)) => {
-                let digest = Digest::parse(d).map_err(|source| RefError::Digest {
+                let digest = Digest::parse(d).map_err(|error| RefError::Digest {
                     input: input.to_owned(),
-                    source,
+                    error,
                 })?;
                 (n, Some(digest))
             }
@@ -502,9 +514,9 @@ impl LayoutRef {
     fn parse_rest(input: &str, rest: &str) -> Result<LayoutRef, RefError> {
         let (rest, digest) = match rest.rsplit_once('@') {
             Some((before, d)) if d.contains(':') => {
-                let digest = Digest::parse(d).map_err(|source| RefError::Digest {
+                let digest = Digest::parse(d).map_err(|error| RefError::Digest {
                     input: input.to_owned(),
-                    source,
+                    error,
                 })?;
                 (before, Some(digest))
             }
@@ -665,6 +677,7 @@ mod tests {
                 Ok(("dir:5000", "foo", Some("latest"), false)),
             ),
         ];
+        let digest = Digest::parse(&format!("sha256:{HEX}")).unwrap();
         for (input, want) in cases {
             let got = ImageRef::parse(&input);
             match (got, want) {
@@ -672,7 +685,7 @@ mod tests {
                     assert_eq!(r.registry(), reg, "{input}");
                     assert_eq!(r.repository(), repo, "{input}");
                     assert_eq!(r.tag(), tag, "{input}");
-                    assert_eq!(r.digest().is_some(), has_digest, "{input}");
+                    assert_eq!(r.digest(), has_digest.then_some(&digest), "{input}");
                     // Display re-parses to the same value.
                     assert_eq!(RegistryRef::parse(&r.to_string()).unwrap(), r, "{input}");
                 }
@@ -714,12 +727,13 @@ mod tests {
             ("oci:".into(), Err("needs a directory")),
             (format!("oci:@{d}"), Err("needs a directory")),
         ];
+        let digest = Digest::parse(&d).unwrap();
         for (input, want) in cases {
             match (ImageRef::parse(&input), want) {
                 (Ok(ImageRef::Layout(l)), Ok((dir, tag, has_digest))) => {
                     assert_eq!(l.dir, dir, "{input}");
                     assert_eq!(l.tag.as_deref(), tag, "{input}");
-                    assert_eq!(l.digest.is_some(), has_digest, "{input}");
+                    assert_eq!(l.digest.as_ref(), has_digest.then_some(&digest), "{input}");
                     if !dir.ends_with(':') && dir != ":v1" {
                         assert_eq!(l.to_string(), input);
                     }
@@ -748,7 +762,13 @@ mod tests {
         assert_eq!(r.by_digest(&digest), format!("quay.io/a/b@sha256:{HEX}"));
         let retagged = pinned.with_tag("v2").unwrap();
         assert_eq!(retagged.to_string(), "quay.io/a/b:v2");
-        assert!(r.with_tag("bad tag").is_err());
+        assert_eq!(
+            r.with_tag("bad tag"),
+            Err(RefError::InvalidTag {
+                input: "quay.io/a/b:bad tag".to_owned(),
+                tag: "bad tag".to_owned(),
+            })
+        );
         let by_digest = RegistryRef::parse(&format!("quay.io/a/b@sha256:{HEX}")).unwrap();
         assert_eq!(by_digest.tag(), None);
         assert_eq!(by_digest.tag_or_latest(), "latest");
