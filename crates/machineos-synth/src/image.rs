@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::thread;
 
+use machineos_diagnostics::{Classify, Retry};
 use machineos_image::{Descriptor, ImageIndex, ImageManifest, Layout, LayoutError, media_type};
 use serde_json::{Map, Value, json};
 
@@ -28,20 +29,20 @@ pub enum SynthError {
     #[error(transparent)]
     Layer(#[from] LayerError),
     /// The config, manifest or index blob could not be stored.
-    #[error("writing synthetic image {what}: {source}")]
+    #[error("writing synthetic image {what}: {error}")]
     Blob {
         /// `config`, `manifest` or `index`.
         what: &'static str,
-        /// The layout's error.
-        source: LayoutError,
+        /// The layout's error (part of the message, not [`std::error::Error::source`]).
+        error: LayoutError,
     },
     /// The config, manifest or index could not be encoded.
-    #[error("writing synthetic image {what}: encoding JSON: {source}")]
+    #[error("writing synthetic image {what}: encoding JSON: {error}")]
     Json {
         /// `config`, `manifest` or `index`.
         what: &'static str,
-        /// The encoder's error.
-        source: serde_json::Error,
+        /// The encoder's error (part of the message, not [`std::error::Error::source`]).
+        error: serde_json::Error,
     },
     /// [`write_multi_arch`] was given no specs.
     #[error("writing multi-arch synthetic image: no specs given")]
@@ -52,6 +53,39 @@ pub enum SynthError {
     /// The specs of a multi-arch image disagree on `docker_media_types`.
     #[error("writing multi-arch synthetic image: all specs must agree on docker_media_types")]
     MixedMediaTypes,
+}
+
+impl Classify for SynthError {
+    /// The cause's reason for spec, tree, layer and blob errors; `InvalidSynthSpec` for a
+    /// multi-arch request that cannot be honoured (no specs, a platform twice, mixed media
+    /// types); `InternalError` when the generator's own JSON cannot be encoded.
+    fn reason(&self) -> &'static str {
+        match self {
+            SynthError::Spec(e) => e.reason(),
+            SynthError::Tree(e) => e.reason(),
+            SynthError::Layer(e) => e.reason(),
+            SynthError::Blob { error, .. } => error.reason(),
+            SynthError::Json { .. } => "InternalError",
+            SynthError::NoSpecs
+            | SynthError::DuplicatePlatform(_)
+            | SynthError::MixedMediaTypes => "InvalidSynthSpec",
+        }
+    }
+
+    /// The cause's classification for spec, tree, layer and blob errors (only I/O can be
+    /// transient); permanent otherwise.
+    fn retry(&self) -> Retry {
+        match self {
+            SynthError::Spec(e) => e.retry(),
+            SynthError::Tree(e) => e.retry(),
+            SynthError::Layer(e) => e.retry(),
+            SynthError::Blob { error, .. } => error.retry(),
+            SynthError::Json { .. }
+            | SynthError::NoSpecs
+            | SynthError::DuplicatePlatform(_)
+            | SynthError::MixedMediaTypes => Retry::Permanent,
+        }
+    }
 }
 
 /// What [`generate`] wrote.
@@ -100,17 +134,17 @@ pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthErr
     let blobs = write_layers(layout, &tree, spec.gzip_level)?;
     let docker = spec.docker_media_types;
 
-    let config_bytes = serde_json::to_vec(&config_json(spec, &tree, &blobs)).map_err(|source| {
+    let config_bytes = serde_json::to_vec(&config_json(spec, &tree, &blobs)).map_err(|error| {
         SynthError::Json {
             what: "config",
-            source,
+            error,
         }
     })?;
     let (digest, size) = layout
         .write_blob(&config_bytes)
-        .map_err(|source| SynthError::Blob {
+        .map_err(|error| SynthError::Blob {
             what: "config",
-            source,
+            error,
         })?;
     let config_type = if docker {
         media_type::DOCKER_CONFIG
@@ -137,15 +171,15 @@ pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthErr
             annotations(spec)
         },
     };
-    let manifest_bytes = serde_json::to_vec(&manifest).map_err(|source| SynthError::Json {
+    let manifest_bytes = serde_json::to_vec(&manifest).map_err(|error| SynthError::Json {
         what: "manifest",
-        source,
+        error,
     })?;
     let (digest, size) = layout
         .write_blob(&manifest_bytes)
-        .map_err(|source| SynthError::Blob {
+        .map_err(|error| SynthError::Blob {
             what: "manifest",
-            source,
+            error,
         })?;
     let mut manifest = Descriptor::new(manifest_type(docker), digest, size);
     manifest.platform = Some(spec.platform.clone());
@@ -199,15 +233,15 @@ pub fn generate_multi_arch(
             annotations(first)
         },
     };
-    let bytes = serde_json::to_vec(&index).map_err(|source| SynthError::Json {
+    let bytes = serde_json::to_vec(&index).map_err(|error| SynthError::Json {
         what: "index",
-        source,
+        error,
     })?;
     let (digest, size) = layout
         .write_blob(&bytes)
-        .map_err(|source| SynthError::Blob {
+        .map_err(|error| SynthError::Blob {
             what: "index",
-            source,
+            error,
         })?;
     Ok(GeneratedIndex {
         index: Descriptor::new(index_type(docker), digest, size),

@@ -8,6 +8,7 @@
 
 use std::io::{self, Write};
 
+use machineos_diagnostics::{Classify, Retry, io_retry};
 use machineos_image::{Digest, Layout, LayoutError, Sha256Writer};
 
 use crate::content::{BLOCK, Content};
@@ -20,21 +21,41 @@ const MTIME: u64 = 0;
 #[derive(Debug, thiserror::Error)]
 pub enum LayerError {
     /// The layout refused a new blob or could not store it.
-    #[error("writing synthetic layer {index}: {source}")]
+    #[error("writing synthetic layer {index}: {error}")]
     Layout {
         /// 1-based layer number.
         index: usize,
-        /// The layout's error.
-        source: LayoutError,
+        /// The layout's error (part of the message, not [`std::error::Error::source`]).
+        error: LayoutError,
     },
     /// Writing the tar or gzip stream failed.
-    #[error("writing synthetic layer {index}: {source}")]
+    #[error("writing synthetic layer {index}: {error}")]
     Io {
         /// 1-based layer number.
         index: usize,
-        /// The I/O error.
-        source: io::Error,
+        /// The I/O error (part of the message, not [`std::error::Error::source`]).
+        error: io::Error,
     },
+}
+
+impl Classify for LayerError {
+    /// The layout's reason for a layout error, `LayerIOError` for a failed write of the
+    /// tar or gzip stream.
+    fn reason(&self) -> &'static str {
+        match self {
+            LayerError::Layout { error, .. } => error.reason(),
+            LayerError::Io { .. } => "LayerIOError",
+        }
+    }
+
+    /// As the cause says: [`io_retry`] for I/O errors (a full disk is transient), the
+    /// layout's classification for layout errors.
+    fn retry(&self) -> Retry {
+        match self {
+            LayerError::Layout { error, .. } => error.retry(),
+            LayerError::Io { error, .. } => io_retry(error),
+        }
+    }
 }
 
 /// A stored layer blob.
@@ -58,13 +79,13 @@ pub(crate) fn write_layer(
     gzip_level: u32,
 ) -> Result<LayerBlob, LayerError> {
     let number = index + 1;
-    let blob = layout.blob_writer().map_err(|source| LayerError::Layout {
+    let blob = layout.blob_writer().map_err(|error| LayerError::Layout {
         index: number,
-        source,
+        error,
     })?;
-    let io_err = |source| LayerError::Io {
+    let io_err = |error| LayerError::Io {
         index: number,
-        source,
+        error,
     };
     let gz = flate2::GzBuilder::new()
         .mtime(0)
@@ -73,9 +94,9 @@ pub(crate) fn write_layer(
     let (gz, diff_id, tar_size) = tar.finish();
     let mut blob = gz.finish().map_err(io_err)?;
     blob.flush().map_err(io_err)?;
-    let (digest, size) = blob.commit().map_err(|source| LayerError::Layout {
+    let (digest, size) = blob.commit().map_err(|error| LayerError::Layout {
         index: number,
-        source,
+        error,
     })?;
     Ok(LayerBlob {
         digest,

@@ -1,6 +1,7 @@
 //! What to generate: the parameters of a synthetic base image and the named presets the
 //! README, the tests and the benchmark use, so every caller asks for the same shapes.
 
+use machineos_diagnostics::{Classify, Retry};
 use machineos_image::Platform;
 
 /// The version string the presets put in `os-release` and the image labels.
@@ -51,6 +52,18 @@ pub enum SpecError {
         /// The mode given.
         mode: u32,
     },
+}
+
+impl Classify for SpecError {
+    /// Always `InvalidSynthSpec`: every variant is a parameter out of range.
+    fn reason(&self) -> &'static str {
+        "InvalidSynthSpec"
+    }
+
+    /// Always permanent: the spec must change.
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
 
 /// A file copied verbatim into the final layer of the generated image.

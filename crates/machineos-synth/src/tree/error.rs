@@ -2,6 +2,8 @@
 //! extra files that clash with the generated tree, or (a generator bug) a path generated
 //! twice.
 
+use machineos_diagnostics::{Classify, Retry};
+
 /// Why the tree for a spec could not be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
@@ -53,4 +55,25 @@ pub enum TreeError {
     /// Two generated paths collided (a bug in the generator).
     #[error("planning synthetic tree: path /{0} generated twice")]
     Collision(String),
+}
+
+impl Classify for TreeError {
+    /// `InvalidSynthSpec` when the spec asks for too few files or bytes for its shape,
+    /// `InvalidExtraFile` when an extra file clashes with the generated tree, and
+    /// `InternalError` for a path generated twice (a bug in the generator).
+    fn reason(&self) -> &'static str {
+        match self {
+            TreeError::TooFewFiles { .. } | TreeError::TooFewBytes { .. } => "InvalidSynthSpec",
+            TreeError::ExtraIsDir(_)
+            | TreeError::ExtraBelowNonDir { .. }
+            | TreeError::ExtraOnFinalLayer(_) => "InvalidExtraFile",
+            TreeError::Collision(_) => "InternalError",
+        }
+    }
+
+    /// Always permanent: planning is a pure function of the spec, which must change (or the
+    /// generator, for a collision).
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
 }
