@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
+use machineos_diagnostics::{Classify, Retry};
 use machineos_image::auth::{AuthError, Credential, Credentials};
 use machineos_image::{Digest, RegistryRef};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
@@ -76,6 +77,19 @@ pub struct RegistryOptions {
     pub timeouts: Timeouts,
 }
 
+/// What an operation found missing when a registry answered "not found": it decides the
+/// reason of [`RegistryError::NotFound`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The manifest a reference names (its tag or digest, or its repository), read:
+    /// `ImageNotFound`.
+    Image,
+    /// A blob of an image, read: `BlobNotFound`.
+    Blob,
+    /// The repository an image is pushed to (or its upload session): `RepositoryNotFound`.
+    Repository,
+}
+
 /// Why a registry operation failed. Each names the operation and the image.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -92,6 +106,9 @@ pub enum RegistryError {
         detail: String,
         /// Whether we sent credentials, and where they would come from.
         hint: String,
+        /// Whether there were credentials for the image (then they were refused, or do
+        /// not allow the operation: `AuthDenied`), or none (`AuthRequired`).
+        had_credentials: bool,
     },
     /// The manifest, tag, repository or blob does not exist.
     #[error("{op} {image}: not found ({detail})")]
@@ -102,9 +119,11 @@ pub enum RegistryError {
         image: String,
         /// What the registry said.
         detail: String,
+        /// What is missing.
+        missing: Missing,
     },
     /// Any other failure, after the retries allowed.
-    #[error("{op} {image}: failed after {attempts} attempt(s): {source}")]
+    #[error("{op} {image}: failed after {attempts} attempt(s): {error}")]
     Request {
         /// The operation.
         op: String,
@@ -113,7 +132,7 @@ pub enum RegistryError {
         /// Attempts made.
         attempts: u32,
         /// The last error.
-        source: TransportError,
+        error: TransportError,
     },
     /// The registry served or stored other bytes than the digest we asked for or computed.
     #[error("{op} {image}: the registry gave digest {got}, expected {want}")]
@@ -135,7 +154,54 @@ pub enum RegistryError {
     Setup(String),
     /// The auth files could not be read.
     #[error("reading registry credentials: {0}")]
-    Credentials(#[from] AuthError),
+    Credentials(AuthError),
+}
+
+impl From<AuthError> for RegistryError {
+    fn from(e: AuthError) -> Self {
+        RegistryError::Credentials(e)
+    }
+}
+
+impl Classify for RegistryError {
+    /// `AuthDenied` (credentials refused) or `AuthRequired` (none found), `ImageNotFound`,
+    /// `BlobNotFound` or `RepositoryNotFound`, `DigestMismatch`, `InvalidCACertificate`,
+    /// `RegistryClientSetupFailed`; a failed request has its last failure's reason (see
+    /// [`TransportError`]'s), and unreadable credentials their [`AuthError`]'s.
+    fn reason(&self) -> &'static str {
+        match self {
+            RegistryError::Unauthorized {
+                had_credentials: true,
+                ..
+            } => "AuthDenied",
+            RegistryError::Unauthorized { .. } => "AuthRequired",
+            RegistryError::NotFound { missing, .. } => match missing {
+                Missing::Image => "ImageNotFound",
+                Missing::Blob => "BlobNotFound",
+                Missing::Repository => "RepositoryNotFound",
+            },
+            RegistryError::Request { error, .. } => error.reason(),
+            RegistryError::DigestMismatch { .. } => "DigestMismatch",
+            RegistryError::Tls(_) => "InvalidCACertificate",
+            RegistryError::Setup(_) => "RegistryClientSetupFailed",
+            RegistryError::Credentials(e) => e.reason(),
+        }
+    }
+
+    /// A failed request is transient when its last failure is (the retries ran out, or the
+    /// deadline passed); unreadable credentials as their I/O error says; refusals, missing
+    /// objects, wrong digests and a bad setup are permanent.
+    fn retry(&self) -> Retry {
+        match self {
+            RegistryError::Request { error, .. } => error.retry(),
+            RegistryError::Credentials(e) => e.retry(),
+            RegistryError::Unauthorized { .. }
+            | RegistryError::NotFound { .. }
+            | RegistryError::DigestMismatch { .. }
+            | RegistryError::Tls(_)
+            | RegistryError::Setup(_) => Retry::Permanent,
+        }
+    }
 }
 
 /// A registry client shared by every operation of one build (one connection pool; tokens
@@ -387,8 +453,11 @@ impl Registry {
         }
     }
 
+    /// The error an operation `op` on `r` ends with: refusals and missing objects (a
+    /// `missing` one) by name, anything else with the last failure and the attempts made.
     fn classify(
         &self,
+        missing: Missing,
         op: &str,
         r: &RegistryRef,
         (err, attempts): (TransportError, u32),
@@ -397,7 +466,8 @@ impl Registry {
         let denied = matches!(err.status(), Some(401 | 403))
             || matches!(err.code(), Some("UNAUTHORIZED" | "DENIED"));
         if denied {
-            let hint = if self.credential(r).is_some() {
+            let had_credentials = self.credential(r).is_some();
+            let hint = if had_credentials {
                 format!(
                     "the credentials for {} were sent and refused, or its token service failed (credentials from {})",
                     r.registry(),
@@ -416,25 +486,27 @@ impl Registry {
                 registry: r.registry().to_string(),
                 detail: err.to_string(),
                 hint,
+                had_credentials,
             };
         }
-        let missing = err.status() == Some(404)
+        let not_found = err.status() == Some(404)
             || matches!(
                 err.code(),
                 Some("MANIFEST_UNKNOWN" | "NAME_UNKNOWN" | "BLOB_UNKNOWN" | "NOT_FOUND")
             );
-        if missing {
+        if not_found {
             return RegistryError::NotFound {
                 op: op.to_string(),
                 image,
                 detail: err.to_string(),
+                missing,
             };
         }
         RegistryError::Request {
             op: op.to_string(),
             image,
             attempts,
-            source: err,
+            error: err,
         }
     }
 
@@ -463,7 +535,7 @@ impl Registry {
         };
         let url = self
             .repo_url(r, &format!("manifests/{reference}"))
-            .map_err(|e| self.classify(op, r, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Image, op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let body = self
             .run(op, || async {
@@ -476,7 +548,7 @@ impl Registry {
                 read_capped(resp, MAX_MANIFEST, "manifest", self.timeouts.request).await
             })
             .await
-            .map_err(|e| self.classify(op, r, e))?;
+            .map_err(|e| self.classify(Missing::Image, op, r, e))?;
         let digest = match r.digest() {
             Some(d) => {
                 let got = d.same_algorithm_of(&body);
@@ -506,7 +578,7 @@ impl Registry {
         let op = format!("fetching blob {digest} of");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
-            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let body = self
             .run(&op, || async {
@@ -515,7 +587,7 @@ impl Registry {
                 read_capped(resp, max, "blob", self.timeouts.request).await
             })
             .await
-            .map_err(|e| self.classify(&op, r, e))?;
+            .map_err(|e| self.classify(Missing::Blob, &op, r, e))?;
         let got = digest.same_algorithm_of(&body);
         if &got != digest {
             return Err(RegistryError::DigestMismatch {
@@ -540,7 +612,7 @@ impl Registry {
         let op = format!("reading blob {digest} of");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
-            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let resp = self
             .run(&op, || async {
@@ -548,11 +620,12 @@ impl Registry {
                 self.expect_success(r, &scopes, &make).await
             })
             .await
-            .map_err(|e| self.classify(&op, r, e))?;
+            .map_err(|e| self.classify(Missing::Blob, &op, r, e))?;
         if let (Some(want), Some(len)) = (size, resp.content_length())
             && want != len
         {
             return Err(self.classify(
+                Missing::Blob,
                 &op,
                 r,
                 (
@@ -573,7 +646,7 @@ impl Registry {
         let op = format!("checking blob {digest} in");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
-            .map_err(|e| self.classify(&op, r, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         self.run(&op, || async {
             let make = || self.http.head(url.clone());
@@ -585,7 +658,7 @@ impl Registry {
             }
         })
         .await
-        .map_err(|e| self.classify(&op, r, e))
+        .map_err(|e| self.classify(Missing::Blob, &op, r, e))
     }
 
     /// Asks the registry to mount a blob of `source` into the repository of `target`.
@@ -604,7 +677,7 @@ impl Registry {
         let op = format!("mounting blob {digest} into");
         let mut url = self
             .repo_url(target, "blobs/uploads/")
-            .map_err(|e| self.classify(&op, target, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Repository, &op, target, (e, 1)))?;
         url.query_pairs_mut()
             .append_pair("mount", digest.as_str())
             .append_pair("from", source.repository());
@@ -624,7 +697,7 @@ impl Registry {
         match result {
             Ok(mounted) => Ok(mounted),
             Err((e, attempts)) if e.is_transient() || matches!(e, TransportError::Deadline(_)) => {
-                Err(self.classify(&op, target, (e, attempts)))
+                Err(self.classify(Missing::Repository, &op, target, (e, attempts)))
             }
             Err((e, _)) => {
                 tracing::debug!("mounting blob {digest} into {target} declined: {e}");
@@ -674,7 +747,7 @@ impl Registry {
         let op = format!("uploading blob {digest} to");
         let start = self
             .repo_url(target, "blobs/uploads/")
-            .map_err(|e| self.classify(&op, target, (e, 1)))?;
+            .map_err(|e| self.classify(Missing::Repository, &op, target, (e, 1)))?;
         let scopes = [push(target)];
         self.run(&op, || async {
             let make = || self.http.post(start.clone()).header(CONTENT_LENGTH, 0);
@@ -719,7 +792,7 @@ impl Registry {
             Ok(())
         })
         .await
-        .map_err(|e| self.classify(&op, target, e))
+        .map_err(|e| self.classify(Missing::Repository, &op, target, e))
     }
 
     /// `req` with the authorization already established for `scopes` (an upload session's
@@ -783,7 +856,7 @@ impl Registry {
         self.run(&op, || self.manifest_digest(r, digest))
             .await
             .map(|got| got.as_deref() == Some(digest.as_str()))
-            .map_err(|e| self.classify(&op, r, e))
+            .map_err(|e| self.classify(Missing::Image, &op, r, e))
     }
 
     /// Puts a manifest into the repository of `target` by digest, checks that the registry
@@ -806,7 +879,7 @@ impl Registry {
             async move {
                 let url = self
                     .repo_url(target, &format!("manifests/{reference}"))
-                    .map_err(|e| self.classify(op, target, (e, 1)))?;
+                    .map_err(|e| self.classify(Missing::Repository, op, target, (e, 1)))?;
                 self.run(op, || async {
                     let make = || {
                         self.http
@@ -828,7 +901,7 @@ impl Registry {
                     Ok((named, digest))
                 })
                 .await
-                .map_err(|e| self.classify(op, target, e))
+                .map_err(|e| self.classify(Missing::Repository, op, target, e))
             }
         };
         let check = |(location, digest): (Option<String>, Option<String>)| {
@@ -854,7 +927,7 @@ impl Registry {
         let served = self
             .run(op, || self.manifest_digest(target, &want))
             .await
-            .map_err(|e| self.classify("checking pushed manifest", target, e))?;
+            .map_err(|e| self.classify(Missing::Image, "checking pushed manifest", target, e))?;
         if served.as_deref() != Some(want.as_str()) {
             return Err(RegistryError::DigestMismatch {
                 op: "checking pushed manifest".into(),

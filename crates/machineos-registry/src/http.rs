@@ -5,13 +5,19 @@
 //! reading one, for that long), and every operation of a [`crate::Registry`] runs under one
 //! total deadline; a registry that accepts connections but never answers fails in seconds,
 //! not in retries of five-minute reads. Response bodies are read into memory only through
-//! [`read_capped`], with a cap per kind of body ([`Limits`]): a hostile registry cannot make
-//! a build allocate what it sends.
+//! [`read_capped`], with a cap per kind of body ([`MAX_MANIFEST`], [`MAX_TOKEN_RESPONSE`],
+//! [`MAX_ERROR_BODY`], a config blob's descriptor size): a hostile registry cannot make a
+//! build allocate what it sends.
+//!
+//! How a caller acts on a [`TransportError`] ([`Classify`]) follows the retry loop: what
+//! [`TransportError::is_transient`] retries is transient, and so is the total deadline
+//! passing (the work may succeed when run again); everything else is permanent.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
+use machineos_diagnostics::{Classify, Retry};
 
 /// The largest manifest or index read (what containers/image accepts).
 pub const MAX_MANIFEST: u64 = 4 << 20;
@@ -138,6 +144,49 @@ impl TransportError {
         match self {
             TransportError::Status { code, .. } => code.as_deref(),
             _ => None,
+        }
+    }
+}
+
+impl Classify for TransportError {
+    /// `RateLimited` (429, `TOOMANYREQUESTS`), `RegistryTimeout` (408, no answer in time),
+    /// `RegistryUnavailable` (5xx, a connection refused, reset or cut), `DeadlineExceeded`,
+    /// `AuthRequired` (401), `AuthDenied` (403), `NotFound` (404), `RegistryRejected` (any
+    /// other refusal), `ResponseTooLarge`, `UploadSourceIOError` (the local blob being
+    /// uploaded), `InvalidRegistryResponse` (a broken protocol, a redirect loop).
+    fn reason(&self) -> &'static str {
+        match self {
+            TransportError::Status { status, code, .. } => {
+                match (*status, code.as_deref()) {
+                    // In the order `is_transient` decides.
+                    (429, _) | (_, Some("TOOMANYREQUESTS")) => "RateLimited",
+                    (408, _) => "RegistryTimeout",
+                    (500.., _) => "RegistryUnavailable",
+                    (401, _) | (_, Some("UNAUTHORIZED")) => "AuthRequired",
+                    (403, _) | (_, Some("DENIED")) => "AuthDenied",
+                    (404, _) => "NotFound",
+                    (400..=499, _) => "RegistryRejected",
+                    _ => "InvalidRegistryResponse",
+                }
+            }
+            TransportError::Http(e) if e.is_timeout() => "RegistryTimeout",
+            TransportError::Http(_) if self.is_transient() => "RegistryUnavailable",
+            TransportError::Http(_) => "InvalidRegistryResponse",
+            TransportError::Io(_) => "UploadSourceIOError",
+            TransportError::Timeout(_) => "RegistryTimeout",
+            TransportError::Deadline(_) => "DeadlineExceeded",
+            TransportError::TooLarge { .. } => "ResponseTooLarge",
+            TransportError::Protocol(_) => "InvalidRegistryResponse",
+        }
+    }
+
+    /// Transient when [`TransportError::is_transient`] says so, or when the total deadline
+    /// passed (nothing is wrong with the request; it ran out of time).
+    fn retry(&self) -> Retry {
+        if self.is_transient() || matches!(self, TransportError::Deadline(_)) {
+            Retry::Transient
+        } else {
+            Retry::Permanent
         }
     }
 }

@@ -2,6 +2,12 @@
 //! distribution API, with bounded retries, credentials per repository, extra CAs, an
 //! explicit plain-HTTP policy, timeouts, a total deadline, and a cap on every response read
 //! into memory.
+//!
+//! [`RegistryError`] and [`TransportError`] implement [`machineos_diagnostics::Classify`]
+//! the way the retry loop decides: throttling, server errors, broken connections, timeouts
+//! and the total deadline are transient; refusals, missing objects, wrong digests, oversized
+//! answers and a bad setup are permanent. An error's message carries its cause; none is also
+//! its `source()`.
 
 pub mod auth;
 pub mod client;
@@ -10,6 +16,6 @@ pub mod retry;
 pub mod scheme;
 pub mod stream;
 
-pub use client::{CredentialSource, Registry, RegistryError, RegistryOptions};
+pub use client::{CredentialSource, Missing, Registry, RegistryError, RegistryOptions};
 pub use http::{MAX_MANIFEST, Timeouts, TransportError};
 pub use retry::RetryPolicy;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use machineos_diagnostics::{Classify, Retry};
 use machineos_image::{Digest, RegistryRef};
 use machineos_registry::{
     MAX_MANIFEST, Registry, RegistryError, RegistryOptions, RetryPolicy, Timeouts, TransportError,
@@ -73,7 +74,7 @@ fn endless_manifests_are_cut_at_the_cap() {
         let err = manifest_error(&proxy, &r, Timeouts::default());
         match &err {
             RegistryError::Request {
-                source: TransportError::TooLarge { limit, .. },
+                error: TransportError::TooLarge { limit, .. },
                 attempts,
                 ..
             } => {
@@ -83,6 +84,10 @@ fn endless_manifests_are_cut_at_the_cap() {
             other => panic!("{other}"),
         }
         assert!(err.to_string().contains("manifest is larger than"), "{err}");
+        assert_eq!(
+            (err.reason(), err.retry()),
+            ("ResponseTooLarge", Retry::Permanent)
+        );
     }
 }
 
@@ -110,6 +115,10 @@ fn endless_error_pages_and_blobs_are_cut_at_the_cap() {
             "{err}"
         );
         assert!(err.to_string().contains("HTTP 503"), "{err}");
+        assert_eq!(
+            (err.reason(), err.retry()),
+            ("RegistryUnavailable", Retry::Transient)
+        );
         // A config blob is read at most as far as its descriptor's size.
         let d = Digest::sha256(b"config");
         let err = client.blob(&r, &d, 4 << 20).await.unwrap_err();
@@ -151,6 +160,10 @@ fn a_silent_registry_times_out() {
         "{err}"
     );
     assert!(err.to_string().contains("no answer within 300ms"), "{err}");
+    assert_eq!(
+        (err.reason(), err.retry()),
+        ("RegistryTimeout", Retry::Transient)
+    );
     assert_eq!(proxy.count("GET", "/manifests/"), 4);
 
     // The total deadline cuts retries short.
@@ -161,4 +174,8 @@ fn a_silent_registry_times_out() {
     };
     let err = manifest_error(&proxy, &r, deadline);
     assert!(err.to_string().contains("deadline of 500ms"), "{err}");
+    assert_eq!(
+        (err.reason(), err.retry()),
+        ("DeadlineExceeded", Retry::Transient)
+    );
 }
