@@ -266,9 +266,8 @@ mod tests {
     #[test]
     fn presets_are_valid() {
         for p in Profile::ALL {
-            p.spec(Platform::new("linux", "arm64", None))
-                .validate()
-                .unwrap();
+            let spec = p.spec(Platform::new("linux", "arm64", None));
+            assert_eq!(spec.validate(), Ok(()), "{}", p.name());
             assert_eq!(Profile::from_name(p.name()), Some(p));
         }
         assert_eq!(Profile::from_name("nope"), None);
@@ -282,77 +281,102 @@ mod tests {
             contents: vec![],
             mode,
         };
-        let cases: Vec<(SynthSpec, Option<&str>)> = vec![
-            (base.clone(), None),
+        let with_extras = |extra_files: Vec<ExtraFile>| SynthSpec {
+            extra_files,
+            ..base.clone()
+        };
+        let cases: Vec<(SynthSpec, SpecError, &str)> = vec![
             (
                 SynthSpec {
                     layers: 1,
                     ..base.clone()
                 },
-                Some("layers = 1"),
+                SpecError::TooFewLayers(1),
+                "layers = 1",
+            ),
+            (
+                SynthSpec {
+                    layers: 128,
+                    ..base.clone()
+                },
+                SpecError::TooManyLayers(128),
+                "at most 127",
             ),
             (
                 SynthSpec {
                     files: 10,
                     ..base.clone()
                 },
-                Some("files = 10"),
+                SpecError::TooFewFiles {
+                    got: 10,
+                    min: MIN_FILES,
+                },
+                "files = 10",
             ),
             (
                 SynthSpec {
                     gzip_level: 10,
                     ..base.clone()
                 },
-                Some("gzip_level"),
+                SpecError::GzipLevel(10),
+                "gzip_level",
             ),
             (
                 SynthSpec {
                     version: "4 1".into(),
                     ..base.clone()
                 },
-                Some("version"),
+                SpecError::Version("4 1".into()),
+                "version",
             ),
             (
                 SynthSpec {
-                    extra_files: vec![extra("usr/bin/x", 0o755)],
+                    version: String::new(),
                     ..base.clone()
                 },
-                Some("must be absolute"),
+                SpecError::Version(String::new()),
+                "non-empty",
             ),
             (
-                SynthSpec {
-                    extra_files: vec![extra("/usr/../x", 0o755)],
-                    ..base.clone()
-                },
-                Some("normalised"),
+                with_extras(vec![extra("usr/bin/x", 0o755)]),
+                SpecError::ExtraPath("usr/bin/x".into()),
+                "must be absolute",
             ),
             (
-                SynthSpec {
-                    extra_files: vec![extra("/usr/bin/x/", 0o755)],
-                    ..base.clone()
-                },
-                Some("normalised"),
+                with_extras(vec![extra("/usr/../x", 0o755)]),
+                SpecError::ExtraPath("/usr/../x".into()),
+                "normalised",
             ),
             (
-                SynthSpec {
-                    extra_files: vec![extra("/x", 0o100755)],
-                    ..base.clone()
-                },
-                Some("mode"),
+                with_extras(vec![extra("/usr/bin/x/", 0o755)]),
+                SpecError::ExtraPath("/usr/bin/x/".into()),
+                "normalised",
             ),
             (
-                SynthSpec {
-                    extra_files: vec![extra("/x", 0o755), extra("/x", 0o644)],
-                    ..base.clone()
+                with_extras(vec![extra("/", 0o755)]),
+                SpecError::ExtraPath("/".into()),
+                "not `/`",
+            ),
+            (
+                with_extras(vec![extra("/x", 0o100755)]),
+                SpecError::ExtraMode {
+                    path: "/x".into(),
+                    mode: 0o100755,
                 },
-                Some("twice"),
+                "mode",
+            ),
+            (
+                with_extras(vec![extra("/x", 0o755), extra("/x", 0o644)]),
+                SpecError::DuplicateExtra("/x".into()),
+                "twice",
             ),
         ];
-        for (spec, want) in cases {
-            match (spec.validate(), want) {
-                (Ok(()), None) => {}
-                (Err(e), Some(w)) => assert!(e.to_string().contains(w), "{e}"),
-                (got, want) => panic!("{got:?}, wanted {want:?}"),
+        assert_eq!(base.validate(), Ok(()));
+        for (spec, want, text) in cases {
+            let got = spec.validate();
+            assert_eq!(got, Err(want), "{spec:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains(text), "{e}");
             }
         }
     }

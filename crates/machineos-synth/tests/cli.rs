@@ -51,7 +51,9 @@ fn writes_tags_and_prints_the_digest() {
     assert_eq!(tagged.media_type, media_type::OCI_MANIFEST);
     // Deterministic across processes; other tags are kept.
     assert_eq!(ok(&synth(&["--out", o, "--tag", "again"])), digest);
-    assert!(layout.resolve(Some("base")).is_ok());
+    let kept = layout.resolve(Some("base")).unwrap();
+    assert_eq!(kept.digest.to_string(), digest);
+    assert_eq!(layout.resolve(Some("again")).unwrap().digest, kept.digest);
 }
 
 #[test]
@@ -136,13 +138,21 @@ fn umoci_reads_the_layout() {
         String::from_utf8_lossy(&unpack.stderr)
     );
     let root = bundle.join("rootfs");
-    let exists = |p: &str| root.join(p).symlink_metadata().is_ok();
-    assert!(exists("usr/lib/os-release"));
-    assert!(exists("usr/lib/machineos-synth-arch"));
-    assert!(!exists("usr/share/doc/fedora-release/README.obsolete"));
-    assert!(!exists("usr/share/fedora-release/legacy"));
-    assert!(!exists("usr/share/fedora-release/channels/testing"));
-    assert!(exists("usr/share/fedora-release/channels/next"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let missing = |p: &str| root.join(p).symlink_metadata().map_err(|e| e.kind()).err();
+    assert!(read("usr/lib/os-release").contains("VARIANT_ID=coreos"));
+    assert_eq!(read("usr/lib/machineos-synth-arch"), "amd64\n");
+    for gone in [
+        "usr/share/doc/fedora-release/README.obsolete",
+        "usr/share/fedora-release/legacy",
+        "usr/share/fedora-release/channels/testing",
+    ] {
+        assert_eq!(missing(gone), Some(std::io::ErrorKind::NotFound), "{gone}");
+    }
+    assert_eq!(
+        read("usr/share/fedora-release/channels/next"),
+        "stream=next\nrevision=2\n"
+    );
     assert_eq!(
         std::fs::read_link(root.join("usr/local")).unwrap(),
         Path::new("../var/usrlocal")

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use machineos_image::Platform;
 
-use super::entry::{Body, Kind, Meta, Node, meta};
+use super::entry::{Body, ELF, EXE, Kind, Meta, Node, meta};
 use super::final_layer::ARCH_FILE;
-use super::{Tree, plan};
+use super::{Tree, TreeError, plan};
 use crate::spec::{ExtraFile, SynthSpec};
 
 fn spec(layers: u32, files: u32, total_bytes: u64) -> SynthSpec {
@@ -87,14 +87,14 @@ fn layers_are_sorted_disjoint_and_parents_consistent() {
                 Kind::HardLink(target) => {
                     let t = l.nodes.iter().position(|m| &m.path == target);
                     let me = l.nodes.iter().position(|m| m.path == n.path);
-                    assert!(t < me && t.is_some(), "{} links forward", n.path);
-                }
-                _ if i != last => {
                     assert!(
-                        owner.insert(&n.path, i).is_none(),
-                        "{} in two layers",
+                        matches!((t, me), (Some(t), Some(me)) if t < me),
+                        "{} links forward or to nothing: {t:?} {me:?}",
                         n.path
                     );
+                }
+                _ if i != last => {
+                    assert_eq!(owner.insert(&n.path, i), None, "{} in two layers", n.path);
                 }
                 _ => {}
             }
@@ -158,8 +158,20 @@ fn architectures_differ_in_marker_kernel_and_loader() {
     assert_eq!(find(&amd, ARCH_FILE).as_deref(), Some("amd64\n"));
     assert_eq!(find(&arm, ARCH_FILE).as_deref(), Some("arm64\n"));
     assert_eq!(arm.kernel_version, "6.11.5-300.fc41.aarch64");
-    assert!(find(&arm, "usr/lib64/ld-linux-aarch64.so.1").is_some());
-    assert!(find(&amd, "usr/lib64/ld-linux-x86-64.so.2").is_some());
+    fn loader<'t>(t: &'t Tree<'_>, p: &str) -> Option<(&'t Meta, &'static [u8])> {
+        t.layers
+            .iter()
+            .flat_map(|l| &l.nodes)
+            .find(|n| n.path == p)
+            .and_then(|n| match &n.kind {
+                Kind::File(Body::Synth(s)) => Some((&n.meta, s.prefix)),
+                _ => None,
+            })
+    }
+    let elf_exe = Some((&EXE, ELF));
+    assert_eq!(loader(&arm, "usr/lib64/ld-linux-aarch64.so.1"), elf_exe);
+    assert_eq!(loader(&amd, "usr/lib64/ld-linux-x86-64.so.2"), elf_exe);
+    assert_eq!(loader(&amd, "usr/lib64/ld-linux-aarch64.so.1"), None);
 }
 
 #[test]
@@ -178,61 +190,86 @@ fn fixed_files_fit_the_minimum() {
 
 #[test]
 fn errors() {
-    let cases: Vec<(SynthSpec, &str)> = vec![
+    let extra = |path: &str| SynthSpec {
+        extra_files: vec![ExtraFile {
+            path: path.into(),
+            contents: vec![],
+            mode: 0o644,
+        }],
+        ..SynthSpec::example()
+    };
+    /// Whether a planning error is the one a case expects.
+    type Expected = fn(&TreeError) -> bool;
+    let cases: Vec<(SynthSpec, Expected, &str)> = vec![
         (
             spec(127, MIN_FILES_FOR_TEST, 1 << 20),
+            |e| {
+                matches!(e, TreeError::TooFewFiles { files, layers: 127, need, .. }
+                    if *files == MIN_FILES_FOR_TEST && *need > u64::from(*files))
+            },
             "cannot fill 127 layers",
         ),
-        (spec(5, 400, 100), "total_bytes = 100"),
         (
-            SynthSpec {
-                extra_files: vec![ExtraFile {
-                    path: "/usr/local/bin/x".into(),
-                    contents: vec![],
-                    mode: 0o755,
-                }],
-                ..SynthSpec::example()
+            spec(5, 400, 100),
+            |e| matches!(e, TreeError::TooFewBytes { total: 100, need } if *need > 100),
+            "total_bytes = 100",
+        ),
+        (
+            extra("/usr/local/bin/x"),
+            |e| {
+                *e == TreeError::ExtraBelowNonDir {
+                    path: "usr/local/bin/x".into(),
+                    ancestor: "usr/local".into(),
+                    hint: " (a symlink to ../var/usrlocal)".into(),
+                }
             },
             "below /usr/local, which is not a directory in the generated tree (a symlink to ../var/usrlocal)",
         ),
         (
-            SynthSpec {
-                extra_files: vec![ExtraFile {
-                    path: "/usr/bin".into(),
-                    contents: vec![],
-                    mode: 0o755,
-                }],
-                ..SynthSpec::example()
+            extra("/etc/os-release/x"),
+            |e| {
+                *e == TreeError::ExtraBelowNonDir {
+                    path: "etc/os-release/x".into(),
+                    ancestor: "etc/os-release".into(),
+                    hint: " (a symlink to ../usr/lib/os-release)".into(),
+                }
             },
+            "below /etc/os-release",
+        ),
+        (
+            extra("/etc/passwd/x"),
+            |e| {
+                *e == TreeError::ExtraBelowNonDir {
+                    path: "etc/passwd/x".into(),
+                    ancestor: "etc/passwd".into(),
+                    hint: String::new(),
+                }
+            },
+            "below /etc/passwd, which is not a directory in the generated tree",
+        ),
+        (
+            extra("/usr/bin"),
+            |e| *e == TreeError::ExtraIsDir("usr/bin".into()),
             "is a directory",
         ),
         (
-            SynthSpec {
-                extra_files: vec![ExtraFile {
-                    path: "/usr/share/fedora-release/channels/x".into(),
-                    contents: vec![],
-                    mode: 0o644,
-                }],
-                ..SynthSpec::example()
-            },
+            extra("/usr/share/fedora-release/channels/x"),
+            |e| *e == TreeError::ExtraOnFinalLayer("usr/share/fedora-release/channels/x".into()),
             "whiteouts",
         ),
         (
-            SynthSpec {
-                extra_files: vec![ExtraFile {
-                    path: "/usr/lib/machineos-synth-arch".into(),
-                    contents: vec![],
-                    mode: 0o644,
-                }],
-                ..SynthSpec::example()
-            },
+            extra("/usr/lib/machineos-synth-arch"),
+            |e| *e == TreeError::ExtraOnFinalLayer("usr/lib/machineos-synth-arch".into()),
             "architecture marker",
         ),
     ];
-    for (s, want) in cases {
+    for (s, is_expected, text) in cases {
         match plan(&s) {
-            Ok(_) => panic!("planned, wanted error {want:?}"),
-            Err(e) => assert!(e.to_string().contains(want), "{e}"),
+            Ok(_) => panic!("planned, wanted error {text:?}"),
+            Err(e) => {
+                assert!(is_expected(&e), "{e:?}");
+                assert!(e.to_string().contains(text), "{e}");
+            }
         }
     }
 }
