@@ -4,20 +4,30 @@
 //! mode, owner, content, link target, hard links), both sides must fail together, and
 //! deliberate deviations from 2.14 are checked against what the case says we produce.
 //!
-//! Needs root (ownership) and `ignition-apply`; fails without them unless
-//! `MACHINEOS_SKIP_DIFFERENTIAL=1`. Debugging aids: `MACHINEOS_DIFF_CASE=substr` runs only
-//! matching cases, `MACHINEOS_DIFF_KEEP=1` keeps the trees and prints where,
-//! `MACHINEOS_DIFF_REFERENCE_ONLY=1` checks only the reference side against the cases.
+//! A `harness = false` test (libtest-mimic): each case file is its own trial, named by its
+//! file stem (`cargo test -p machineos-layer --test differential -- --list`; a name filter
+//! such as `-- file-01` runs the matching cases), and so are the harness's own checks
+//! (`harness_detects_differences`, `harness_extracts_layers`). The base tree is built once,
+//! by the first case that runs.
+//!
+//! Needs root (ownership) and `ignition-apply`; every case fails without them unless
+//! `MACHINEOS_SKIP_DIFFERENTIAL=1`, which reports every trial as ignored, with the reason.
+//! Debugging aids: `--nocapture` prints both sides' errors for passing cases too,
+//! `MACHINEOS_DIFF_CASE=substr` keeps only matching cases, `MACHINEOS_DIFF_KEEP=1` keeps the
+//! trees and prints where, `MACHINEOS_DIFF_REFERENCE_ONLY=1` checks only the reference side
+//! against the cases.
 
 mod support;
 
 use machineos_layer::DirView;
 use machineos_layer::ignition_layer_tar;
 
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use support::cases::{Case, CompareTo, Expect};
 use support::tree::{CompareOptions, Tree};
@@ -311,30 +321,133 @@ fn indent(s: &str) -> String {
         .join("\n")
 }
 
-fn require_root(test: &str) {
-    assert_eq!(
-        effective_uid(),
-        Some(0),
+/// Why a trial cannot run here (not root), or `Ok`.
+fn require_root(test: &str) -> Result<(), String> {
+    if effective_uid() == Some(0) {
+        return Ok(());
+    }
+    Err(format!(
         "{test}: must run as root (the trees need chown/lchown); run the tests as root \
-         or set MACHINEOS_SKIP_DIFFERENTIAL=1 to skip this test"
-    );
+         or set MACHINEOS_SKIP_DIFFERENTIAL=1 to skip the differential suite"
+    ))
 }
 
-#[test]
-fn differential() {
-    if env_flag("MACHINEOS_SKIP_DIFFERENTIAL") {
-        eprintln!("differential: skipped (MACHINEOS_SKIP_DIFFERENTIAL=1)");
-        return;
+/// What the cases share: the reference binary and one pristine base tree.
+struct Shared {
+    bin: PathBuf,
+    work: tempfile::TempDir,
+    base: PathBuf,
+    base_tree: Tree,
+}
+
+/// Built by the first case that runs; an `Err` fails every case with its message.
+type SharedCell = Arc<OnceLock<Result<Shared, String>>>;
+
+fn setup() -> Result<Shared, String> {
+    let bin = reference::binary();
+    if !bin.is_file() {
+        return Err(format!(
+            "ignition-apply is not installed ({} is missing). Install Debian's `ignition` \
+             package (apt-get install -y ignition), point MACHINEOS_IGNITION_BIN at the binary, \
+             or set MACHINEOS_SKIP_DIFFERENTIAL=1 to skip the differential suite",
+            bin.display()
+        ));
+    }
+    require_root("differential")?;
+    let work = tempfile::Builder::new()
+        .prefix("machineos-differential-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let base = work.path().join("base");
+    std::fs::create_dir(&base).map_err(|e| format!("base dir: {e}"))?;
+    base_tree::build(&base).map_err(|e| format!("building the base tree: {e}"))?;
+    let base_tree = tree::snapshot(&base).map_err(|e| format!("snapshot of the base: {e}"))?;
+    Ok(Shared {
+        bin,
+        work,
+        base,
+        base_tree,
+    })
+}
+
+/// Why every trial is skipped, if it is: `MACHINEOS_SKIP_DIFFERENTIAL=1`, saying whether the
+/// reference could have run.
+fn skip_reason() -> Option<String> {
+    if !env_flag("MACHINEOS_SKIP_DIFFERENTIAL") {
+        return None;
     }
     let bin = reference::binary();
-    assert!(
-        bin.is_file(),
-        "differential: ignition-apply is not installed ({} is missing). Install Debian's \
-         `ignition` package (apt-get install -y ignition), point MACHINEOS_IGNITION_BIN at the \
-         binary, or set MACHINEOS_SKIP_DIFFERENTIAL=1 to skip this test",
-        bin.display()
-    );
-    require_root("differential");
+    Some(if bin.is_file() {
+        "MACHINEOS_SKIP_DIFFERENTIAL=1".to_string()
+    } else {
+        format!(
+            "MACHINEOS_SKIP_DIFFERENTIAL=1; ignition-apply is not installed ({} is missing)",
+            bin.display()
+        )
+    })
+}
+
+/// One case as a trial: pass, or fail with the case's description, problems and notes.
+fn case_trial(
+    file: PathBuf,
+    name: String,
+    shared: SharedCell,
+    mode: Mode,
+    skip: Option<String>,
+    verbose: bool,
+    keep: bool,
+) -> Trial {
+    Trial::ignorable_test(name.clone(), move || {
+        if let Some(reason) = skip {
+            return Ok(Completion::ignored_with(reason));
+        }
+        let s = shared
+            .get_or_init(setup)
+            .as_ref()
+            .map_err(|e| Failed::from(format!("differential: {e}")))?;
+        let env = Env {
+            bin: &s.bin,
+            base: &s.base,
+            base_tree: &s.base_tree,
+            work: s.work.path(),
+            mode,
+        };
+        let report = run_case(&env, &file, &name);
+        if !keep {
+            let _ = std::fs::remove_dir_all(s.work.path().join(&name));
+        }
+        let notes: String = report.notes.iter().map(|n| format!("\n  ({n})")).collect();
+        if report.problems.is_empty() {
+            if verbose && !notes.is_empty() {
+                println!("{name}:{notes}");
+            }
+            return Ok(Completion::Completed);
+        }
+        let mut msg = format!("FAIL {name}: {}", report.description);
+        for p in &report.problems {
+            let _ = write!(msg, "\n  - {}", p.replace('\n', "\n    "));
+        }
+        msg.push_str(&notes);
+        Err(msg.into())
+    })
+}
+
+/// A check that needs only root, as a trial (skipped with the suite).
+fn harness_trial(name: &str, skip: Option<String>, check: fn() -> Result<(), String>) -> Trial {
+    let test = name.to_string();
+    Trial::ignorable_test(name, move || match skip {
+        Some(reason) => Ok(Completion::ignored_with(reason)),
+        None => {
+            require_root(&test)?;
+            check()?;
+            Ok(Completion::Completed)
+        }
+    })
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let skip = skip_reason();
     let keep = env_flag("MACHINEOS_DIFF_KEEP");
     let filter = std::env::var("MACHINEOS_DIFF_CASE").ok();
     let mode = if env_flag("MACHINEOS_DIFF_SELFTEST") {
@@ -344,84 +457,81 @@ fn differential() {
     } else {
         Mode::Engine
     };
-
-    let work = tempfile::Builder::new()
-        .prefix("machineos-differential-")
-        .tempdir()
-        .expect("temp dir");
-    let base = work.path().join("base");
-    std::fs::create_dir(&base).expect("base dir");
-    base_tree::build(&base).expect("building the base tree");
-    let base_snapshot = tree::snapshot(&base).expect("snapshot of the base");
-
-    let cases_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/cases");
-    let files: Vec<PathBuf> = cases::case_files(&cases_dir)
-        .expect("reading the cases directory")
-        .into_iter()
-        .filter(|f| {
-            let name = f.file_stem().unwrap_or_default().to_string_lossy();
-            filter.as_deref().is_none_or(|s| name.contains(s))
-        })
-        .collect();
-    assert!(!files.is_empty(), "differential: no case matches");
-
-    let env = Env {
-        bin: &bin,
-        base: &base,
-        base_tree: &base_snapshot,
-        work: work.path(),
-        mode,
-    };
-    let mut failed = Vec::new();
-    for file in &files {
-        let name = file
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let report = run_case(&env, file, &name);
-        if report.problems.is_empty() {
-            println!("PASS {name}");
-        } else {
-            println!("FAIL {name}: {}", report.description);
-            for p in &report.problems {
-                println!("  - {}", p.replace('\n', "\n    "));
-            }
-            failed.push(name.clone());
+    if !args.list {
+        if let Some(reason) = &skip {
+            eprintln!("differential: every trial is ignored ({reason})");
         }
-        for n in &report.notes {
-            println!("  ({n})");
-        }
-        if !keep {
-            let _ = std::fs::remove_dir_all(work.path().join(&name));
+        match mode {
+            Mode::Engine => {}
+            Mode::ReferenceOnly => eprintln!("differential: reference side only"),
+            Mode::SelfTest => eprintln!("differential: harness self-test"),
         }
     }
-    let summary = format!(
-        "differential{}: {} cases, {} passed, {} failed",
-        match mode {
-            Mode::Engine => "",
-            Mode::ReferenceOnly => " (reference side only)",
-            Mode::SelfTest => " (harness self-test)",
-        },
-        files.len(),
-        files.len() - failed.len(),
-        failed.len()
-    );
-    println!("{summary}");
-    eprintln!("{summary}");
-    if keep {
-        let kept = work.keep();
-        println!(
+
+    let shared: SharedCell = Arc::new(OnceLock::new());
+    let mut trials = vec![
+        harness_trial(
+            "harness_detects_differences",
+            skip.clone(),
+            harness_detects_differences,
+        ),
+        harness_trial(
+            "harness_extracts_layers",
+            skip.clone(),
+            harness_extracts_layers,
+        ),
+    ];
+    let cases_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/cases");
+    match cases::case_files(&cases_dir) {
+        Err(e) => {
+            let msg = format!("reading {}: {e}", cases_dir.display());
+            trials.push(Trial::test("cases", move || Err(msg.into())));
+        }
+        Ok(files) => {
+            let mut matched = 0;
+            for file in files {
+                let name = file
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                if filter.as_deref().is_some_and(|s| !name.contains(s)) {
+                    continue;
+                }
+                matched += 1;
+                trials.push(case_trial(
+                    file,
+                    name,
+                    shared.clone(),
+                    mode,
+                    skip.clone(),
+                    args.nocapture,
+                    keep,
+                ));
+            }
+            if matched == 0 {
+                let msg = format!(
+                    "no case matches MACHINEOS_DIFF_CASE={:?}",
+                    filter.as_deref().unwrap_or_default()
+                );
+                trials.push(Trial::test("cases", move || Err(msg.into())));
+            }
+        }
+    }
+
+    let conclusion = libtest_mimic::run(&args, trials);
+    // Every trial has run and dropped its handle: the work directory goes now, or is kept.
+    let shared = Arc::into_inner(shared).and_then(OnceLock::into_inner);
+    if let Some(Ok(s)) = shared
+        && keep
+    {
+        let kept = s.work.keep();
+        eprintln!(
             "differential: trees kept under {} (<case>/A = reference, <case>/B = ours)",
             kept.display()
         );
-        eprintln!("differential: trees kept under {}", kept.display());
     }
-    assert!(
-        failed.is_empty(),
-        "{summary}; failing: {}",
-        failed.join(", ")
-    );
+    conclusion.exit_code()
 }
 
 /// A fresh base tree in a temp dir.
@@ -437,13 +547,8 @@ fn fresh_base() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// The harness must see every kind of difference, or the differential test proves nothing.
-#[test]
-fn harness_detects_differences() {
+fn harness_detects_differences() -> Result<(), String> {
     use std::os::unix::fs::{PermissionsExt, lchown, symlink};
-    if env_flag("MACHINEOS_SKIP_DIFFERENTIAL") {
-        return;
-    }
-    require_root("harness_detects_differences");
     let (work, base) = fresh_base();
     let copy = work.path().join("copy");
     copy_tree(&base, &copy).expect("copy");
@@ -499,6 +604,7 @@ fn harness_detects_differences() {
         ..CompareOptions::default()
     };
     assert!(tree::diff("x", &x, "y", &y, &sorted).is_empty());
+    Ok(())
 }
 
 /// A layer written with raw ustar names, so that bad paths can be expressed too.
@@ -528,13 +634,8 @@ fn layer(entries: &[(&str, tar::EntryType, u32, &str)]) -> Vec<u8> {
 
 /// The extractor applies whiteouts before entries, keeps special bits, links within the
 /// layer, and rejects layers that would write through symlinks or link into lower layers.
-#[test]
-fn harness_extracts_layers() {
+fn harness_extracts_layers() -> Result<(), String> {
     use tar::EntryType::{Directory as D, Link as L, Regular as R, Symlink as S};
-    if env_flag("MACHINEOS_SKIP_DIFFERENTIAL") {
-        return;
-    }
-    require_root("harness_extracts_layers");
     let (work, base) = fresh_base();
     let root = work.path().join("root");
     copy_tree(&base, &root).expect("copy");
@@ -568,28 +669,40 @@ fn harness_extracts_layers() {
         "a directory entry keeps the lower contents"
     );
 
-    for (bad, why) in [
+    for (bad, why, said) in [
         (
             layer(&[("usr/local/bin/x", R, 0o644, "")]),
             "through a symlink",
+            "usr/local/bin/x: parent /usr/local is a symlink in the tree",
         ),
-        (layer(&[("etc/nope/x", R, 0o644, "")]), "missing parent"),
-        (layer(&[("etc/../x", R, 0o644, "")]), "dot-dot"),
+        (
+            layer(&[("etc/nope/x", R, 0o644, "")]),
+            "missing parent",
+            "etc/nope/x: parent /etc/nope does not exist",
+        ),
+        (
+            layer(&[("etc/../x", R, 0o644, "")]),
+            "dot-dot",
+            "tar path \"etc/../x\" is not clean",
+        ),
         (
             layer(&[("etc/x", R, 0o644, ""), ("etc/x", R, 0o644, "")]),
             "duplicate",
+            "/etc/x: appears more than once in the layer",
         ),
         (
             layer(&[("etc/x", L, 0o644, "etc/hard-a")]),
             "link into a lower layer",
+            "/etc/x: hard link to /etc/hard-a, which is not an earlier entry of this layer",
         ),
     ] {
         let root = work.path().join("bad");
         let _ = std::fs::remove_dir_all(&root);
         copy_tree(&base, &root).expect("copy");
-        assert!(
-            extract::apply_layer(&bad, &root).is_err(),
-            "accepted a layer with {why}"
-        );
+        match extract::apply_layer(&bad, &root) {
+            Err(e) => assert!(e.contains(said), "a layer with {why}: {e:?} lacks {said:?}"),
+            Ok(()) => panic!("accepted a layer with {why}"),
+        }
     }
+    Ok(())
 }
