@@ -13,6 +13,11 @@
 //! Generation streams: each layer goes tar → sha256 (diff_id) → gzip → the layout's blob
 //! writer, file contents are produced block by block, and only metadata is kept in memory.
 //!
+//! Errors: [`SynthError`] and its parts ([`SpecError`], [`TreeError`], [`LayerError`])
+//! implement [`machineos_diagnostics::Classify`] — a bad spec or extra file is permanent,
+//! an I/O failure is classified by its kind — and each message carries its cause, which is
+//! not exposed again through `source()`.
+//!
 //! ```no_run
 //! use machineos_image::Layout;
 //! use machineos_synth::{SynthSpec, write_image};

@@ -3,6 +3,11 @@
 //! extra files (checked against the generated tree: not a directory, not below a symlink or
 //! file, not one of this layer's own entries).
 
+use super::TreeError;
+use super::entry::{Body, Kind, REG, meta};
+use super::planner::{Item, Planner};
+use crate::content::Style;
+
 /// A file the final layer removes with a whiteout.
 pub(super) const WHITEOUT_FILE: &str = "usr/share/doc/fedora-release/README.obsolete";
 /// A directory the final layer removes with a whiteout.
@@ -15,10 +20,6 @@ pub(super) const ARCH_FILE: &str = crate::ARCH_FILE.split_at(1).1;
 const RPMDB: &str = "usr/lib/sysimage/rpm/rpmdb.sqlite";
 /// The rpm-ostree treefile of the final layer.
 const TREEFILE: &str = "usr/share/rpm-ostree/treefile.json";
-use super::TreeError;
-use super::entry::{Body, Kind, REG, meta};
-use super::planner::{Item, Planner};
-use crate::content::Style;
 
 impl<'s> Planner<'s> {
     /// The final layer's own items: marker, rpm database, treefile, whiteouts and the

@@ -11,7 +11,6 @@
 //! Within a layer every non-directory path is owned by exactly one layer (except the final
 //! layer's deliberate overrides); parent directories are repeated in each layer that needs
 //! them, always with the same metadata. Nodes are sorted by path.
-
 //!
 //! The parts, in the order [`plan`] uses them:
 //!
@@ -90,7 +89,10 @@ impl Tree<'_> {
     }
 }
 
-/// Plan the tree for `spec` (which must be valid).
+/// Plan the tree for `spec` (which must be valid): the skeleton, the named packages and
+/// the final layer's own items first, then invented packages filled up to the requested file
+/// count, the packages split over the layers, the extra files checked and added last, the
+/// nodes placed and the byte budget spread.
 pub(crate) fn plan(spec: &SynthSpec) -> Result<Tree<'_>, TreeError> {
     let mut p = Planner::new(spec);
     let skeleton = p.skeleton()?;
