@@ -125,22 +125,22 @@ pub enum ApplyError {
         expected: u32,
     },
     /// The stream could not be read or decompressed, or is not a tar.
-    #[error("applying layer {layer}: reading the layer stream: {source}")]
+    #[error("applying layer {layer}: reading the layer stream: {error}")]
     Stream {
         /// The layer number.
         layer: u32,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A member's header or data could not be read.
-    #[error("applying layer {layer}: member {entry:?}: {source}")]
+    #[error("applying layer {layer}: member {entry:?}: {error}")]
     Member {
         /// The layer number.
         layer: u32,
         /// The member name as in the tar.
         entry: String,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A member name climbs out of the image root with `..`.
     #[error("applying layer {layer}: member {entry:?}: path escapes the image root")]
@@ -478,7 +478,7 @@ impl IndexBuilder {
             }
             .into());
         }
-        let stream = |source| ApplyError::Stream { layer, source };
+        let stream = |error| ApplyError::Stream { layer, error };
         let algorithm = diff_id.map(Digest::algorithm);
         let (stats, actual) = match compression {
             LayerCompression::None => {
@@ -576,7 +576,7 @@ impl IndexBuilder {
     }
 
     fn apply_tar<R: Read>(&mut self, layer: u32, r: &mut R) -> Result<LayerStats, ApplyError> {
-        let stream = |source| ApplyError::Stream { layer, source };
+        let stream = |error| ApplyError::Stream { layer, error };
         let mut stats = LayerStats::default();
         let mut archive = tar::Archive::new(Counting { inner: r, n: 0 });
         for entry in archive.entries().map_err(stream)? {
@@ -629,10 +629,10 @@ impl IndexBuilder {
     ) -> Result<(), ApplyError> {
         let name = name.to_string();
         let p = p.to_string();
-        let member = |source| ApplyError::Member {
+        let member = |error| ApplyError::Member {
             layer,
             entry: shorten(&name),
-            source,
+            error,
         };
         let base = path::file_name(&p);
         if let Some(hidden) = base.strip_prefix(".wh.") {

@@ -14,12 +14,12 @@ use crate::{BaseIndex, IndexError};
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     /// Reading a cached index failed (other than it being absent).
-    #[error("loading cached base index {path}: {source}")]
+    #[error("loading cached base index {path}: {error}")]
     Read {
         /// The cache file.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A cached index cannot be used (see [`Cache::load`]).
     #[error("cached base index {path}: unusable: {what}")]
@@ -30,12 +30,12 @@ pub enum CacheError {
         what: String,
     },
     /// Writing a cached index failed.
-    #[error("storing base index at {path}: {source}")]
+    #[error("storing base index at {path}: {error}")]
     Write {
         /// The file or directory being written.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -106,11 +106,11 @@ impl Cache {
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 return Err(unusable("it is a symbolic link".into()).into());
             }
-            Err(source) => return Err(CacheError::Read { path, source }.into()),
+            Err(error) => return Err(CacheError::Read { path, error }.into()),
         };
-        let meta = file.metadata().map_err(|source| CacheError::Read {
+        let meta = file.metadata().map_err(|error| CacheError::Read {
             path: path.clone(),
-            source,
+            error,
         })?;
         if !meta.is_file() {
             return Err(unusable("it is not a regular file".into()).into());
@@ -126,9 +126,9 @@ impl Cache {
         (&file)
             .take(MAX_CACHE_FILE + 1)
             .read_to_end(&mut bytes)
-            .map_err(|source| CacheError::Read {
+            .map_err(|error| CacheError::Read {
                 path: path.clone(),
-                source,
+                error,
             })?;
         if bytes.len() as u64 > MAX_CACHE_FILE {
             return Err(unusable("it grew while it was read".into()).into());
@@ -145,7 +145,7 @@ impl Cache {
         let dir = path.parent().unwrap_or(&self.dir).to_path_buf();
         let werr = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| CacheError::Write { path, source }
+            move |error| CacheError::Write { path, error }
         };
         // The index keeps small files of the base's /etc, which may include /etc/shadow or
         // keys: the cache is readable by its owner only.

@@ -539,8 +539,18 @@ fn kept_and_located_contents() {
         Err(BaseError::NotAFile { .. })
     ));
     assert!(matches!(idx.read("/nope"), Err(BaseError::Io { .. })));
-    assert!(idx.children("/etc/passwd").is_err());
-    assert!(idx.children("/nope").is_err());
+    let kind = |r: Result<Vec<String>, BaseError>| match r {
+        Err(BaseError::Io { source, .. }) => Some(source.kind()),
+        _ => None,
+    };
+    assert_eq!(
+        kind(idx.children("/etc/passwd")),
+        Some(std::io::ErrorKind::NotADirectory)
+    );
+    assert_eq!(
+        kind(idx.children("/nope")),
+        Some(std::io::ErrorKind::NotFound)
+    );
     assert_eq!(idx.lstat("/etc/passwd/x").unwrap(), None);
 }
 

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, Located};
+use machineos_diagnostics::Warning;
 use machineos_ignition::Config;
 use machineos_image::{Descriptor, LayerCompression};
 use machineos_layer::plan::PlanOptions;
@@ -87,7 +88,7 @@ fn compression_of(base: &ResolvedBase) -> Result<Vec<(Descriptor, LayerCompressi
             let c = LayerCompression::from_media_type(&l.media_type).map_err(|source| {
                 BuildError::Manifest {
                     image: base.store.name(),
-                    source,
+                    error: source,
                 }
             })?;
             Ok((l.clone(), c))
@@ -104,20 +105,23 @@ pub async fn base_index(
     cache: Option<&Cache>,
     progress: &Arc<dyn Progress>,
     reads: &Arc<LayerReads>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(BaseIndex, CacheUse), BuildError> {
     let layers = compression_of(base)?;
     let mut cache_ok = true;
     let cached = match cache {
-        Some(c) => {
-            let (c, key) = (c.clone(), base.manifest_digest.clone());
+        Some(cache) => {
+            let (c, key) = (cache.clone(), base.manifest_digest.clone());
             match tokio::task::spawn_blocking(move || c.load(&key))
                 .await
                 .map_err(|e| BuildError::Internal(format!("cache task: {e}")))?
             {
                 Ok(found) => found,
                 Err(e) => {
-                    warnings.push(format!("{e}; indexing the base instead"));
+                    warnings.push(Warning::new(
+                        cache.path_for(&base.manifest_digest).display().to_string(),
+                        format!("{e}; indexing the base instead"),
+                    ));
                     cache_ok = false;
                     None
                 }
@@ -148,7 +152,10 @@ pub async fn base_index(
                 builder = blocking("indexing a layer", move || {
                     builder
                         .apply_layer_checked(i as u32, compression, raw, Some(&diff_id))
-                        .map_err(|source| BuildError::Index { image, source })?;
+                        .map_err(|source| BuildError::Index {
+                            image,
+                            error: source,
+                        })?;
                     Ok(builder)
                 })
                 .await?;
@@ -156,13 +163,13 @@ pub async fn base_index(
             let index = blocking("indexing", move || {
                 builder.finish().map_err(|source| BuildError::Index {
                     image: name,
-                    source,
+                    error: source,
                 })
             })
             .await?;
             match cache {
-                Some(c) => {
-                    let (c, key) = (c.clone(), base.manifest_digest.clone());
+                Some(cache) => {
+                    let (c, key) = (cache.clone(), base.manifest_digest.clone());
                     let (index, stored) =
                         tokio::task::spawn_blocking(move || (c.store(&key, &index), index))
                             .await
@@ -172,8 +179,11 @@ pub async fn base_index(
                         Ok(()) if cache_ok => (index, CacheUse::Miss),
                         Ok(()) => (index, CacheUse::Unusable),
                         Err(e) => {
-                            warnings.push(format!(
-                                "the base index is not cached, the next build indexes the base again: {e}"
+                            warnings.push(Warning::new(
+                                cache.path_for(&base.manifest_digest).display().to_string(),
+                                format!(
+                                    "the base index is not cached, the next build indexes the base again: {e}"
+                                ),
                             ));
                             (index, CacheUse::Unusable)
                         }
@@ -285,7 +295,7 @@ pub async fn plan(
                 let err = |source| BuildError::LayerRead {
                     image,
                     digest: blob.digest.clone(),
-                    source,
+                    error: source,
                 };
                 match decompress(compression, raw) {
                     Ok(layer) => match at.read_from(layer) {

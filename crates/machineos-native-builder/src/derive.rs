@@ -69,7 +69,7 @@ pub fn derive(
         layer_media_type_for(&manifest_media_type, LayerCompression::Gzip).map_err(|source| {
             BuildError::Manifest {
                 image: name.clone(),
-                source,
+                error: source,
             }
         })?,
         parse(&layer_digests.digest)?,
@@ -89,7 +89,7 @@ pub fn derive(
     )
     .map_err(|source| BuildError::Config {
         image: name.clone(),
-        source,
+        error: source,
     })?;
     let config_descriptor = Descriptor::new(
         &base.manifest.config.media_type,
@@ -100,7 +100,7 @@ pub fn derive(
         derive_manifest(&base.manifest_bytes, &config_descriptor, &layer).map_err(|source| {
             BuildError::Manifest {
                 image: name.clone(),
-                source,
+                error: source,
             }
         })?;
     Ok(Derived {

@@ -51,11 +51,11 @@ pub async fn inspect(
     let view = machineos_image::config::parse_config(&resolved.config).map_err(|source| {
         BuildError::Config {
             image: store.name(),
-            source,
+            error: source,
         }
     })?;
     let machine_config = match resolved.manifest.layers.last() {
-        Some(top) => top_layer_file(&store, top, CURRENT_CONFIG.trim_start_matches('/')).await?,
+        Some(top) => top_layer_file(&store, top, CURRENT_CONFIG).await?,
         None => None,
     };
     let machine_config = match machine_config {
@@ -89,7 +89,7 @@ pub async fn inspect(
 /// and those are at most about 1.5 MiB).
 pub const MAX_EMBEDDED_FILE: u64 = 16 << 20;
 
-/// The contents of `path` (relative, no leading `/`) in one layer, if it is a regular file
+/// The contents of `path` (absolute, clean) in one layer, if it is a regular file
 /// there.
 async fn top_layer_file(
     store: &Store,
@@ -99,7 +99,7 @@ async fn top_layer_file(
     let compression = machineos_image::LayerCompression::from_media_type(&layer.media_type)
         .map_err(|source| BuildError::Manifest {
             image: store.name(),
-            source,
+            error: source,
         })?;
     let store = store.clone();
     let layer = layer.clone();
@@ -110,22 +110,21 @@ async fn top_layer_file(
         let io = |source: std::io::Error| BuildError::LayerRead {
             image: store.name(),
             digest: digest.clone(),
-            source,
+            error: source,
         };
         let reader = crate::base_index::decompress(compression, raw).map_err(io)?;
         let mut archive = tar::Archive::new(reader);
         let mut found = None;
         for entry in archive.entries().map_err(io)? {
             let mut entry = entry.map_err(io)?;
-            let name = entry.path().map_err(io)?.to_string_lossy().into_owned();
-            if name.trim_start_matches("./").trim_start_matches('/') == path
+            if machineos_baseindex::member_path(&entry.path_bytes()).as_deref() == Some(&path)
                 && entry.header().entry_type().is_file()
             {
                 if entry.size() > MAX_EMBEDDED_FILE {
                     return Err(BuildError::InvalidImage {
                         image: store.name(),
                         problem: format!(
-                            "/{path} in layer {digest} is {} bytes, more than the {MAX_EMBEDDED_FILE} read",
+                            "{path} in layer {digest} is {} bytes, more than the {MAX_EMBEDDED_FILE} read",
                             entry.size()
                         ),
                     });

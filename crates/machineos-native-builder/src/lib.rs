@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use machineos_baseindex::Cache;
+use machineos_diagnostics::{Classify, Retry, Warning, io_retry};
 use machineos_image::{Digest, ImageRef, Platform};
 use machineos_layer::Plan;
 use machineos_layer::write::{LayerDigests, LayerOptions};
@@ -38,36 +39,36 @@ pub enum BuildError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     /// An OCI layout could not be read or written.
-    #[error("{image}: {source}")]
+    #[error("{image}: {error}")]
     Layout {
         /// The layout reference.
         image: String,
         /// The error.
-        source: machineos_image::layout::LayoutError,
+        error: machineos_image::layout::LayoutError,
     },
     /// A manifest or index is unusable.
-    #[error("{image}: {source}")]
+    #[error("{image}: {error}")]
     Manifest {
         /// The image.
         image: String,
         /// The error.
-        source: machineos_image::manifest::ManifestError,
+        error: machineos_image::manifest::ManifestError,
     },
     /// The base's config is unusable.
-    #[error("{image}: config: {source}")]
+    #[error("{image}: config: {error}")]
     Config {
         /// The image.
         image: String,
         /// The error.
-        source: machineos_image::config::ConfigError,
+        error: machineos_image::config::ConfigError,
     },
     /// The base's filesystem index could not be built, loaded or stored.
-    #[error("{image}: base index: {source}")]
+    #[error("{image}: base index: {error}")]
     Index {
         /// The image (and layer).
         image: String,
         /// The error.
-        source: machineos_baseindex::IndexError,
+        error: machineos_baseindex::IndexError,
     },
     /// A blob's bytes do not match its digest.
     #[error("{image}: blob {want} has digest {got}")]
@@ -104,14 +105,14 @@ pub enum BuildError {
         problem: String,
     },
     /// Reading a layer's contents failed.
-    #[error("{image}: reading layer {digest}: {source}")]
+    #[error("{image}: reading layer {digest}: {error}")]
     LayerRead {
         /// The image.
         image: String,
         /// The layer.
         digest: Digest,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The output reference cannot be published to.
     #[error("{output}: {problem}")]
@@ -122,12 +123,12 @@ pub enum BuildError {
         problem: String,
     },
     /// The uncompressed layer could not be written to `--layer-out`.
-    #[error("writing the layer tar {path}: {source}")]
+    #[error("writing the layer tar {path}: {error}")]
     LayerOut {
         /// The path.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The layer could not be written (its options are out of range, or writing failed).
     #[error(transparent)]
@@ -135,6 +136,49 @@ pub enum BuildError {
     /// An invariant of ours did not hold (a bug, or a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl Classify for BuildError {
+    fn reason(&self) -> &'static str {
+        match self {
+            BuildError::Registry(e) => e.reason(),
+            BuildError::Layout { error, .. } => error.reason(),
+            BuildError::Manifest { error, .. } => error.reason(),
+            BuildError::Config { error, .. } => error.reason(),
+            BuildError::Index { error, .. } => error.reason(),
+            BuildError::Plan(e) => e.reason(),
+            BuildError::Layer(e) => e.reason(),
+            BuildError::BlobDigest { .. } => "DigestMismatch",
+            BuildError::PlatformMismatch { .. } => "NoMatchingPlatform",
+            BuildError::InvalidImage { .. } => "InvalidImage",
+            BuildError::LayerRead { .. } => "BaseLayerUnreadable",
+            BuildError::InvalidOutput { .. } => "InvalidOutput",
+            BuildError::LayerOut { .. } => "LayerOutFailed",
+            BuildError::Internal(_) => "InternalError",
+        }
+    }
+
+    fn retry(&self) -> Retry {
+        match self {
+            BuildError::Registry(e) => e.retry(),
+            BuildError::Layout { error, .. } => error.retry(),
+            BuildError::Manifest { error, .. } => error.retry(),
+            BuildError::Config { error, .. } => error.retry(),
+            BuildError::Index { error, .. } => error.retry(),
+            BuildError::Plan(e) => e.retry(),
+            BuildError::Layer(e) => e.retry(),
+            BuildError::LayerRead { error, .. } | BuildError::LayerOut { error, .. } => {
+                io_retry(error)
+            }
+            // A task that panicked or was cancelled (a runtime shutting down) may well
+            // succeed when run again.
+            BuildError::Internal(_) => Retry::Transient,
+            BuildError::BlobDigest { .. }
+            | BuildError::PlatformMismatch { .. }
+            | BuildError::InvalidImage { .. }
+            | BuildError::InvalidOutput { .. } => Retry::Permanent,
+        }
+    }
 }
 
 /// What to build.
@@ -214,7 +258,7 @@ pub struct Outcome {
     /// Stage timings.
     pub timings: Timings,
     /// What went wrong without failing the build (an unusable cache, say).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -230,7 +274,10 @@ fn write_layer_tar(
 ) -> Result<(), BuildError> {
     let err = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| BuildError::LayerOut { path, source }
+        move |source| BuildError::LayerOut {
+            path,
+            error: source,
+        }
     };
     let path = out.path().to_path_buf();
     let file = machineos_layer::write::write_tar(plan, opts, std::io::BufWriter::new(out.file()))
@@ -266,7 +313,7 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
             store::blocking("preparing --layer-out", move || {
                 output::OutputFile::prepare(&path).map_err(|e| BuildError::LayerOut {
                     path: e.path,
-                    source: e.source,
+                    error: e.source,
                 })
             })
             .await?,
@@ -355,7 +402,7 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
         store::blocking("committing --layer-out", move || {
             out.commit().map_err(|e| BuildError::LayerOut {
                 path: e.path,
-                source: e.source,
+                error: e.source,
             })
         })
         .await?;
@@ -383,4 +430,66 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
         },
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_diagnostics::{check_chain, is_valid_reason};
+
+    #[test]
+    fn build_errors_say_how_to_act_and_print_their_cause_once() {
+        let io = |k| std::io::Error::new(k, "boom");
+        let cases = [
+            (
+                BuildError::LayerRead {
+                    image: "b".into(),
+                    digest: Digest::sha256(b"x"),
+                    error: io(std::io::ErrorKind::ConnectionReset),
+                },
+                "BaseLayerUnreadable",
+                Retry::Transient,
+            ),
+            (
+                BuildError::LayerOut {
+                    path: "/x".into(),
+                    error: io(std::io::ErrorKind::PermissionDenied),
+                },
+                "LayerOutFailed",
+                Retry::Permanent,
+            ),
+            (
+                BuildError::PlatformMismatch {
+                    image: "b".into(),
+                    wanted: "linux/s390x".into(),
+                    found: "linux/amd64".into(),
+                },
+                "NoMatchingPlatform",
+                Retry::Permanent,
+            ),
+            (
+                BuildError::Layout {
+                    image: "oci:x".into(),
+                    error: machineos_image::layout::LayoutError::Io {
+                        path: "/x/index.json".into(),
+                        dir: "/x".into(),
+                        op: "writing",
+                        error: io(std::io::ErrorKind::StorageFull),
+                    },
+                },
+                "LayoutIOError",
+                Retry::Transient,
+            ),
+            (
+                BuildError::Internal("a task panicked".into()),
+                "InternalError",
+                Retry::Transient,
+            ),
+        ];
+        for (e, reason, retry) in cases {
+            assert_eq!((e.reason(), e.retry()), (reason, retry), "{e}");
+            assert!(is_valid_reason(e.reason()), "{e}");
+            assert_eq!(check_chain(&e), Ok(()), "{e}");
+        }
+    }
 }

@@ -101,7 +101,7 @@ pub async fn publish(
             let digest = blocking("writing the image", move || {
                 let err = |source| BuildError::Layout {
                     image: reference.to_string(),
-                    source,
+                    error: source,
                 };
                 layout
                     .copy_blob(layer.reader(), &layer_digest, layer.len())
@@ -278,7 +278,7 @@ async fn ensure_blob(
                         from.verify_blob(&blob.digest, blob.size)
                             .map_err(|source| BuildError::Layout {
                                 image: from_ref.to_string(),
-                                source,
+                                error: source,
                             })?;
                         Ok(std::fs::hard_link(
                             from.blob_path(&blob.digest),
@@ -297,7 +297,10 @@ async fn ensure_blob(
             blocking("copying a blob", move || {
                 layout
                     .copy_blob(reader, &blob.digest, blob.size)
-                    .map_err(|source| BuildError::Layout { image, source })?;
+                    .map_err(|source| BuildError::Layout {
+                        image,
+                        error: source,
+                    })?;
                 Ok(Fate::Copied)
             })
             .await

@@ -70,7 +70,7 @@ impl Store {
                     .read_to_end(&mut data)
                     .map_err(|error| BuildError::Layout {
                         image: reference.to_string(),
-                        source: machineos_image::layout::LayoutError::Io {
+                        error: machineos_image::layout::LayoutError::Io {
                             path: layout.blob_path(&blob.digest),
                             dir: layout.dir().to_path_buf(),
                             op: "reading blob",
@@ -160,7 +160,7 @@ fn open_blob(
         .open_blob(digest)
         .map_err(|source| BuildError::Layout {
             image: reference.to_string(),
-            source,
+            error: source,
         })
 }
 
@@ -230,7 +230,7 @@ pub async fn open_store(
                 }
                 .map_err(|source| BuildError::Layout {
                     image: l.to_string(),
-                    source,
+                    error: source,
                 })?;
                 Ok(Store::Layout {
                     layout: Arc::new(layout),
@@ -253,7 +253,7 @@ async fn layout_manifest(
     blocking("reading a manifest", move || {
         let err = |source| BuildError::Layout {
             image: reference.to_string(),
-            source,
+            error: source,
         };
         let digest = match digest.or_else(|| reference.digest.clone()) {
             Some(d) => d,
@@ -279,7 +279,7 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
     };
     let manifest_err = |source| BuildError::Manifest {
         image: name.clone(),
-        source,
+        error: source,
     };
     let (manifest_bytes, manifest_digest, index_platforms, selected) =
         match parse_manifest(&bytes, None).map_err(manifest_err)? {
@@ -326,7 +326,7 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
     let view =
         machineos_image::config::parse_config(&config).map_err(|source| BuildError::Config {
             image: name.clone(),
-            source,
+            error: source,
         })?;
     let actual = selected
         .unwrap_or_else(|| Platform::new(&view.os, &view.architecture, view.variant.as_deref()));

@@ -152,7 +152,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         eprintln!("{}: {w}", recipe.source_name);
     }
     for w in &outcome.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("{w}");
     }
     let counts = Counts::of(&outcome.plan, &recipe.config);
     match args.output_format {

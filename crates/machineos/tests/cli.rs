@@ -485,9 +485,18 @@ fn an_unusable_cache_is_a_warning_not_a_failure() {
     assert!(st.success());
     let (s, err) = build(&cache);
     assert_eq!(s["baseIndexCache"], "unusable", "{err}");
+    // The warning names the cache file, on stderr and typed in the summary.
+    let at = entry.display().to_string();
     assert!(
-        err.contains("warning:") && err.contains("not a regular file"),
+        err.contains(&format!("warning at {at}: ")) && err.contains("not a regular file"),
         "{err}"
+    );
+    assert_eq!(s["warnings"][0]["path"], at.as_str(), "{s}");
+    assert!(
+        s["warnings"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not a regular file")),
+        "{s}"
     );
     // The rebuild replaced the FIFO: the next build hits.
     assert_eq!(build(&cache).0["baseIndexCache"], "hit");
