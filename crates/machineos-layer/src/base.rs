@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use machineos_diagnostics::{Classify, Retry, io_retry};
+
 /// The type of a node in the base.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeKind {
@@ -40,10 +42,14 @@ pub struct Node {
 }
 
 /// Why the base could not be read.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Display` carries the cause; `source()` is `None` (the workspace's convention for
+/// causes). Written by hand rather than with thiserror because the field of
+/// [`BaseError::Io`] is named `source`, which thiserror would expose, and other crates build
+/// the variant by that name.
+#[derive(Debug)]
 pub enum BaseError {
     /// An I/O error on the base.
-    #[error("reading base {path}: {source}")]
     Io {
         /// The path in the image.
         path: String,
@@ -51,11 +57,37 @@ pub enum BaseError {
         source: std::io::Error,
     },
     /// A path that is not a regular file was read.
-    #[error("reading base {path}: not a regular file")]
     NotAFile {
         /// The path in the image.
         path: String,
     },
+}
+
+impl std::fmt::Display for BaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BaseError::Io { path, source } => write!(f, "reading base {path}: {source}"),
+            BaseError::NotAFile { path } => write!(f, "reading base {path}: not a regular file"),
+        }
+    }
+}
+
+impl std::error::Error for BaseError {}
+
+impl Classify for BaseError {
+    /// `BaseUnreadable`.
+    fn reason(&self) -> &'static str {
+        "BaseUnreadable"
+    }
+
+    /// An I/O error's by its kind ([`io_retry`]: a timeout or a full disk passes); a
+    /// non-file read is permanent (the view disagrees with itself).
+    fn retry(&self) -> Retry {
+        match self {
+            BaseError::Io { source, .. } => io_retry(source),
+            BaseError::NotAFile { .. } => Retry::Permanent,
+        }
+    }
 }
 
 /// Read access to a base image's filesystem.

@@ -11,6 +11,7 @@
 use std::io::{self, Read};
 use std::sync::Arc;
 
+use machineos_diagnostics::{Classify, Retry, io_retry};
 use machineos_ignition::model::Resource;
 use machineos_ignition::resource::{self, FetchError};
 
@@ -48,7 +49,32 @@ pub enum ContentsError {
     },
     /// Decoding failed (a bug: the same bytes decoded when they were measured).
     #[error("reading the contents: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ContentsError {
+    fn from(e: io::Error) -> Self {
+        ContentsError::Io(e)
+    }
+}
+
+impl Classify for ContentsError {
+    /// `ContentsTooLarge` past the cap, `InternalError` for a decoding failure (the bytes
+    /// decoded when they were measured).
+    fn reason(&self) -> &'static str {
+        match self {
+            ContentsError::TooLarge { .. } => "ContentsTooLarge",
+            ContentsError::Io(_) => "InternalError",
+        }
+    }
+
+    /// Permanent past the cap; an I/O error's by its kind ([`io_retry`]).
+    fn retry(&self) -> Retry {
+        match self {
+            ContentsError::TooLarge { .. } => Retry::Permanent,
+            ContentsError::Io(e) => io_retry(e),
+        }
+    }
 }
 
 impl From<Vec<u8>> for Contents {

@@ -1,8 +1,17 @@
 //! The build engine: plan the filesystem layer that `ignition-apply` would produce over a
 //! base image, as data, and write it as a deterministic tar.
 //!
-//! `plan` is pure (config + a [`base::BaseView`] → entries); `layer` serialises a plan;
-//! `base` holds the views of a base filesystem (a directory tree today, image layers later).
+//! [`plan`] is pure (config + a [`base::BaseView`] → entries), working on an [`overlay`] of
+//! the base; [`mod@write`] serialises a plan; [`base`] holds the views of a base filesystem (a
+//! directory tree here, the base index of image layers elsewhere); [`contents`] is a file's
+//! contents as a recipe; [`passwd`] looks owner names up in the image.
+//!
+//! Warnings are [`machineos_diagnostics::Warning`]s, at the JSON path of the config entry
+//! they are about (or a path in the image). Every public error implements
+//! [`machineos_diagnostics::Classify`] — a stable reason (`InvalidConfig`,
+//! `ConflictWithBase`, `BaseUnreadable`, `LayerWriteFailed`, …) and whether retrying can
+//! help (only I/O on the base or the layer, by its kind) — and prints its cause without
+//! also exposing it through `source()`.
 
 pub mod base;
 pub mod contents;
@@ -16,6 +25,7 @@ pub use contents::Contents;
 pub use plan::{Entry, EntryKind, Plan};
 pub use write::{LayerDigests, LayerOptions};
 
+use machineos_diagnostics::{Classify, Retry, Warning};
 use machineos_ignition::{Config, children::ChildError, parse, validate};
 
 /// Why a build failed; every variant names the input it came from.
@@ -55,13 +65,38 @@ pub enum LayerError {
     },
 }
 
+impl Classify for LayerError {
+    /// The cause's: Ignition's for a config that does not parse, validate or resolve
+    /// (`InvalidConfig`, `UnsupportedSpecVersion`, `InvalidDataUrl`, …), the planner's for
+    /// one that does not apply (`ConflictWithBase`, `BaseUnreadable`, …).
+    fn reason(&self) -> &'static str {
+        match self {
+            LayerError::Parse { error, .. } => error.reason(),
+            LayerError::Invalid { error, .. } => error.reason(),
+            LayerError::Child { error, .. } => error.reason(),
+            LayerError::Plan { error, .. } => error.reason(),
+        }
+    }
+
+    /// The cause's: permanent but for a base that could not be read for a passing reason.
+    fn retry(&self) -> Retry {
+        match self {
+            LayerError::Parse { error, .. } => error.retry(),
+            LayerError::Invalid { error, .. } => error.retry(),
+            LayerError::Child { error, .. } => error.retry(),
+            LayerError::Plan { error, .. } => error.retry(),
+        }
+    }
+}
+
 /// A config ready to plan, with every warning met on the way.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The config with child configs merged in.
     pub config: Config,
-    /// Unknown keys and validation warnings, rendered.
-    pub warnings: Vec<String>,
+    /// Unknown keys, validation warnings and the child configs' warnings, each at its JSON
+    /// path.
+    pub warnings: Vec<Warning>,
 }
 
 /// Parse, validate and resolve child configs of an Ignition config (`source_name` is used
@@ -71,19 +106,19 @@ pub fn prepare(bytes: &[u8], source_name: &str) -> Result<Prepared, LayerError> 
         source_name: source_name.into(),
         error,
     })?;
-    let mut warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    let mut warnings = parsed.warnings;
     let w = validate(&parsed.config).map_err(|error| LayerError::Invalid {
         source_name: source_name.into(),
         error,
     })?;
-    warnings.extend(w.iter().map(ToString::to_string));
+    warnings.extend(w);
     let (config, w) = machineos_ignition::children::resolve(parsed.config).map_err(|error| {
         LayerError::Child {
             source_name: source_name.into(),
             error,
         }
     })?;
-    warnings.extend(w.iter().map(ToString::to_string));
+    warnings.extend(w);
     if !config.ignition.config.merge.is_empty() || config.ignition.config.replace.source.is_some() {
         validate(&config).map_err(|error| LayerError::Invalid {
             source_name: source_name.into(),

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use machineos_diagnostics::{Classify, Retry};
+
 use crate::base::{BaseError, BaseView, Node, NodeKind};
 use crate::contents::{Contents, ContentsError, MAX_READ};
 
@@ -100,6 +102,31 @@ pub enum OverlayError {
     /// A hard link of the layer points at a path the layer does not hold (a bug of ours).
     #[error("{0}: a hard link of the layer points here, but the layer has no file here")]
     DanglingLink(String),
+}
+
+impl Classify for OverlayError {
+    /// The base's (`BaseUnreadable`) or the contents' reason (`ContentsTooLarge`, …);
+    /// `ConflictWithBase` for a component that is not a directory or a symlink loop (the
+    /// config's paths and the base's nodes do not fit); `InternalError` for a dangling link.
+    fn reason(&self) -> &'static str {
+        match self {
+            OverlayError::Base(e) => e.reason(),
+            OverlayError::Contents(_, e) => e.reason(),
+            OverlayError::NotADirectory(_) | OverlayError::Loop(_) => "ConflictWithBase",
+            OverlayError::DanglingLink(_) => "InternalError",
+        }
+    }
+
+    /// The cause's for the base and the contents; permanent otherwise.
+    fn retry(&self) -> Retry {
+        match self {
+            OverlayError::Base(e) => e.retry(),
+            OverlayError::Contents(_, e) => e.retry(),
+            OverlayError::NotADirectory(_)
+            | OverlayError::Loop(_)
+            | OverlayError::DanglingLink(_) => Retry::Permanent,
+        }
+    }
 }
 
 /// Base + changes.

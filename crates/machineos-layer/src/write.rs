@@ -7,6 +7,7 @@
 
 use std::io::{self, Write};
 
+use machineos_diagnostics::{Classify, Retry, io_retry};
 use sha2::{Digest, Sha256};
 
 use crate::plan::{Entry, EntryKind, Plan};
@@ -71,7 +72,7 @@ impl LayerOptions {
 pub enum WriteError {
     /// Writing failed.
     #[error("writing layer: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     /// Bad SOURCE_DATE_EPOCH.
     #[error(
         "SOURCE_DATE_EPOCH={0:?}: expected a whole number of seconds since 1970 from 0 to {MAX_MTIME} (9999-12-31T23:59:59Z)"
@@ -80,6 +81,33 @@ pub enum WriteError {
     /// An mtime past [`MAX_MTIME`].
     #[error("layer mtime {0} is past {MAX_MTIME} (9999-12-31T23:59:59Z)")]
     MtimeOutOfRange(u64),
+}
+
+impl From<io::Error> for WriteError {
+    fn from(e: io::Error) -> Self {
+        WriteError::Io(e)
+    }
+}
+
+impl Classify for WriteError {
+    /// `LayerWriteFailed`, `InvalidSourceDateEpoch`, or `InvalidLayerMtime` (an mtime set
+    /// past [`MAX_MTIME`] other than through `SOURCE_DATE_EPOCH`).
+    fn reason(&self) -> &'static str {
+        match self {
+            WriteError::Io(_) => "LayerWriteFailed",
+            WriteError::SourceDateEpoch(_) => "InvalidSourceDateEpoch",
+            WriteError::MtimeOutOfRange(_) => "InvalidLayerMtime",
+        }
+    }
+
+    /// An I/O error's by its kind ([`io_retry`]: a full disk or a reset passes); the
+    /// options are permanent.
+    fn retry(&self) -> Retry {
+        match self {
+            WriteError::Io(e) => io_retry(e),
+            WriteError::SourceDateEpoch(_) | WriteError::MtimeOutOfRange(_) => Retry::Permanent,
+        }
+    }
 }
 
 /// What identifies a written layer.
@@ -311,8 +339,8 @@ mod tests {
         ] {
             match (LayerOptions::from_source_date_epoch(v), want) {
                 (Ok(o), Ok(m)) => assert_eq!(o.mtime, m, "{v:?}"),
-                (Err(e), Err(())) => {
-                    assert!(e.to_string().contains("SOURCE_DATE_EPOCH="), "{e}")
+                (Err(WriteError::SourceDateEpoch(given)), Err(())) => {
+                    assert_eq!(Some(given.as_str()), v)
                 }
                 (got, want) => panic!("{v:?}: {got:?} vs {want:?}"),
             }
@@ -323,7 +351,7 @@ mod tests {
         };
         assert!(matches!(
             write_blob(&plan(), &far, Vec::new()),
-            Err(WriteError::MtimeOutOfRange(_))
+            Err(WriteError::MtimeOutOfRange(m)) if m == MAX_MTIME + 1
         ));
     }
 

@@ -522,21 +522,45 @@ fn layer_checker_rejects_bad_layers() {
         ("x", L, "etc/a"),
     ]);
     assert_eq!(check_layer(&good), Ok(()));
-    for bad in [
-        raw_layer(&[("/etc/", D, "")]),
-        raw_layer(&[("etc/../x", R, "")]),
-        raw_layer(&[("etc/a", R, "")]),
-        raw_layer(&[("etc/", D, ""), ("etc/", D, "")]),
-        raw_layer(&[("etc", R, ""), ("etc/a", R, "")]),
-        raw_layer(&[("etc/", D, ""), ("etc/.wh.a", R, ""), ("x", L, "etc/.wh.a")]),
-        raw_layer(&[("x", L, "etc/passwd")]),
+    for (bad, want) in [
+        (
+            raw_layer(&[("/etc/", D, "")]),
+            r#"tar path "/etc/" is absolute"#,
+        ),
+        (
+            raw_layer(&[("etc/../x", R, "")]),
+            r#"tar path "etc/../x" is not clean"#,
+        ),
+        (
+            raw_layer(&[("etc/a", R, "")]),
+            r#""etc/a" comes before (or without) a directory entry for its parent "etc""#,
+        ),
+        (
+            raw_layer(&[("etc/", D, ""), ("etc/", D, "")]),
+            r#""etc" appears twice"#,
+        ),
+        (
+            raw_layer(&[("etc", R, ""), ("etc/a", R, "")]),
+            r#""etc/a" comes before (or without) a directory entry for its parent "etc""#,
+        ),
+        (
+            raw_layer(&[("etc/", D, ""), ("etc/.wh.a", R, ""), ("x", L, "etc/.wh.a")]),
+            r#""x": hard link to "etc/.wh.a", which is not an earlier entry"#,
+        ),
+        (
+            raw_layer(&[("x", L, "etc/passwd")]),
+            r#""x": hard link to "etc/passwd", which is not an earlier entry"#,
+        ),
         // A link member with another mode than its inode (what runtimes would chmod it to).
-        raw_layer_modes(&[
-            ("etc/", D, "", 0o755),
-            ("etc/a", R, "", 0o644),
-            ("x", L, "etc/a", 0),
-        ]),
+        (
+            raw_layer_modes(&[
+                ("etc/", D, "", 0o755),
+                ("etc/a", R, "", 0o644),
+                ("x", L, "etc/a", 0),
+            ]),
+            r#""x": hard link header has mode/uid/gid (0, 0, 0), its target "etc/a" (420, 0, 0)"#,
+        ),
     ] {
-        assert!(check_layer(&bad).is_err());
+        assert_eq!(check_layer(&bad), Err(want.to_string()));
     }
 }

@@ -218,11 +218,7 @@ pub fn ignition_recipe(
         labels: BTreeMap::new(),
         base_image: None,
         os_changes: OsChanges::default(),
-        warnings: prepared
-            .warnings
-            .into_iter()
-            .map(|w| Warning::new("", w))
-            .collect(),
+        warnings: prepared.warnings,
     })
 }
 

@@ -20,6 +20,7 @@ mod storage;
 mod tests;
 mod units;
 
+use machineos_diagnostics::Warning;
 use machineos_ignition::model::Config;
 
 use crate::base::BaseView;
@@ -27,8 +28,8 @@ use crate::contents::Contents;
 use crate::overlay::{LayerKind, Overlay, Stat, parent};
 
 use emit::emit;
+use error::At;
 pub use error::PlanError;
-use error::{At, perr};
 
 /// Where systemd units are written.
 pub const UNITS_DIR: &str = "/etc/systemd/system";
@@ -73,8 +74,9 @@ pub enum EntryKind {
 pub struct Plan {
     /// The entries, in tar order.
     pub entries: Vec<Entry>,
-    /// Non-fatal findings.
-    pub warnings: Vec<String>,
+    /// Non-fatal findings, each at the JSON path of the config entry it is about or, when
+    /// no entry is, at a path in the image.
+    pub warnings: Vec<Warning>,
 }
 
 impl Plan {
@@ -149,19 +151,22 @@ pub fn plan_with(
     p.warnings.extend(ignored_sections(config));
     p.storage(config)?;
     p.units(config)?;
-    let mut entries = emit(&p.fs).map_err(|e| perr("$", e.to_string()))?;
+    let mut entries = emit(&p.fs).map_err(|e| PlanError::Emit(Box::new(e)))?;
     if opts.commit_cleanup {
-        let before = entries.len();
-        entries.retain(|e| {
-            !COMMIT_EMPTIED
-                .iter()
-                .any(|d| e.path.starts_with(&format!("{d}/")))
-        });
-        if entries.len() != before {
-            p.warnings.push(format!(
-                "{} entries below /tmp, /var/tmp, /run or /var/cache dropped: ostree container commit empties them",
-                before - entries.len()
-            ));
+        // One warning per emptied directory that lost entries, at its path in the image.
+        for d in COMMIT_EMPTIED {
+            let before = entries.len();
+            let below = format!("{d}/");
+            entries.retain(|e| !e.path.starts_with(&below));
+            let dropped = before - entries.len();
+            if dropped > 0 {
+                p.warnings.push(Warning::new(
+                    format!("/{d}"),
+                    format!(
+                        "{dropped} entries below /{d} dropped: ostree container commit empties it"
+                    ),
+                ));
+            }
         }
     }
     Ok(Plan {
@@ -173,7 +178,7 @@ pub fn plan_with(
 /// A plan being made: the image root as the steps so far left it, and the warnings met.
 struct Planner<'a> {
     fs: Overlay<'a>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 impl Planner<'_> {
@@ -184,8 +189,9 @@ impl Planner<'_> {
 }
 
 /// The sections ignition-apply parses but never writes into an image (it skips them with
-/// `--ignore-unsupported`), named so the user knows they had no effect here.
-pub fn ignored_sections(c: &Config) -> Vec<String> {
+/// `--ignore-unsupported`), named so the user knows they had no effect here: one warning at
+/// the JSON path of each section present.
+pub fn ignored_sections(c: &Config) -> Vec<Warning> {
     let s = &c.storage;
     [
         ("$.passwd.users", !c.passwd.users.is_empty()),
@@ -203,7 +209,10 @@ pub fn ignored_sections(c: &Config) -> Vec<String> {
     .into_iter()
     .filter(|(_, present)| *present)
     .map(|(path, _)| {
-        format!("{path}: ignored: ignition-apply does not apply this section to an image")
+        Warning::new(
+            path,
+            "ignored: ignition-apply does not apply this section to an image",
+        )
     })
     .collect()
 }
