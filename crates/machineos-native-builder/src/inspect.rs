@@ -2,10 +2,9 @@
 //! machineos built — the rendered MachineConfig it embeds in its top layer.
 
 use std::io::Read;
-use std::sync::Arc;
 
 use machineos_image::{Descriptor, Digest, ImageRef, Platform};
-use machineos_registry::{Registry, RegistryOptions};
+use machineos_registry::Registry;
 
 use crate::BuildError;
 use crate::store::{self, Store};
@@ -38,12 +37,12 @@ pub struct Inspection {
 pub async fn inspect(
     reference: &ImageRef,
     platform: &Platform,
-    registry: RegistryOptions,
+    registry: Option<&Registry>,
 ) -> Result<Inspection, BuildError> {
     let client = match reference {
-        ImageRef::Registry(r) => Some(Arc::new(
-            Registry::connect(registry, &[r.registry()]).await?,
-        )),
+        ImageRef::Registry(_) => Some(registry.map(Registry::for_operation).ok_or_else(|| {
+            BuildError::Internal("a registry image without a registry client".into())
+        })?),
         ImageRef::Layout(_) => None,
     };
     let store = store::open_store(reference, client.as_ref(), false).await?;

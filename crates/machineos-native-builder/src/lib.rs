@@ -25,7 +25,7 @@ use machineos_image::{Digest, ImageRef, Platform};
 use machineos_layer::Plan;
 use machineos_layer::write::{LayerDigests, LayerOptions};
 use machineos_layering::Recipe;
-use machineos_registry::{Registry, RegistryError, RegistryOptions};
+use machineos_registry::{Registry, RegistryError};
 
 pub use base_index::CacheUse;
 pub use derive::Metadata;
@@ -204,8 +204,9 @@ pub struct BuildSpec {
 
 /// How to reach things.
 pub struct Environment {
-    /// Registry access.
-    pub registry: RegistryOptions,
+    /// The registry client, shared by every build of the process: needed when the base or
+    /// the output is in a registry.
+    pub registry: Option<Registry>,
     /// The base index cache, if any.
     pub cache: Option<Cache>,
     /// Where events go.
@@ -322,17 +323,17 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     };
     let progress = env.progress.clone();
     progress.event(Event::Stage("resolving base"));
-    let hosts: Vec<&str> = [&spec.base, &spec.output]
+    let uses_registry = [&spec.base, &spec.output]
         .into_iter()
-        .filter_map(|r| match r {
-            ImageRef::Registry(r) => Some(r.registry()),
-            ImageRef::Layout(_) => None,
-        })
-        .collect();
-    let client = if hosts.is_empty() {
-        None
-    } else {
-        Some(Arc::new(Registry::connect(env.registry, &hosts).await?))
+        .any(|r| matches!(r, ImageRef::Registry(_)));
+    let client = match (&env.registry, uses_registry) {
+        (Some(r), true) => Some(r.for_operation()),
+        (None, true) => {
+            return Err(BuildError::Internal(
+                "a registry image without a registry client".into(),
+            ));
+        }
+        (_, false) => None,
     };
     let base_store = store::open_store(&spec.base, client.as_ref(), false).await?;
     let base = store::resolve(base_store, &spec.platform).await?;

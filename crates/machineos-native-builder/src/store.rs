@@ -20,8 +20,8 @@ use crate::BuildError;
 pub enum Store {
     /// A repository in a registry.
     Registry {
-        /// The client.
-        client: Arc<Registry>,
+        /// The client (a cheap handle).
+        client: Registry,
         /// The image (its repository is what matters for blobs).
         reference: RegistryRef,
     },
@@ -209,7 +209,7 @@ impl ResolvedBase {
 /// (created when `create`, on a blocking thread).
 pub async fn open_store(
     reference: &ImageRef,
-    client: Option<&Arc<Registry>>,
+    client: Option<&Registry>,
     create: bool,
 ) -> Result<Store, BuildError> {
     match reference {

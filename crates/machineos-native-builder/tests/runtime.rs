@@ -7,7 +7,12 @@ mod support;
 
 use std::path::Path;
 
+use std::sync::Arc;
+
+use machineos_baseindex::Cache;
 use machineos_image::auth::Credentials;
+use machineos_native_builder::{Environment, Quiet};
+use machineos_registry::Registry;
 use machineos_testkit::{CopyOptions, TestRegistry, skopeo_copy, umoci_unpack};
 use support::*;
 
@@ -127,10 +132,12 @@ fn many_concurrent_builds_share_one_multi_thread_runtime() {
     let targets = unkept_files(&tmp.path().join("base/rootfs"));
     let cache = tmp.path().join("cache");
 
-    // Two workers, twelve builds at once: half with the appends (fetches on blocking
-    // threads), half plain; every other one into a layout (file work on blocking threads).
+    // Two workers, twelve builds at once over ONE registry client (one connection pool and
+    // token cache, as in a controller): half with the appends (fetches on blocking
+    // threads), half plain; every third into a layout (file work on blocking threads).
     let rt = runtime();
     let host = reg.host();
+    let client = Registry::new(registry_options(None, Credentials::default())).expect("client");
     let outcomes = rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..12u32 {
@@ -145,7 +152,11 @@ fn many_concurrent_builds_share_one_multi_thread_runtime() {
                 format!("{host}/out/c{i}:v1")
             };
             let spec = spec(&format!("{host}/base/os:1"), &output, &config);
-            let env = env(registry_options(None, Credentials::default()), Some(&cache));
+            let env = Environment {
+                registry: Some(client.clone()),
+                cache: Some(Cache::new(cache.clone())),
+                progress: Arc::new(Quiet),
+            };
             tasks.push(tokio::spawn(async move {
                 (i, machineos_native_builder::build(spec, env).await)
             }));
@@ -167,4 +178,46 @@ fn many_concurrent_builds_share_one_multi_thread_runtime() {
         assert_eq!(*digest, outcome.manifest_digest, "build {i}");
     }
     assert_eq!(by_config.len(), 3);
+}
+
+/// One client for many builds, as a controller keeps it: the second build into the same
+/// repository reuses the first one's tokens and its knowledge of the registry's scheme.
+#[test]
+fn a_shared_client_reuses_tokens_and_schemes_across_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = TestRegistry::start_plain().expect("registry");
+    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
+    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
+    let proxy =
+        machineos_testkit::FaultProxy::start_with_token_auth(reg.addr(), "robot", "t0ken-pw")
+            .unwrap();
+    let base = format!("{}/base/os:1", proxy.host());
+    let creds = credentials_file(tmp.path(), &proxy.host(), "robot", "t0ken-pw");
+    let client = Registry::new(registry_options(None, creds)).expect("client");
+    let rt = runtime();
+    let run = |tag: &str, config: &str| {
+        rt.block_on(machineos_native_builder::build(
+            spec(&base, &format!("{}/out/shared:{tag}", proxy.host()), config),
+            Environment {
+                registry: Some(client.clone()),
+                cache: None,
+                progress: Arc::new(Quiet),
+            },
+        ))
+        .expect("build")
+    };
+    // The scheme probe is the one plain `GET /v2/`.
+    let probes = |p: &machineos_testkit::FaultProxy| {
+        p.requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == "/v2/")
+            .count()
+    };
+    run("v1", CONFIG);
+    assert!(proxy.count("GET", "/token") >= 1);
+    assert_eq!(probes(&proxy), 1);
+    proxy.clear_requests();
+    run("v2", &config_variant(3));
+    assert_eq!(proxy.count("GET", "/token"), 0, "tokens are fetched again");
+    assert_eq!(probes(&proxy), 0, "the scheme is probed again");
 }

@@ -204,25 +204,37 @@ impl Classify for RegistryError {
     }
 }
 
-/// A registry client shared by every operation of one build (one connection pool; tokens
-/// cached per registry, credential and scope).
+/// A registry client: a cheap handle (clone it) over one connection pool, the schemes
+/// registries were found to speak, and tokens cached per registry, credential and scope —
+/// made once and shared by every build of a process (a controller's reconcilers, the CLI's
+/// one build). [`Registry::for_operation`] gives a handle whose total deadline starts now.
+#[derive(Clone)]
 pub struct Registry {
+    shared: std::sync::Arc<Shared>,
+    /// When the operation this handle serves must be over ([`Timeouts::total`]).
+    deadline: Option<Instant>,
+}
+
+/// What every handle of one client shares.
+struct Shared {
     http: reqwest::Client,
-    plain_http: Vec<String>,
+    insecure_hosts: Vec<String>,
+    /// The scheme each host that may use plain HTTP answered on, once probed.
+    schemes: std::sync::Mutex<std::collections::HashMap<String, Scheme>>,
     credentials: Credentials,
     retry: RetryPolicy,
     monolithic_push: bool,
     timeouts: Timeouts,
-    deadline: Option<Instant>,
     auth: std::sync::Mutex<AuthCache>,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("plain_http", &self.plain_http)
-            .field("retry", &self.retry)
-            .field("timeouts", &self.timeouts)
+            .field("insecure_hosts", &self.shared.insecure_hosts)
+            .field("retry", &self.shared.retry)
+            .field("timeouts", &self.shared.timeouts)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -239,10 +251,10 @@ fn push(r: &RegistryRef) -> String {
 }
 
 impl Registry {
-    /// A client for `hosts` (`host[:port]`). Hosts that may use plain HTTP (loopback, or named
-    /// in `insecure_hosts`) are probed (see [`crate::scheme::probe`]): plain HTTP only when the
-    /// registry does not speak TLS. Credentials from auth files are read now.
-    pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
+    /// A client. Credentials from auth files are read now (blocking file reads: call it at
+    /// start-up or on a blocking thread); which scheme a registry speaks is found on first
+    /// use (see [`Registry::scheme`]). Its total deadline, if any, starts now.
+    pub fn new(opts: RegistryOptions) -> Result<Registry, RegistryError> {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(opts.timeouts.connect)
             .read_timeout(opts.timeouts.request)
@@ -271,35 +283,70 @@ impl Registry {
             CredentialSource::Loaded(c) => c,
             CredentialSource::Files(files) => Credentials::load(&files)?,
         };
-        let mut plain_http = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for host in hosts {
-            if !seen.insert(host.to_string()) || !may_use_plain_http(host, &opts.insecure_hosts) {
-                continue;
-            }
-            if crate::scheme::probe(host).await == Scheme::Http {
-                plain_http.push(host.to_string());
-            }
-        }
         Ok(Registry {
-            http,
-            plain_http,
-            credentials,
-            retry: opts.retry,
-            monolithic_push: opts.monolithic_push,
-            timeouts: opts.timeouts,
+            shared: std::sync::Arc::new(Shared {
+                http,
+                insecure_hosts: opts.insecure_hosts,
+                schemes: std::sync::Mutex::new(std::collections::HashMap::new()),
+                credentials,
+                retry: opts.retry,
+                monolithic_push: opts.monolithic_push,
+                timeouts: opts.timeouts,
+                auth: std::sync::Mutex::new(AuthCache::default()),
+            }),
             deadline: opts.timeouts.total.map(|t| Instant::now() + t),
-            auth: std::sync::Mutex::new(AuthCache::default()),
         })
     }
 
+    /// [`Registry::new`] with the auth files read on a blocking thread, and the scheme of
+    /// each of `hosts` found now.
+    pub async fn connect(opts: RegistryOptions, hosts: &[&str]) -> Result<Registry, RegistryError> {
+        let registry = tokio::task::spawn_blocking(move || Registry::new(opts))
+            .await
+            .map_err(|e| RegistryError::Setup(format!("reading credentials: {e}")))??;
+        for host in hosts {
+            registry.scheme(host).await;
+        }
+        Ok(registry)
+    }
+
+    /// A handle on the same client whose total deadline ([`Timeouts::total`]) starts now:
+    /// one per build.
+    pub fn for_operation(&self) -> Registry {
+        Registry {
+            shared: self.shared.clone(),
+            deadline: self.shared.timeouts.total.map(|t| Instant::now() + t),
+        }
+    }
+
+    /// The scheme `host` is spoken to on: HTTPS, or — for a host that may use plain HTTP
+    /// (loopback, or named in `insecure_hosts`) and does not speak TLS — plain HTTP, probed
+    /// once (see [`crate::scheme::probe`]) and remembered.
+    pub async fn scheme(&self, host: &str) -> Scheme {
+        if !may_use_plain_http(host, &self.shared.insecure_hosts) {
+            return Scheme::Https;
+        }
+        if let Some(s) = self.schemes_map().get(host) {
+            return *s;
+        }
+        let found = crate::scheme::probe(host).await;
+        *self.schemes_map().entry(host.to_string()).or_insert(found)
+    }
+
+    fn schemes_map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Scheme>> {
+        // Plain inserts: a panic while holding it leaves it consistent.
+        self.shared
+            .schemes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// `scheme://host/v2/repository/` for `r` (Docker Hub's API host for `docker.io`).
-    fn repo_url(&self, r: &RegistryRef, rest: &str) -> Result<Url, TransportError> {
+    async fn repo_url(&self, r: &RegistryRef, rest: &str) -> Result<Url, TransportError> {
         let registry = r.registry();
-        let scheme = if self.plain_http.iter().any(|h| h == registry) {
-            "http"
-        } else {
-            "https"
+        let scheme = match self.scheme(registry).await {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
         };
         let host = if registry == "docker.io" {
             "registry-1.docker.io"
@@ -311,12 +358,13 @@ impl Registry {
     }
 
     fn credential(&self, r: &RegistryRef) -> Option<&Credential> {
-        self.credentials.lookup(r.registry(), r.repository())
+        self.shared.credentials.lookup(r.registry(), r.repository())
     }
 
     fn auth_cache(&self) -> std::sync::MutexGuard<'_, AuthCache> {
         // A panic while holding it cannot leave the cache inconsistent (plain inserts).
-        self.auth
+        self.shared
+            .auth
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -373,19 +421,19 @@ impl Registry {
                 q.append_pair("scope", s);
             }
         }
-        let mut req = self.http.get(url);
+        let mut req = self.shared.http.get(url);
         if let Some(c) = cred {
             req = req.basic_auth(&c.username, Some(c.password.expose()));
         }
-        let resp = send(req, self.timeouts.request).await?;
+        let resp = send(req, self.shared.timeouts.request).await?;
         if !resp.status().is_success() {
-            return Err(status_error(resp, self.timeouts.request).await);
+            return Err(status_error(resp, self.shared.timeouts.request).await);
         }
         let body = read_capped(
             resp,
             MAX_TOKEN_RESPONSE,
             "token service answer",
-            self.timeouts.request,
+            self.shared.timeouts.request,
         )
         .await?;
         serde_json::from_slice::<crate::auth::TokenAnswer>(&body)
@@ -409,7 +457,7 @@ impl Registry {
             None => make(),
         };
         let auth = self.authorization(r, scopes).await?;
-        let resp = send(with(&auth), self.timeouts.request).await?;
+        let resp = send(with(&auth), self.shared.timeouts.request).await?;
         if resp.status() != StatusCode::UNAUTHORIZED {
             return Ok(resp);
         }
@@ -435,7 +483,7 @@ impl Registry {
         let Some(auth) = self.authorization(r, scopes).await? else {
             return Ok(resp);
         };
-        send(with(&Some(auth)), self.timeouts.request).await
+        send(with(&Some(auth)), self.shared.timeouts.request).await
     }
 
     /// Runs `op` with retries of transient failures, under the total deadline.
@@ -444,8 +492,8 @@ impl Registry {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, TransportError>>,
     {
-        let attempts = with_retry(&self.retry, what, op);
-        match (self.deadline, self.timeouts.total) {
+        let attempts = with_retry(&self.shared.retry, what, op);
+        match (self.deadline, self.shared.timeouts.total) {
             (Some(deadline), Some(total)) => tokio::time::timeout_at(deadline, attempts)
                 .await
                 .unwrap_or(Err((TransportError::Deadline(total), 1))),
@@ -471,13 +519,13 @@ impl Registry {
                 format!(
                     "the credentials for {} were sent and refused, or its token service failed (credentials from {})",
                     r.registry(),
-                    self.credentials.describe_sources()
+                    self.shared.credentials.describe_sources()
                 )
             } else {
                 format!(
                     "no credentials for {} were found (looked in {})",
                     r.registry(),
-                    self.credentials.describe_sources()
+                    self.shared.credentials.describe_sources()
                 )
             };
             return RegistryError::Unauthorized {
@@ -521,7 +569,7 @@ impl Registry {
         if resp.status().is_success() {
             Ok(resp)
         } else {
-            Err(status_error(resp, self.timeouts.request).await)
+            Err(status_error(resp, self.shared.timeouts.request).await)
         }
     }
 
@@ -535,17 +583,19 @@ impl Registry {
         };
         let url = self
             .repo_url(r, &format!("manifests/{reference}"))
+            .await
             .map_err(|e| self.classify(Missing::Image, op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let body = self
             .run(op, || async {
                 let make = || {
-                    self.http
+                    self.shared
+                        .http
                         .get(url.clone())
                         .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
                 };
                 let resp = self.expect_success(r, &scopes, &make).await?;
-                read_capped(resp, MAX_MANIFEST, "manifest", self.timeouts.request).await
+                read_capped(resp, MAX_MANIFEST, "manifest", self.shared.timeouts.request).await
             })
             .await
             .map_err(|e| self.classify(Missing::Image, op, r, e))?;
@@ -578,13 +628,14 @@ impl Registry {
         let op = format!("fetching blob {digest} of");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
+            .await
             .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let body = self
             .run(&op, || async {
-                let make = || self.http.get(url.clone());
+                let make = || self.shared.http.get(url.clone());
                 let resp = self.expect_success(r, &scopes, &make).await?;
-                read_capped(resp, max, "blob", self.timeouts.request).await
+                read_capped(resp, max, "blob", self.shared.timeouts.request).await
             })
             .await
             .map_err(|e| self.classify(Missing::Blob, &op, r, e))?;
@@ -612,11 +663,12 @@ impl Registry {
         let op = format!("reading blob {digest} of");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
+            .await
             .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         let resp = self
             .run(&op, || async {
-                let make = || self.http.get(url.clone());
+                let make = || self.shared.http.get(url.clone());
                 self.expect_success(r, &scopes, &make).await
             })
             .await
@@ -646,15 +698,16 @@ impl Registry {
         let op = format!("checking blob {digest} in");
         let url = self
             .repo_url(r, &format!("blobs/{digest}"))
+            .await
             .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
         let scopes = [pull(r)];
         self.run(&op, || async {
-            let make = || self.http.head(url.clone());
+            let make = || self.shared.http.head(url.clone());
             let resp = self.send_authed(r, &scopes, &make).await?;
             match resp.status() {
                 s if s.is_success() => Ok(true),
                 StatusCode::NOT_FOUND => Ok(false),
-                _ => Err(status_error(resp, self.timeouts.request).await),
+                _ => Err(status_error(resp, self.shared.timeouts.request).await),
             }
         })
         .await
@@ -677,6 +730,7 @@ impl Registry {
         let op = format!("mounting blob {digest} into");
         let mut url = self
             .repo_url(target, "blobs/uploads/")
+            .await
             .map_err(|e| self.classify(Missing::Repository, &op, target, (e, 1)))?;
         url.query_pairs_mut()
             .append_pair("mount", digest.as_str())
@@ -685,12 +739,12 @@ impl Registry {
         let scopes = [push(target), pull(source)];
         let result = self
             .run(&op, || async {
-                let make = || self.http.post(url.clone()).header(CONTENT_LENGTH, 0);
+                let make = || self.shared.http.post(url.clone()).header(CONTENT_LENGTH, 0);
                 let resp = self.send_authed(target, &scopes, &make).await?;
                 match resp.status() {
                     StatusCode::CREATED => Ok(true),
                     s if s.is_success() => Ok(false),
-                    _ => Err(status_error(resp, self.timeouts.request).await),
+                    _ => Err(status_error(resp, self.shared.timeouts.request).await),
                 }
             })
             .await;
@@ -747,36 +801,43 @@ impl Registry {
         let op = format!("uploading blob {digest} to");
         let start = self
             .repo_url(target, "blobs/uploads/")
+            .await
             .map_err(|e| self.classify(Missing::Repository, &op, target, (e, 1)))?;
         let scopes = [push(target)];
         self.run(&op, || async {
-            let make = || self.http.post(start.clone()).header(CONTENT_LENGTH, 0);
+            let make = || {
+                self.shared
+                    .http
+                    .post(start.clone())
+                    .header(CONTENT_LENGTH, 0)
+            };
             let resp = self.expect_success(target, &scopes, &make).await?;
             let session = location(&resp, &start)?;
-            let session = if self.monolithic_push {
+            let session = if self.shared.monolithic_push {
                 session
             } else {
                 // The body in one PATCH; then a PUT with the digest closes the upload.
                 let stream = open().await.map_err(TransportError::Io)?;
                 let body = reqwest::Body::wrap_stream(stream);
                 let patch = self
+                    .shared
                     .http
                     .request(Method::PATCH, session.clone())
                     .header(CONTENT_TYPE, "application/octet-stream")
                     .header(CONTENT_LENGTH, size)
                     .body(body);
                 let resp = self.with_session_auth(target, &scopes, patch).await?;
-                let resp = send(resp, self.timeouts.request).await?;
+                let resp = send(resp, self.shared.timeouts.request).await?;
                 if !resp.status().is_success() {
-                    return Err(status_error(resp, self.timeouts.request).await);
+                    return Err(status_error(resp, self.shared.timeouts.request).await);
                 }
                 location(&resp, &session)?
             };
             let mut done = session.clone();
             done.query_pairs_mut()
                 .append_pair("digest", digest.as_str());
-            let put = self.http.put(done);
-            let put = if self.monolithic_push {
+            let put = self.shared.http.put(done);
+            let put = if self.shared.monolithic_push {
                 let stream = open().await.map_err(TransportError::Io)?;
                 put.header(CONTENT_TYPE, "application/octet-stream")
                     .header(CONTENT_LENGTH, size)
@@ -785,9 +846,9 @@ impl Registry {
                 put.header(CONTENT_LENGTH, 0)
             };
             let put = self.with_session_auth(target, &scopes, put).await?;
-            let resp = send(put, self.timeouts.request).await?;
+            let resp = send(put, self.shared.timeouts.request).await?;
             if resp.status() != StatusCode::CREATED && !resp.status().is_success() {
-                return Err(status_error(resp, self.timeouts.request).await);
+                return Err(status_error(resp, self.shared.timeouts.request).await);
             }
             Ok(())
         })
@@ -815,17 +876,20 @@ impl Registry {
         r: &RegistryRef,
         reference: &Digest,
     ) -> Result<Option<String>, TransportError> {
-        let url = self.repo_url(r, &format!("manifests/{reference}"))?;
+        let url = self.repo_url(r, &format!("manifests/{reference}")).await?;
         let scopes = [pull(r)];
         let make = || {
-            self.http
+            self.shared
+                .http
                 .head(url.clone())
                 .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
         };
         let resp = self.send_authed(r, &scopes, &make).await?;
         match resp.status() {
             StatusCode::NOT_FOUND => return Ok(None),
-            s if !s.is_success() => return Err(status_error(resp, self.timeouts.request).await),
+            s if !s.is_success() => {
+                return Err(status_error(resp, self.shared.timeouts.request).await);
+            }
             _ => {}
         }
         if let Some(d) = resp
@@ -837,12 +901,14 @@ impl Registry {
         }
         // No digest header: hash what a GET serves.
         let make = || {
-            self.http
+            self.shared
+                .http
                 .get(url.clone())
                 .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
         };
         let resp = self.expect_success(r, &scopes, &make).await?;
-        let body = read_capped(resp, MAX_MANIFEST, "manifest", self.timeouts.request).await?;
+        let body =
+            read_capped(resp, MAX_MANIFEST, "manifest", self.shared.timeouts.request).await?;
         Ok(Some(reference.same_algorithm_of(&body).to_string()))
     }
 
@@ -879,10 +945,12 @@ impl Registry {
             async move {
                 let url = self
                     .repo_url(target, &format!("manifests/{reference}"))
+                    .await
                     .map_err(|e| self.classify(Missing::Repository, op, target, (e, 1)))?;
                 self.run(op, || async {
                     let make = || {
-                        self.http
+                        self.shared
+                            .http
                             .put(url.clone())
                             .header(CONTENT_TYPE, media_type)
                             .body(body.clone())

@@ -132,7 +132,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     };
     let progress = Arc::new(Bar::new());
     let env = Environment {
-        registry: args.registry.options()?,
+        registry: args.registry.client(&[&base, &output])?,
         cache,
         progress: progress.clone(),
     };

@@ -101,10 +101,11 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
         Some(p) => p.parse().context("--platform")?,
         None => machineos_image::Platform::host(),
     };
+    let registry = cmd.registry.client(&[&image])?;
     let inspection = runtime()?.block_on(machineos_native_builder::inspect::inspect(
         &image,
         &platform,
-        cmd.registry.options()?,
+        registry.as_ref(),
     ))?;
     crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
     Ok(())

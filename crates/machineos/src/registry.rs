@@ -42,6 +42,21 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
+    /// The registry client, made only when one of `refs` is in a registry (so a build
+    /// between OCI layouts never reads auth files).
+    pub fn client(
+        &self,
+        refs: &[&machineos_image::ImageRef],
+    ) -> anyhow::Result<Option<machineos_registry::Registry>> {
+        if !refs
+            .iter()
+            .any(|r| matches!(r, machineos_image::ImageRef::Registry(_)))
+        {
+            return Ok(None);
+        }
+        Ok(Some(machineos_registry::Registry::new(self.options()?)?))
+    }
+
     /// The registry options these arguments describe. Auth files are named here and read
     /// when a registry is contacted; CA files are read now.
     pub fn options(&self) -> anyhow::Result<RegistryOptions> {

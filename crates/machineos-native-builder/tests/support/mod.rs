@@ -14,7 +14,7 @@ use machineos_image::{ImageRef, Layout, Platform};
 use machineos_layer::write::{Compression, LayerOptions};
 use machineos_layer::{EntryKind, Plan};
 use machineos_native_builder::{BuildError, BuildSpec, Environment, Outcome, Quiet};
-use machineos_registry::{RegistryOptions, RetryPolicy};
+use machineos_registry::{Registry, RegistryOptions, RetryPolicy};
 use machineos_synth::SynthSpec;
 use machineos_testkit::tree::{EntryKind as Kind, TreeEntry};
 use machineos_testkit::{CopyOptions, TestRegistry, skopeo_copy};
@@ -138,10 +138,10 @@ pub fn registry_options(reg: Option<&TestRegistry>, credentials: Credentials) ->
     }
 }
 
-/// An environment with `registry` options and an optional cache.
+/// An environment with a registry client made from `registry` and an optional cache.
 pub fn env(registry: RegistryOptions, cache: Option<&Path>) -> Environment {
     Environment {
-        registry,
+        registry: Some(Registry::new(registry).expect("registry client")),
         cache: cache.map(|d| Cache::new(d.to_path_buf())),
         progress: Arc::new(Quiet),
     }
