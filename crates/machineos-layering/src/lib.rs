@@ -113,6 +113,15 @@ pub enum RecipeError {
         /// The error.
         error: machineos_ignition::children::ChildError,
     },
+    /// The config with its child configs merged in is not valid (two valid configs can
+    /// merge into an invalid one).
+    #[error("MachineConfig {name}: spec.config with its child configs: {error}")]
+    Invalid {
+        /// The MachineConfig.
+        name: String,
+        /// The validation error.
+        error: machineos_ignition::ValidationError,
+    },
     /// The MachineConfig cannot be written to `currentconfig`.
     #[error("MachineConfig {name}: encoding it for {CURRENT_CONFIG}: {error}")]
     Encode {
@@ -127,7 +136,9 @@ impl Classify for RecipeError {
     fn reason(&self) -> &'static str {
         match self {
             RecipeError::Unnamed | RecipeError::Encode { .. } => "InvalidMachineConfig",
-            RecipeError::Ignition { .. } | RecipeError::Child { .. } => "InvalidConfig",
+            RecipeError::Ignition { error, .. } => error.reason(),
+            RecipeError::Child { error, .. } => error.reason(),
+            RecipeError::Invalid { error, .. } => error.reason(),
         }
     }
 
@@ -162,11 +173,21 @@ pub fn recipe_of(
     pool: &str,
 ) -> Result<Recipe, RecipeError> {
     let name = rendered.metadata.name.clone().ok_or(RecipeError::Unnamed)?;
+    let has_children = !ignition.ignition.config.merge.is_empty()
+        || ignition.ignition.config.replace.source.is_some();
     let (config, warnings) =
         machineos_ignition::children::resolve(ignition).map_err(|error| RecipeError::Child {
             name: name.clone(),
             error,
         })?;
+    // As for a plain Ignition config (`machineos_layer::prepare`): what the children make of
+    // the config is validated again.
+    if has_children {
+        machineos_ignition::validate(&config).map_err(|error| RecipeError::Invalid {
+            name: name.clone(),
+            error,
+        })?;
+    }
     let currentconfig = serde_json::to_vec(rendered).map_err(|error| RecipeError::Encode {
         name: name.clone(),
         error,
@@ -352,7 +373,10 @@ mod tests {
         assert!(
             matches!(e, RecipeError::Ignition { ref name, .. } if name == "rendered-worker-0123")
         );
-        assert_eq!((e.reason(), e.retry()), ("InvalidConfig", Retry::Permanent));
+        assert_eq!(
+            (e.reason(), e.retry()),
+            ("UnsupportedSpecVersion", Retry::Permanent)
+        );
         assert!(
             e.to_string()
                 .starts_with("MachineConfig rendered-worker-0123: spec.config: ")
