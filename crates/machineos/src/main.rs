@@ -111,19 +111,11 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The error and its causes, `: `-joined, leaving out a cause whose text the message before
-/// it already carries (library errors name their cause in their own message, and `{:#}`
-/// would print it twice).
+/// The error and its causes, `: `-joined. Library errors carry their causes in their own
+/// message and never also as `source()` (see `machineos_diagnostics`), so each cause
+/// appears once; the CLI's own context comes first.
 fn error_chain(e: &anyhow::Error) -> String {
-    let mut text = e.to_string();
-    for cause in e.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
+    format!("{e:#}")
 }
 
 /// The async runtime the registry work runs on.

@@ -95,11 +95,37 @@ fn bad_input_names_file_and_path_and_writes_nothing() {
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("bad.ign: error at $.storage.files.0.path: path not absolute"),
-        "{err}"
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: {}: error at $.storage.files.0.path: path not absolute",
+            cfg.display()
+        ),
+        "the cause is printed once, whole"
     );
     assert!(!out.exists());
+
+    // A failure deep in the stack (a layout that is not one, read through the builder and
+    // the image crate) also prints each cause once.
+    let not_a_layout = tmp.path().join("not-a-layout");
+    std::fs::create_dir(&not_a_layout).unwrap();
+    let o = machineos(&[
+        "build",
+        "--base",
+        &format!("oci:{}:base", not_a_layout.display()),
+        "--output",
+        &format!("oci:{}", tmp.path().join("out").display()),
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let parts: Vec<&str> = err.trim_end().split(": ").collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert!(
+            !parts[i + 1..].contains(p),
+            "{p:?} is printed twice in {err}"
+        );
+    }
 }
 
 /// The example synthetic base as an OCI layout tagged `base`.
