@@ -34,77 +34,24 @@ pub enum ImageRefError {
     TooLong(usize),
 }
 
-/// A content digest: `sha256:` followed by 64 lowercase hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Digest(String);
+/// A content digest: machineos has one digest type, the image crate's. The MCO's API
+/// takes only `sha256:` followed by 64 lowercase hex digits ([`parse_sha256`]).
+pub use machineos_image::Digest;
 
-impl Digest {
-    /// The whole digest, `sha256:<hex>`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The 64 hex digits after `sha256:`.
-    pub fn hex(&self) -> &str {
-        &self.0["sha256:".len()..]
-    }
-
-    /// A digest from raw SHA-256 bytes.
-    pub fn from_sha256(bytes: [u8; 32]) -> Self {
-        let mut s = String::with_capacity(71);
-        s.push_str("sha256:");
-        for b in bytes {
-            s.push_str(&format!("{b:02x}"));
-        }
-        Digest(s)
+/// A digest as the MCO's API takes it: `sha256:` and 64 lowercase hex digits.
+pub fn parse_sha256(s: &str) -> Result<Digest, ImageRefError> {
+    match Digest::parse(s) {
+        Ok(d) if d.algorithm() == machineos_image::digest::Algorithm::Sha256 => Ok(d),
+        _ => Err(ImageRefError::InvalidDigest(s.to_owned())),
     }
 }
 
-impl FromStr for Digest {
-    type Err = ImageRefError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let hex = s
-            .strip_prefix("sha256:")
-            .ok_or_else(|| ImageRefError::InvalidDigest(s.to_owned()))?;
-        let ok = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if !ok {
-            return Err(ImageRefError::InvalidDigest(s.to_owned()));
-        }
-        Ok(Digest(s.to_owned()))
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for Digest {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Digest {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl JsonSchema for Digest {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Digest".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "string",
-            "pattern": "^sha256:[a-f0-9]{64}$"
-        })
-    }
+/// The schema of a [`Digest`] field in the API (for `#[schemars(schema_with = …)]`).
+pub fn digest_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": "^sha256:[a-f0-9]{64}$"
+    })
 }
 
 /// An image by digest: `repository@sha256:<64 hex>`, as nodes must pull it.
@@ -149,7 +96,7 @@ impl FromStr for DigestedImage {
         }
         Ok(DigestedImage {
             repository: repository.to_owned(),
-            digest: digest.parse()?,
+            digest: parse_sha256(digest)?,
         })
     }
 }
@@ -267,9 +214,14 @@ mod tests {
     }
 
     #[test]
-    fn digest_from_bytes() {
-        let d = Digest::from_sha256([0xab; 32]);
-        assert_eq!(d.as_str(), format!("sha256:{}", "ab".repeat(32)));
-        assert_eq!(d, d.as_str().parse().unwrap());
+    fn api_digests_are_sha256_only() {
+        let d = Digest::from_sha256_bytes([0xab; 32]);
+        assert_eq!(parse_sha256(d.as_str()), Ok(d));
+        let sha512 = format!("sha512:{}", "ab".repeat(64));
+        assert!(Digest::parse(&sha512).is_ok_and(|d| d.as_str() == sha512));
+        assert_eq!(
+            parse_sha256(&sha512),
+            Err(ImageRefError::InvalidDigest(sha512.clone()))
+        );
     }
 }

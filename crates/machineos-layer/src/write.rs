@@ -5,10 +5,11 @@
 //! user or group names), mtime fixed (SOURCE_DATE_EPOCH, default 0), no device numbers,
 //! no extended attributes.
 
+use machineos_image::Digest;
 use std::io::{self, Write};
 
 use machineos_diagnostics::{Classify, Retry, io_retry};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use crate::plan::{Entry, EntryKind, Plan};
 
@@ -114,9 +115,9 @@ impl Classify for WriteError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerDigests {
     /// `sha256:<hex>` of the uncompressed tar.
-    pub diff_id: String,
+    pub diff_id: Digest,
     /// `sha256:<hex>` of the blob as stored.
-    pub digest: String,
+    pub digest: Digest,
     /// Size of the blob in bytes.
     pub size: u64,
     /// Size of the uncompressed tar.
@@ -233,8 +234,8 @@ pub fn write_blob<W: Write>(
             let inner = t.inner;
             return Ok((
                 LayerDigests {
-                    diff_id: format!("sha256:{}", hex::encode(h)),
-                    digest: format!("sha256:{}", hex::encode(inner.hash.finalize())),
+                    diff_id: Digest::from_sha256_bytes(h.into()),
+                    digest: Digest::from_sha256_bytes(inner.hash.finalize().into()),
                     size: inner.count,
                     uncompressed_size: c,
                 },
@@ -244,8 +245,8 @@ pub fn write_blob<W: Write>(
     };
     Ok((
         LayerDigests {
-            diff_id: format!("sha256:{}", hex::encode(tar_hash.finalize())),
-            digest: format!("sha256:{}", hex::encode(blob.hash.finalize())),
+            diff_id: Digest::from_sha256_bytes(tar_hash.finalize().into()),
+            digest: Digest::from_sha256_bytes(blob.hash.finalize().into()),
             size: blob.count,
             uncompressed_size: tar_count,
         },
@@ -256,7 +257,7 @@ pub fn write_blob<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sha2::{Digest, Sha256};
+    use machineos_image::Digest;
 
     fn plan() -> Plan {
         Plan {
@@ -310,14 +311,8 @@ mod tests {
             };
             let (d, blob) = write_blob(&plan(), &opts, Vec::new()).unwrap();
             let tar = tar_bytes(&plan(), &opts);
-            assert_eq!(
-                d.diff_id,
-                format!("sha256:{}", hex::encode(Sha256::digest(&tar)))
-            );
-            assert_eq!(
-                d.digest,
-                format!("sha256:{}", hex::encode(Sha256::digest(&blob)))
-            );
+            assert_eq!(d.diff_id, Digest::sha256(&tar));
+            assert_eq!(d.digest, Digest::sha256(&blob));
             assert_eq!(d.size, blob.len() as u64);
             assert_eq!(d.uncompressed_size, tar.len() as u64);
             // Same inputs, same bytes.

@@ -60,10 +60,7 @@ pub fn derive(
         .into_inner()
         .map_err(|e| write::WriteError::Io(e.into_error()))?
         .finish();
-    let parse = |s: &str| {
-        Digest::parse(s).map_err(|e| BuildError::Internal(format!("layer digest {s}: {e}")))
-    };
-    let diff_id = parse(&layer_digests.diff_id)?;
+    let diff_id = layer_digests.diff_id.clone();
     let manifest_media_type = base.manifest_media_type();
     let layer = Descriptor::new(
         layer_media_type_for(&manifest_media_type, LayerCompression::Gzip).map_err(|source| {
@@ -72,7 +69,7 @@ pub fn derive(
                 error: source,
             }
         })?,
-        parse(&layer_digests.digest)?,
+        layer_digests.digest.clone(),
         layer_digests.size,
     );
     // `write_blob` checked the mtime against write::MAX_MTIME, which fits.

@@ -302,7 +302,7 @@ fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()
                 total.as_secs_f64() * 1e3
             );
             crate::emit(&format!("diff_id {}", digests.diff_id))?;
-            crate::emit(&digests.digest)?;
+            crate::emit(digests.digest.as_str())?;
         }
     }
     Ok(())

@@ -99,6 +99,7 @@ pub struct ArchitectureManifest {
     #[schemars(length(min = 1, max = 16))]
     pub architecture: String,
     /// digest of the image manifest for this architecture.
+    #[schemars(schema_with = "crate::image::digest_schema")]
     pub digest: Digest,
 }
 
