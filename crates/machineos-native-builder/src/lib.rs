@@ -37,7 +37,7 @@ pub use sink::BlobCounts;
 pub enum BuildError {
     /// A registry operation failed.
     #[error(transparent)]
-    Registry(#[from] RegistryError),
+    Registry(Box<RegistryError>),
     /// An OCI layout could not be read or written.
     #[error("{image}: {error}")]
     Layout {
@@ -136,6 +136,12 @@ pub enum BuildError {
     /// An invariant of ours did not hold (a bug, or a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<RegistryError> for BuildError {
+    fn from(e: RegistryError) -> Self {
+        BuildError::Registry(Box::new(e))
+    }
 }
 
 impl Classify for BuildError {

@@ -350,7 +350,7 @@ fn unauthorized_is_a_clear_error_without_a_retry_storm() {
     assert!(
         matches!(
             err,
-            BuildError::Registry(RegistryError::Unauthorized { .. })
+            BuildError::Registry(ref e) if matches!(**e, RegistryError::Unauthorized { .. })
         ),
         "{err:?}"
     );
@@ -425,7 +425,7 @@ fn credentials_scoped_to_repositories_are_used_for_their_repositories() {
     assert!(
         matches!(
             err,
-            BuildError::Registry(RegistryError::Unauthorized { .. })
+            BuildError::Registry(ref e) if matches!(**e, RegistryError::Unauthorized { .. })
         ),
         "{err:?}"
     );
@@ -519,7 +519,7 @@ fn a_missing_base_is_a_clear_error_and_pushes_nothing() {
     )
     .expect_err("no base");
     assert!(
-        matches!(err, BuildError::Registry(RegistryError::NotFound { .. })),
+        matches!(err, BuildError::Registry(ref e) if matches!(**e, RegistryError::NotFound { .. })),
         "{err:?}"
     );
     assert!(err.to_string().contains("no/such-base"), "{err}");
@@ -675,7 +675,7 @@ fn bearer_token_registries_are_authenticated_per_scope_and_mount() {
     assert!(
         matches!(
             err,
-            BuildError::Registry(RegistryError::Unauthorized { .. })
+            BuildError::Registry(ref e) if matches!(**e, RegistryError::Unauthorized { .. })
         ),
         "{err:?}"
     );

@@ -1009,7 +1009,7 @@ pub fn manifests() -> Vec<(String, String)> {
     out
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, Copy)]
 pub struct Summary {
     /// Number of manifests.
