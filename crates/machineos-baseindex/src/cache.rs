@@ -1,10 +1,9 @@
 //! The on-disk cache of base indexes, keyed by the base image's (platform-specific)
 //! manifest digest, so each base is streamed and indexed once per machine.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use machineos_image::Digest;
 
@@ -49,9 +48,6 @@ pub const MAX_CACHE_FILE: u64 = 1 << 30;
 pub struct Cache {
     dir: PathBuf,
 }
-
-/// Distinguishes temporary files of concurrent stores within one process.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Cache {
     /// A cache rooted at `dir` (created on first store).
@@ -154,30 +150,8 @@ impl Cache {
             .mode(0o700)
             .create(&dir)
             .map_err(werr(&dir))?;
-        let tmp = dir.join(format!(
-            ".{}.idx.{}.{}.tmp",
-            key.hex(),
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
         let bytes = index.encode()?;
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()
-        };
-        if let Err(e) = write().and_then(|()| std::fs::rename(&tmp, &path)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(werr(&path)(e).into());
-        }
-        // Make the rename itself durable.
-        std::fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(werr(&dir))?;
+        machineos_image::atomic::write(&path, &bytes, 0o600).map_err(werr(&path))?;
         Ok(())
     }
 }

@@ -65,28 +65,14 @@ pub(crate) fn cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// The parent of a clean path (`/` for top-level names and for the root itself).
-pub(crate) fn parent(p: &str) -> &str {
-    match p.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &p[..i],
-    }
-}
+/// The parent and the join of clean paths are the planner's (one definition in machineos).
+pub(crate) use machineos_layer::overlay::{join, parent};
 
 /// The last component of a clean path (empty for the root).
 pub(crate) fn file_name(p: &str) -> &str {
     match p.rfind('/') {
         Some(i) => &p[i + 1..],
         None => p,
-    }
-}
-
-/// `dir` joined with `name`.
-pub(crate) fn join(dir: &str, name: &str) -> String {
-    if dir == "/" {
-        format!("/{name}")
-    } else {
-        format!("{dir}/{name}")
     }
 }
 

@@ -17,6 +17,8 @@ use machineos_diagnostics::{Classify, Retry, io_retry};
 use serde::{Deserialize, Serialize};
 use tempfile::NamedTempFile;
 
+use crate::atomic::{self, Existing};
+
 use crate::descriptor::Descriptor;
 use crate::digest::{Algorithm, Digest, DigestReader, DigestWriter};
 use crate::manifest::{ImageIndex, json_path};
@@ -539,25 +541,22 @@ impl Layout {
         // The lock is released when `lock` is dropped.
     }
 
-    /// Write `body` to a temporary file in the layout directory, sync it, and rename it over
-    /// `path`.
+    /// Write `body` to a temporary file in the layout directory and put it at `path` (see
+    /// [`crate::atomic`]).
     fn write_atomically(&self, path: &Path, body: &[u8]) -> Result<(), LayoutError> {
         let tmp = self.synced_temp_file(body)?;
-        tmp.persist(path)
-            .map_err(|e| self.io("replacing", path, e.error))?;
-        sync_dir(&self.dir).map_err(|e| self.io("syncing directory", &self.dir, e))
+        atomic::commit(tmp, path, Existing::Replace)
+            .map(|_| ())
+            .map_err(|e| self.io("replacing", path, e))
     }
 
     /// Create `path` with `body` unless it exists: the file appears whole or not at all, and
     /// an existing one (another writer's) is kept.
     fn create_new(&self, path: &Path, body: &[u8]) -> Result<(), LayoutError> {
         let tmp = self.synced_temp_file(body)?;
-        match tmp.persist_noclobber(path) {
-            Ok(_) => {}
-            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-            Err(e) => return Err(self.io("creating", path, e.error)),
-        }
-        sync_dir(&self.dir).map_err(|e| self.io("syncing directory", &self.dir, e))
+        atomic::commit(tmp, path, Existing::Keep)
+            .map(|_| ())
+            .map_err(|e| self.io("creating", path, e))
     }
 
     /// A locked temporary file in the layout directory holding `body`, synced.
@@ -669,10 +668,6 @@ fn remove_if_stale(path: &Path) -> io::Result<bool> {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// A blob being written into a [`Layout`]: hashed as written, stored under its digest on
 /// [`BlobWriter::commit`], and discarded (temporary file removed) if dropped uncommitted.
 #[derive(Debug)]
@@ -732,16 +727,11 @@ impl BlobWriter {
 
 impl Layout {
     fn place(&self, file: NamedTempFile, digest: &Digest) -> Result<(), LayoutError> {
+        // Content-addressed: an existing blob is the same bytes, and is kept.
         let dest = self.blob_path(digest);
-        if dest.is_file() {
-            // Content-addressed: the existing blob is the same bytes. The temporary file is
-            // removed when `file` drops.
-            return Ok(());
-        }
-        file.persist(&dest)
-            .map_err(|e| self.io("storing blob", &dest, e.error))?;
-        let parent = dest.parent().unwrap_or(&self.dir);
-        sync_dir(parent).map_err(|e| self.io("syncing directory", parent, e))
+        atomic::commit(file, &dest, Existing::Keep)
+            .map(|_| ())
+            .map_err(|e| self.io("storing blob", &dest, e))
     }
 }
 

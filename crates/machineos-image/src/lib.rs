@@ -5,6 +5,7 @@
 //! [`machineos_diagnostics::io_retry`] says. An error's message carries its cause; none is
 //! also its `source()`.
 
+pub mod atomic;
 pub mod auth;
 pub mod config;
 pub mod descriptor;

@@ -107,10 +107,13 @@ impl OutputFile {
             source,
         };
         match self.target {
-            Target::Replace { dest, mut tmp } => {
-                tmp.as_file_mut().flush().map_err(err)?;
-                tmp.as_file().sync_all().map_err(err)?;
-                tmp.persist(&dest).map_err(|e| err(e.error))?;
+            Target::Replace { dest, tmp } => {
+                machineos_image::atomic::commit(
+                    tmp,
+                    &dest,
+                    machineos_image::atomic::Existing::Replace,
+                )
+                .map_err(err)?;
                 Ok(())
             }
             Target::Stream(mut f) => f.flush().map_err(err),
