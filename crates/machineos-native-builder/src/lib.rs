@@ -1,24 +1,32 @@
-//! Derive a layered image from a base image and an Ignition config, and publish it by digest.
+//! The native image builder: a base image and a [`Recipe`] → a layered image, published by
+//! digest, with no container runtime — [`build`]. Also [`inspect::inspect`], which reads
+//! back what an image records, and [`output::OutputFile`], how the CLI writes
+//! `--layer-out`/`--blob-out`.
 //!
-//! The flow is the design's: resolve the base to one platform's manifest and config; get
-//! its filesystem index (cache by manifest digest, else stream the layers once); plan the
-//! layer against the index (pure); derive layer, config and manifest (pure); then publish —
-//! base blobs present/mounted/copied, new blobs uploaded, and the manifest with its tag last,
-//! so a failure before that leaves no manifest and no tag behind.
+//! The flow: resolve the base to one platform's manifest and config (`store`); get its
+//! filesystem index — from the cache by manifest digest, else by streaming each layer once
+//! (`base_index`); plan the layer against the index (pure, on a blocking thread, with the
+//! few base contents the index does not keep fetched beforehand); derive layer, config and
+//! manifest (pure, `derive`, spooled by `spool`); then publish (`sink`) — base blobs
+//! present/mounted/copied, new blobs uploaded, and the manifest with its tag last, so a
+//! failure before that leaves no manifest and no tag behind. Nothing blocks a runtime
+//! thread: file work runs on blocking threads, network reads are awaited, and [`build`] is
+//! `Send`, so many builds share one runtime and one [`Registry`] client.
 
-pub mod base_index;
-pub mod derive;
+mod base_index;
+mod derive;
 pub mod inspect;
 pub mod output;
-pub mod progress;
-pub mod sink;
-pub mod spool;
-pub mod store;
+mod progress;
+mod sink;
+mod spool;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use derive::Metadata;
 use machineos_baseindex::Cache;
 use machineos_diagnostics::{Classify, Retry, Warning, io_retry};
 use machineos_image::{Digest, ImageRef, Platform};
@@ -28,7 +36,6 @@ use machineos_layering::Recipe;
 use machineos_registry::{Registry, RegistryError};
 
 pub use base_index::CacheUse;
-pub use derive::Metadata;
 pub use progress::{Event, Progress, Quiet};
 pub use sink::BlobCounts;
 

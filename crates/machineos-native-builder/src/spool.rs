@@ -86,11 +86,6 @@ impl Spooled {
         }
     }
 
-    /// Whether it is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// A blocking reader from the first byte (for a blocking thread).
     pub fn reader(&self) -> Box<dyn Read + Send> {
         match self {
