@@ -1,5 +1,5 @@
 //! The Kubernetes API of machineos, in the MCO's group `machineconfiguration.openshift.io`, so
-//! manifests written for the Machine Config Operator apply unchanged (DESIGN §2).
+//! manifests written for the Machine Config Operator apply unchanged.
 //!
 //! * [`v1`]: MachineConfig, MachineConfigPool, MachineOSConfig, MachineOSBuild and
 //!   MachineConfigNode — field-compatible with openshift/api's `machineconfiguration/v1`.

@@ -1,6 +1,6 @@
 //! Rendering: a pool's MachineConfigs in, one rendered MachineConfig out, by the Machine
-//! Config Operator's rules (`MergeMachineConfigs` and the render controller; reference notes
-//! ignition-apply.md §5.2), so an image built from it carries what the MCO would have applied.
+//! Config Operator's rules (its `MergeMachineConfigs` and render controller), so an image
+//! built from it carries what the MCO would have applied.
 //!
 //! The steps, each a pure function of bytes and values:
 //!

@@ -1,4 +1,4 @@
-//! The MCO's merge rules (ignition-apply.md §5.2), one table per rule: order, labels,
+//! The MCO's merge rules (its `MergeMachineConfigs`), one table per rule: order, labels,
 //! Ignition merge (with the compression and overwrite fix-ups), fips, kernelType,
 //! kernelArguments, extensions, kernel-devel, osImageURL and the extensions image, and the
 //! content-hash name.

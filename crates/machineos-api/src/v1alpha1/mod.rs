@@ -1,5 +1,6 @@
 //! `machineconfiguration.openshift.io/v1alpha1`: machineos' own kinds, which the MCO proposed
-//! but never shipped (DESIGN §2; mco-layering.md §6).
+//! but never shipped (its on-cluster layering design proposed per-node MachineImage
+//! assignment, multi-arch images and image retention).
 //!
 //! * [`MachineOSImage`]: the record of a built image — per-architecture manifest digests, the
 //!   digest nodes pull (the OCI index for a multi-arch build), the base image it was built
