@@ -66,7 +66,7 @@ pub(crate) fn cmp(a: &str, b: &str) -> Ordering {
 }
 
 /// The parent and the join of clean paths are the planner's (one definition in machineos).
-pub(crate) use machineos_layer::overlay::{join, parent};
+pub(crate) use machineos_layer::path::{join, parent};
 
 /// The last component of a clean path (empty for the root).
 pub(crate) fn file_name(p: &str) -> &str {

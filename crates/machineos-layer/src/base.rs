@@ -220,7 +220,7 @@ impl DirView {
         map: &mut std::collections::BTreeMap<u64, Vec<String>>,
     ) -> Result<(), BaseError> {
         for name in self.children(dir)? {
-            let p = crate::overlay::join(dir, &name);
+            let p = crate::path::join(dir, &name);
             match self.lstat(&p)? {
                 Some(Node {
                     kind: NodeKind::Dir,

@@ -17,6 +17,7 @@ pub mod base;
 pub mod contents;
 pub mod overlay;
 pub mod passwd;
+pub mod path;
 pub mod plan;
 pub mod write;
 

@@ -135,22 +135,7 @@ pub struct Overlay<'a> {
     changes: BTreeMap<String, Change>,
 }
 
-/// The parent of an absolute clean path (`/` for top-level entries).
-pub fn parent(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
-}
-
-/// The absolute path of `name` in the directory `dir`.
-pub fn join(dir: &str, name: &str) -> String {
-    if dir == "/" {
-        format!("/{name}")
-    } else {
-        format!("{dir}/{name}")
-    }
-}
+pub use crate::path::{join, parent};
 
 impl<'a> Overlay<'a> {
     /// An overlay with no changes yet.

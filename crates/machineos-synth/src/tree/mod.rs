@@ -94,7 +94,10 @@ impl Tree<'_> {
 /// count, the packages split over the layers, the extra files checked and added last, the
 /// nodes placed and the byte budget spread.
 pub(crate) fn plan(spec: &SynthSpec) -> Result<Tree<'_>, TreeError> {
-    let mut p = Planner::new(spec);
+    let mut p = Planner::new(
+        spec,
+        named::NAMED.iter().map(|n| n.name.to_owned()).collect(),
+    );
     let skeleton = p.skeleton()?;
     let mut packages = Vec::new();
     for def in NAMED {

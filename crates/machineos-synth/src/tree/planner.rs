@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::TreeError;
 use super::entry::{Body, DIR, ELF, EXE, Kind, LINK, Meta, REG, Synth};
-use super::named::NAMED;
 use crate::content::Style;
 use crate::rng::{Rng, derive};
 use crate::spec::SynthSpec;
@@ -75,8 +74,9 @@ pub(super) struct Planner<'s> {
 }
 
 impl<'s> Planner<'s> {
-    /// A planner for `spec`, with nothing claimed yet.
-    pub(super) fn new(spec: &'s SynthSpec) -> Planner<'s> {
+    /// A planner for `spec`, with nothing claimed yet and the names of the packages that
+    /// are always there (`named`) taken.
+    pub(super) fn new(spec: &'s SynthSpec, named: Vec<String>) -> Planner<'s> {
         let arch = Arch::new(&spec.platform.architecture);
         let kver = format!("6.11.5-300.fc41.{}", arch.uname);
         Planner {
@@ -86,7 +86,7 @@ impl<'s> Planner<'s> {
             kver,
             dirs: BTreeMap::new(),
             taken: BTreeMap::new(),
-            packages: NAMED.iter().map(|n| n.name.to_owned()).collect(),
+            packages: named.into_iter().collect(),
         }
     }
 
