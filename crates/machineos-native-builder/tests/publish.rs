@@ -8,8 +8,8 @@ use machineos_image::auth::Credentials;
 use machineos_native_builder::{BuildError, CacheUse};
 use machineos_registry::RegistryError;
 use machineos_testkit::{
-    CopyOptions, FaultAction, FaultProxy, FaultRule, RegistryOptions, TestRegistry, diff, skopeo,
-    skopeo_copy, snapshot, umoci_unpack,
+    FaultAction, FaultProxy, FaultRule, RegistryOptions, TestRegistry, diff, skopeo, snapshot,
+    umoci_unpack,
 };
 use support::*;
 
@@ -94,12 +94,7 @@ fn tls_and_basic_auth_push_pulls_back_as_base_plus_plan() {
 
     // Pulled back and unpacked, the image is the base with the plan applied.
     let pulled = tmp.path().join("pulled");
-    skopeo_copy(
-        &format!("docker://{out_ref}"),
-        &format!("oci:{}:t", pulled.display()),
-        &CopyOptions::new().src_registry(&reg),
-    )
-    .expect("skopeo copy back");
+    pull_back(&reg, &out_ref, &pulled);
     umoci_unpack(&pulled, "t", &tmp.path().join("got")).expect("unpack result");
     umoci_unpack(&layout, "base", &tmp.path().join("base")).expect("unpack base");
     let got = snapshot(&tmp.path().join("got/rootfs"));
@@ -165,12 +160,11 @@ fn mounts_within_a_registry_and_copies_across_registries() {
     assert_eq!(same.manifest_digest, other.manifest_digest);
 
     // The copy is complete: skopeo can copy the whole image out of registry b.
-    skopeo_copy(
-        &format!("docker://{}/team/worker:v1", b.host()),
-        &format!("oci:{}:t", tmp.path().join("from-b").display()),
-        &CopyOptions::new().src_registry(&b),
-    )
-    .expect("copy from b");
+    pull_back(
+        &b,
+        &format!("{}/team/worker:v1", b.host()),
+        &tmp.path().join("from-b"),
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use machineos_baseindex::Cache;
 use machineos_image::auth::Credentials;
 use machineos_native_builder::{Environment, Quiet};
 use machineos_registry::Registry;
-use machineos_testkit::{CopyOptions, TestRegistry, skopeo_copy, umoci_unpack};
+use machineos_testkit::{TestRegistry, umoci_unpack};
 use support::*;
 
 /// Two non-empty regular files of the unpacked base whose contents the base index does not
@@ -98,12 +98,7 @@ fn a_current_thread_runtime_builds_and_fetches_unkept_base_contents() {
     }
 
     let pulled = tmp.path().join("pulled");
-    skopeo_copy(
-        &format!("docker://{out_ref}"),
-        &format!("oci:{}:t", pulled.display()),
-        &CopyOptions::new().src_registry(&reg),
-    )
-    .expect("skopeo copy back");
+    pull_back(&reg, &out_ref, &pulled);
     for (dir, tag) in [(pulled, "t"), (tmp.path().join("out-layout"), "t")] {
         let got = tmp
             .path()

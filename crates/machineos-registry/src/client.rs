@@ -573,6 +573,33 @@ impl Registry {
         }
     }
 
+    /// A manifest request to `url`, accepting every manifest type machineos reads.
+    fn manifest_request(&self, method: Method, url: &Url) -> reqwest::RequestBuilder {
+        self.shared
+            .http
+            .request(method, url.clone())
+            .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
+    }
+
+    /// Checks that `body` is `want` (in `want`'s algorithm).
+    fn check_digest(
+        op: &str,
+        r: &RegistryRef,
+        want: &Digest,
+        body: &[u8],
+    ) -> Result<(), RegistryError> {
+        let got = want.same_algorithm_of(body);
+        if &got != want {
+            return Err(RegistryError::DigestMismatch {
+                op: op.to_string(),
+                image: r.to_string(),
+                got: got.to_string(),
+                want: want.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// The manifest `r` names (by digest when it has one, else by tag), with its digest, at
     /// most [`MAX_MANIFEST`] bytes. A reference with a digest is checked against the bytes.
     pub async fn manifest(&self, r: &RegistryRef) -> Result<(Vec<u8>, Digest), RegistryError> {
@@ -588,12 +615,7 @@ impl Registry {
         let scopes = [pull(r)];
         let body = self
             .run(op, || async {
-                let make = || {
-                    self.shared
-                        .http
-                        .get(url.clone())
-                        .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
-                };
+                let make = || self.manifest_request(Method::GET, &url);
                 let resp = self.expect_success(r, &scopes, &make).await?;
                 read_capped(resp, MAX_MANIFEST, "manifest", self.shared.timeouts.request).await
             })
@@ -601,20 +623,39 @@ impl Registry {
             .map_err(|e| self.classify(Missing::Image, op, r, e))?;
         let digest = match r.digest() {
             Some(d) => {
-                let got = d.same_algorithm_of(&body);
-                if &got != d {
-                    return Err(RegistryError::DigestMismatch {
-                        op: op.into(),
-                        image: r.to_string(),
-                        got: got.to_string(),
-                        want: d.clone(),
-                    });
-                }
-                got
+                Self::check_digest(op, r, d, &body)?;
+                d.clone()
             }
             None => Digest::sha256(&body),
         };
         Ok((body.to_vec(), digest))
+    }
+
+    /// `GET` of blob `digest` of `r`, retried as a whole with `read` applied to the
+    /// successful response (so a read that breaks off is retried too).
+    async fn get_blob<T, F, Fut>(
+        &self,
+        r: &RegistryRef,
+        digest: &Digest,
+        op: &str,
+        read: F,
+    ) -> Result<T, RegistryError>
+    where
+        F: Fn(reqwest::Response) -> Fut,
+        Fut: std::future::Future<Output = Result<T, TransportError>>,
+    {
+        let url = self
+            .repo_url(r, &format!("blobs/{digest}"))
+            .await
+            .map_err(|e| self.classify(Missing::Blob, op, r, (e, 1)))?;
+        let scopes = [pull(r)];
+        self.run(op, || async {
+            let make = || self.shared.http.get(url.clone());
+            let resp = self.expect_success(r, &scopes, &make).await?;
+            read(resp).await
+        })
+        .await
+        .map_err(|e| self.classify(Missing::Blob, op, r, e))
     }
 
     /// A small blob (an image config) read whole, at most `max` bytes, and checked against
@@ -626,28 +667,12 @@ impl Registry {
         max: u64,
     ) -> Result<Vec<u8>, RegistryError> {
         let op = format!("fetching blob {digest} of");
-        let url = self
-            .repo_url(r, &format!("blobs/{digest}"))
-            .await
-            .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
-        let scopes = [pull(r)];
         let body = self
-            .run(&op, || async {
-                let make = || self.shared.http.get(url.clone());
-                let resp = self.expect_success(r, &scopes, &make).await?;
-                read_capped(resp, max, "blob", self.shared.timeouts.request).await
+            .get_blob(r, digest, &op, |resp| {
+                read_capped(resp, max, "blob", self.shared.timeouts.request)
             })
-            .await
-            .map_err(|e| self.classify(Missing::Blob, &op, r, e))?;
-        let got = digest.same_algorithm_of(&body);
-        if &got != digest {
-            return Err(RegistryError::DigestMismatch {
-                op,
-                image: r.to_string(),
-                got: got.to_string(),
-                want: digest.clone(),
-            });
-        }
+            .await?;
+        Self::check_digest(&op, r, digest, &body)?;
         Ok(body.to_vec())
     }
 
@@ -661,18 +686,9 @@ impl Registry {
         size: Option<u64>,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RegistryError> {
         let op = format!("reading blob {digest} of");
-        let url = self
-            .repo_url(r, &format!("blobs/{digest}"))
-            .await
-            .map_err(|e| self.classify(Missing::Blob, &op, r, (e, 1)))?;
-        let scopes = [pull(r)];
         let resp = self
-            .run(&op, || async {
-                let make = || self.shared.http.get(url.clone());
-                self.expect_success(r, &scopes, &make).await
-            })
-            .await
-            .map_err(|e| self.classify(Missing::Blob, &op, r, e))?;
+            .get_blob(r, digest, &op, |resp| async { Ok(resp) })
+            .await?;
         if let (Some(want), Some(len)) = (size, resp.content_length())
             && want != len
         {
@@ -878,12 +894,7 @@ impl Registry {
     ) -> Result<Option<String>, TransportError> {
         let url = self.repo_url(r, &format!("manifests/{reference}")).await?;
         let scopes = [pull(r)];
-        let make = || {
-            self.shared
-                .http
-                .head(url.clone())
-                .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
-        };
+        let make = || self.manifest_request(Method::HEAD, &url);
         let resp = self.send_authed(r, &scopes, &make).await?;
         match resp.status() {
             StatusCode::NOT_FOUND => return Ok(None),
@@ -900,12 +911,7 @@ impl Registry {
             return Ok(Some(d.to_string()));
         }
         // No digest header: hash what a GET serves.
-        let make = || {
-            self.shared
-                .http
-                .get(url.clone())
-                .header(ACCEPT, ACCEPTED_MANIFEST_TYPES.join(", "))
-        };
+        let make = || self.manifest_request(Method::GET, &url);
         let resp = self.expect_success(r, &scopes, &make).await?;
         let body =
             read_capped(resp, MAX_MANIFEST, "manifest", self.shared.timeouts.request).await?;

@@ -128,6 +128,25 @@ fn bad_input_names_file_and_path_and_writes_nothing() {
     }
 }
 
+/// `machineos build` of the example MachineConfigs from `base` to `output` for linux/amd64,
+/// with the base index cache in `cache` and a JSON summary.
+fn json_build(base: &str, output: &str, cache: &Path) -> std::process::Output {
+    machineos(&[
+        "build",
+        "--base",
+        base,
+        "--output",
+        output,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--platform",
+        "linux/amd64",
+        "-o",
+        "json",
+        "examples/machineconfigs",
+    ])
+}
+
 /// The example synthetic base as an OCI layout tagged `base`.
 fn example_base_image(dir: &Path) -> PathBuf {
     let path = dir.join("base-image");
@@ -144,22 +163,7 @@ fn build_from_an_image_prints_the_pullspec_last_and_inspect_reads_it_back() {
     let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
     let out = tmp.path().join("out");
     let cache = tmp.path().join("cache");
-    let run = || {
-        machineos(&[
-            "build",
-            "--base",
-            &base,
-            "--output",
-            &format!("oci:{}:worker", out.display()),
-            "--cache-dir",
-            cache.to_str().unwrap(),
-            "--platform",
-            "linux/amd64",
-            "-o",
-            "json",
-            "examples/machineconfigs",
-        ])
-    };
+    let run = || json_build(&base, &format!("oci:{}:worker", out.display()), &cache);
     let cold = run();
     assert!(
         cold.status.success(),
@@ -468,20 +472,7 @@ fn an_unusable_cache_is_a_warning_not_a_failure() {
     let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
     let out = tmp.path().join("out");
     let build = |cache: &Path| {
-        let o = machineos(&[
-            "build",
-            "--base",
-            &base,
-            "--output",
-            &format!("oci:{}:x", out.display()),
-            "--cache-dir",
-            cache.to_str().unwrap(),
-            "--platform",
-            "linux/amd64",
-            "-o",
-            "json",
-            "examples/machineconfigs",
-        ]);
+        let o = json_build(&base, &format!("oci:{}:x", out.display()), cache);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         // The summary, then the pullspec on a line of its own.
         let summary: serde_json::Value = serde_json::Deserializer::from_slice(&o.stdout)

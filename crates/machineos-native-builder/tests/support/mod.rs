@@ -98,6 +98,16 @@ pub fn push_base(layout: &Path, reg: &TestRegistry, dest: &str) {
     .expect("push base with skopeo");
 }
 
+/// Copies `image` (`host/repo:tag` in `reg`) into a new OCI layout `dest`, tagged `t`.
+pub fn pull_back(reg: &TestRegistry, image: &str, dest: &Path) {
+    skopeo_copy(
+        &format!("docker://{image}"),
+        &format!("oci:{}:t", dest.display()),
+        &CopyOptions::new().src_registry(reg),
+    )
+    .expect("skopeo copy back");
+}
+
 /// A build of [`CONFIG`] (or `config`) from `base` to `output` for linux/amd64.
 pub fn spec(base: &str, output: &str, config: &str) -> BuildSpec {
     let mut recipe =
