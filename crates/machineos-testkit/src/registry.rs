@@ -566,6 +566,7 @@ mod tests {
         assert_eq!(user, "alice");
         assert!(hash.starts_with("$2y$05$"), "{hash}");
         assert!(bcrypt::verify("s3cret", hash).unwrap());
-        assert!(write_htpasswd(dir.path(), "a:b", "x").is_err());
+        let e = write_htpasswd(dir.path(), "a:b", "x").unwrap_err().to_string();
+        assert!(e.contains("must not contain ':'"), "{e}");
     }
 }

@@ -89,7 +89,8 @@ async fn tls_auth_registry_serves_skopeo_and_rejects_wrong_credentials() {
     assert_eq!(right.status(), 200);
 
     // A client without the CA must not get through.
-    assert!(plain_client().get(&v2).send().await.is_err());
+    let e = plain_client().get(&v2).send().await.unwrap_err();
+    assert!(e.is_connect(), "a TLS failure on connecting, not {e:?}");
 }
 
 #[test]
@@ -319,10 +320,11 @@ fn registry_is_killed_and_cleaned_up_on_drop() {
     let addr = registry.addr();
     let storage = registry.storage_dir().to_path_buf();
     let pid = registry.pid();
-    assert!(TcpStream::connect(addr).is_ok());
+    TcpStream::connect(addr).expect("the registry answers");
     assert!(Path::new(&format!("/proc/{pid}")).exists());
     drop(registry);
-    assert!(TcpStream::connect(addr).is_err(), "{addr} still answers");
+    let e = TcpStream::connect(addr).expect_err("the registry is gone");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{addr}: {e}");
     assert!(!Path::new(&format!("/proc/{pid}")).exists());
     assert!(!storage.exists());
 }
@@ -332,9 +334,10 @@ fn proxy_stops_on_drop_and_works_without_a_runtime() {
     let registry = TestRegistry::start_plain().unwrap();
     let proxy = FaultProxy::start(registry.addr(), Vec::new()).unwrap();
     let addr = proxy.addr();
-    assert!(TcpStream::connect(addr).is_ok());
+    TcpStream::connect(addr).expect("the proxy answers");
     drop(proxy);
-    assert!(TcpStream::connect(addr).is_err(), "{addr} still answers");
+    let e = TcpStream::connect(addr).expect_err("the proxy is gone");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{addr}: {e}");
 }
 
 // Default (current-thread) flavor: the harness must not need a multi-thread runtime.
