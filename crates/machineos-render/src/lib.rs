@@ -34,3 +34,95 @@ pub use select::{SelectError, Selector, SelectorError, select_for_pool};
 pub use validate::{
     Extension, KernelType, ValidMachineConfig, ValidateError, validate_machine_config,
 };
+
+/// Why a pool cannot be rendered from a set of manifests: its MachineConfigs cannot be
+/// selected, or they do not render.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// Selecting the pool's MachineConfigs.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// Rendering them.
+    #[error(transparent)]
+    Render(#[from] RenderError),
+}
+
+impl machineos_diagnostics::Classify for PoolError {
+    fn reason(&self) -> &'static str {
+        match self {
+            PoolError::Select(e) => e.reason(),
+            PoolError::Render(e) => e.reason(),
+        }
+    }
+
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        match self {
+            PoolError::Select(e) => e.retry(),
+            PoolError::Render(e) => e.retry(),
+        }
+    }
+}
+
+/// Renders the pool named `pool` from `manifests`: its MachineConfigs are those the
+/// MachineConfigPool of that name among the manifests selects, else those labelled with the
+/// role `pool` (see [`select_for_pool`]); then [`render()`].
+pub fn render_pool(
+    manifests: &Manifests,
+    pool: &str,
+    defaults: &RenderDefaults,
+) -> Result<Rendered, PoolError> {
+    let manifest = manifests
+        .pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pool));
+    let selected = select_for_pool(manifest, pool, &manifests.machine_configs)?;
+    Ok(render(pool, &selected, defaults)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_diagnostics::Classify;
+
+    const MANIFESTS: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 00-worker
+  labels: {machineconfiguration.openshift.io/role: worker}
+spec:
+  config: {ignition: {version: 3.4.0}}
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-infra
+  labels: {machineconfiguration.openshift.io/role: infra}
+spec:
+  config: {ignition: {version: 3.4.0}}
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata: {name: infra}
+spec:
+  machineConfigSelector:
+    matchExpressions:
+    - {key: machineconfiguration.openshift.io/role, operator: In, values: [worker, infra]}
+"#;
+
+    fn sources(r: &Rendered) -> Vec<String> {
+        r.source.iter().filter_map(|s| s.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_pool_renders_what_its_manifest_selects_else_its_role() {
+        let m = load_manifests("m.yaml", MANIFESTS.as_bytes()).expect("manifests");
+        let d = RenderDefaults::default();
+        let infra = render_pool(&m, "infra", &d).expect("infra");
+        assert_eq!(sources(&infra), ["00-worker", "50-infra"]);
+        let worker = render_pool(&m, "worker", &d).expect("worker");
+        assert_eq!(sources(&worker), ["00-worker"]);
+        let e = render_pool(&m, "master", &d).expect_err("nothing for master");
+        assert_eq!(e.reason(), "NoMachineConfigSelected", "{e}");
+    }
+}

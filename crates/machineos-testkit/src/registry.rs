@@ -566,7 +566,9 @@ mod tests {
         assert_eq!(user, "alice");
         assert!(hash.starts_with("$2y$05$"), "{hash}");
         assert!(bcrypt::verify("s3cret", hash).unwrap());
-        let e = write_htpasswd(dir.path(), "a:b", "x").unwrap_err().to_string();
+        let e = write_htpasswd(dir.path(), "a:b", "x")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("must not contain ':'"), "{e}");
     }
 }

@@ -324,7 +324,11 @@ fn registry_is_killed_and_cleaned_up_on_drop() {
     assert!(Path::new(&format!("/proc/{pid}")).exists());
     drop(registry);
     let e = TcpStream::connect(addr).expect_err("the registry is gone");
-    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{addr}: {e}");
+    assert_eq!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{addr}: {e}"
+    );
     assert!(!Path::new(&format!("/proc/{pid}")).exists());
     assert!(!storage.exists());
 }
@@ -337,7 +341,11 @@ fn proxy_stops_on_drop_and_works_without_a_runtime() {
     TcpStream::connect(addr).expect("the proxy answers");
     drop(proxy);
     let e = TcpStream::connect(addr).expect_err("the proxy is gone");
-    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{addr}: {e}");
+    assert_eq!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{addr}: {e}"
+    );
 }
 
 // Default (current-thread) flavor: the harness must not need a multi-thread runtime.

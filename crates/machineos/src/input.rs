@@ -92,19 +92,11 @@ pub fn read(paths: &[PathBuf], args: &RenderArgs) -> anyhow::Result<Input> {
 
 /// Render the manifests for the pool, reporting the render's warnings on stderr.
 pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
-    let pool = m
-        .pools
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(args.pool.as_str()));
-    let selected = machineos_render::select_for_pool(pool, &args.pool, &m.machine_configs)?;
-    if selected.is_empty() {
-        bail!("no MachineConfig selected for pool {:?}", args.pool);
-    }
     let defaults = RenderDefaults {
         os_image_url: args.os_image_url.clone(),
         ..RenderDefaults::default()
     };
-    let rendered = machineos_render::render(&args.pool, &selected, &defaults)?;
+    let rendered = machineos_render::render_pool(m, &args.pool, &defaults)?;
     for w in &rendered.warnings {
         eprintln!("MachineConfig {}: {}", w.machine_config, w.warning);
     }
