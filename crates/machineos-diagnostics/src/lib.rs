@@ -90,6 +90,36 @@ pub fn check_chain(e: &(dyn std::error::Error + 'static)) -> Result<(), (String,
     Ok(())
 }
 
+/// Checks an error against what a caller expects of it — `reason` and `retry`, a reason
+/// valid as a Kubernetes condition reason, a non-empty message, each cause printed once
+/// ([`check_chain`]) — and says what is off. For the error tables of every crate's tests.
+pub fn check_classified(e: &dyn ClassifiedError, reason: &str, retry: Retry) -> Result<(), String> {
+    let text = e.to_string();
+    if (e.reason(), e.retry()) != (reason, retry) {
+        return Err(format!(
+            "{text}: classified {:?} {:?}, expected {reason:?} {retry:?}",
+            e.reason(),
+            e.retry()
+        ));
+    }
+    if e.is_transient() != (retry == Retry::Transient) {
+        return Err(format!("{text}: is_transient disagrees with retry"));
+    }
+    if !is_valid_reason(e.reason()) {
+        return Err(format!("{text}: reason {:?} is not valid", e.reason()));
+    }
+    if text.is_empty() {
+        return Err(format!("{:?} has an empty message", e.reason()));
+    }
+    check_chain(e).map_err(|(outer, inner)| format!("{outer:?} also has the cause {inner:?}"))
+}
+
+/// An error that says how to act on it: what [`check_classified`] checks (every machineos
+/// library error).
+pub trait ClassifiedError: Classify + std::error::Error + 'static {}
+
+impl<E: Classify + std::error::Error + 'static> ClassifiedError for E {}
+
 /// A non-fatal finding, reported and otherwise ignored: where (a JSON path such as
 /// `$.storage.files.0.contnets`, a path in the image, or a file) and what.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use machineos_diagnostics::{Classify, Retry, check_chain, is_valid_reason};
+use machineos_diagnostics::{Classify, Retry, check_classified};
 use machineos_image::auth::{AuthError, AuthFile, Credentials};
 use machineos_image::{Digest, RegistryRef};
 use machineos_registry::{
@@ -36,28 +36,16 @@ fn case<E>(what: &'static str, error: E, reason: &'static str, retry: Retry) -> 
 
 fn check<E: Classify + std::error::Error + 'static>(cases: Vec<Case<E>>) {
     for c in cases {
-        let e = &c.error;
-        let text = e.to_string();
         assert_eq!(
-            (e.reason(), e.retry()),
-            (c.reason, c.retry),
-            "{}: {text}",
+            check_classified(&c.error, c.reason, c.retry),
+            Ok(()),
+            "{}",
             c.what
         );
-        assert_eq!(e.is_transient(), c.retry == Transient, "{}", c.what);
-        assert!(is_valid_reason(e.reason()), "{}: {}", c.what, e.reason());
-        assert_eq!(check_chain(e), Ok(()), "{}", c.what);
-        assert!(!text.is_empty(), "{}", c.what);
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use machineos_testkit::runtime;
 
 fn options() -> RegistryOptions {
     RegistryOptions {

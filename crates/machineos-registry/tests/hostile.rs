@@ -17,13 +17,7 @@ const HEADROOM: usize = 512 << 20;
 
 machineos_testkit::capped_allocator!(HEADROOM);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use machineos_testkit::runtime;
 
 fn options(timeouts: Timeouts) -> RegistryOptions {
     RegistryOptions {

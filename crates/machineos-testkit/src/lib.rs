@@ -51,3 +51,12 @@ pub use tools::{
     umoci, umoci_unpack,
 };
 pub use tree::{EntryKind, TreeEntry, diff, snapshot, try_snapshot};
+
+/// A two-worker multi-thread runtime for one test (the size of the machines CI runs on).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}

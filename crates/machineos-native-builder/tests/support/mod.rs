@@ -57,14 +57,7 @@ pub fn config_variant(n: u32) -> String {
     )
 }
 
-/// A multi-threaded runtime for one test.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+pub use machineos_testkit::runtime;
 
 /// Writes the example synthetic base (for `platforms`; an index when several) into a new
 /// layout under `dir`, tagged `base`. Returns the layout directory.
