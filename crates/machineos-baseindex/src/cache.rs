@@ -39,7 +39,7 @@ pub enum CacheError {
 }
 
 /// The largest cache file [`Cache::load`] reads: twice what an index at the limits of
-/// [`crate::apply`] ([`crate::MAX_PATHS`], [`crate::MAX_PATH_BYTES`], [`crate::KEEP_TOTAL`])
+/// the index builder ([`crate::MAX_PATHS`], [`crate::MAX_PATH_BYTES`], [`crate::KEEP_TOTAL`])
 /// encodes to.
 pub const MAX_CACHE_FILE: u64 = 1 << 30;
 

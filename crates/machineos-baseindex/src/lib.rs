@@ -8,10 +8,10 @@
 //! a [`LayerSource`] when needed. [`BaseIndex::encode`] / [`BaseIndex::decode`] give the
 //! compact binary form (see [`mod@format`]) that [`Cache`] stores per manifest digest.
 
-pub mod apply;
+mod apply;
 pub mod cache;
 pub mod format;
-pub mod index;
+mod index;
 mod path;
 
 pub use apply::{

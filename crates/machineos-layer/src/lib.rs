@@ -1,10 +1,10 @@
 //! The build engine: plan the filesystem layer that `ignition-apply` would produce over a
 //! base image, as data, and write it as a deterministic tar.
 //!
-//! [`plan`] is pure (config + a [`base::BaseView`] → entries), working on an [`overlay`] of
-//! the base; [`mod@write`] serialises a plan; [`base`] holds the views of a base filesystem (a
+//! [`plan`] is pure (config + a [`BaseView`] → entries), working on an [`overlay`] of
+//! the base; [`mod@write`] serialises a plan; `base` holds the views of a base filesystem (a
 //! directory tree here, the base index of image layers elsewhere); [`contents`] is a file's
-//! contents as a recipe; [`passwd`] looks owner names up in the image.
+//! contents as a recipe; `passwd` looks owner names up in the image.
 //!
 //! Warnings are [`machineos_diagnostics::Warning`]s, at the JSON path of the config entry
 //! they are about (or a path in the image). Every public error implements
@@ -13,10 +13,10 @@
 //! help (only I/O on the base or the layer, by its kind) — and prints its cause without
 //! also exposing it through `source()`.
 
-pub mod base;
+mod base;
 pub mod contents;
 pub mod overlay;
-pub mod passwd;
+mod passwd;
 pub mod path;
 pub mod plan;
 pub mod write;

@@ -321,7 +321,7 @@ impl Registry {
 
     /// The scheme `host` is spoken to on: HTTPS, or — for a host that may use plain HTTP
     /// (loopback, or named in `insecure_hosts`) and does not speak TLS — plain HTTP, probed
-    /// once (see [`crate::scheme::probe`]) and remembered.
+    /// once — a plain `GET /v2/`, which a TLS port refuses — and remembered.
     pub async fn scheme(&self, host: &str) -> Scheme {
         if !may_use_plain_http(host, &self.shared.insecure_hosts) {
             return Scheme::Https;

@@ -10,12 +10,13 @@
 //! its `source()`.
 
 pub mod auth;
-pub mod client;
+mod client;
 pub mod http;
-pub mod retry;
-pub mod scheme;
+mod retry;
+mod scheme;
 pub mod stream;
 
 pub use client::{CredentialSource, Missing, Registry, RegistryError, RegistryOptions};
 pub use http::{MAX_MANIFEST, Timeouts, TransportError};
 pub use retry::RetryPolicy;
+pub use scheme::Scheme;
