@@ -4,8 +4,10 @@
 //! [`IndexBuilder`] applies the layers' tar streams in order (OCI whiteouts, opaque
 //! directories, hard links) into a [`BaseIndex`], which answers the planner's
 //! [`machineos_layer::BaseView`] questions. Contents of the files the planner reads
-//! ([`keep_content`]) are kept in the index; others are read back from their layer through
-//! a [`LayerSource`] when needed. [`BaseIndex::encode`] / [`BaseIndex::decode`] give the
+//! ([`keep_content`]) are kept in the index; for the others, [`BaseIndex::location`] says
+//! where they are, so a caller that must not block fetches them beforehand and
+//! [`Located::read_from`] reads them from their layer's stream (a synchronous caller can
+//! instead set a [`LayerSource`]). [`BaseIndex::encode`] / [`BaseIndex::decode`] give the
 //! compact binary form (see [`mod@format`]) that [`Cache`] stores per manifest digest.
 
 mod apply;
