@@ -10,11 +10,14 @@ use machineos_image::{Descriptor, ImageIndex, ImageManifest, Layout, LayoutError
 use serde_json::{Map, Value, json};
 
 use crate::layer::{LayerBlob, LayerError, write_layer};
+use crate::ostree::encapsulate;
 use crate::spec::{SpecError, SynthSpec};
 use crate::tree::{Kind, Tree, TreeError, plan};
 
 /// The `created` time of the config, its history and the manifest annotation.
 pub const CREATED: &str = "2024-10-27T00:00:00Z";
+/// [`CREATED`] in seconds since the epoch: the ostree commit's timestamp.
+const CREATED_EPOCH: u64 = 1_729_987_200;
 
 /// Why a synthetic image could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -130,16 +133,24 @@ pub fn write_image(layout: &Layout, spec: &SynthSpec) -> Result<Descriptor, Synt
 /// Like [`write_image`], with statistics.
 pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthError> {
     spec.validate()?;
-    let tree = plan(spec)?;
+    let planned = plan(spec)?;
+    let (files, content_bytes) = (planned.files(), planned.content_bytes());
+    let (tree, commit) = if spec.ostree {
+        let subject = format!("Fedora CoreOS (machineos-synth) {}", spec.version);
+        let (tree, enc) = encapsulate(planned, &spec.version, CREATED_EPOCH, &subject)
+            .map_err(|error| LayerError::Io { index: 1, error })?;
+        (tree, Some(enc.commit))
+    } else {
+        (planned, None)
+    };
     let blobs = write_layers(layout, &tree, spec.gzip_level)?;
     let docker = spec.docker_media_types;
 
-    let config_bytes = serde_json::to_vec(&config_json(spec, &tree, &blobs)).map_err(|error| {
-        SynthError::Json {
+    let config_bytes = serde_json::to_vec(&config_json(spec, &tree, &blobs, commit.as_deref()))
+        .map_err(|error| SynthError::Json {
             what: "config",
             error,
-        }
-    })?;
+        })?;
     let (digest, size) = layout
         .write_blob(&config_bytes)
         .map_err(|error| SynthError::Blob {
@@ -189,9 +200,9 @@ pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthErr
         manifest,
         config,
         layers: blobs.len(),
-        files: tree.files(),
+        files,
         entries: nodes().count() as u64,
-        content_bytes: tree.content_bytes(),
+        content_bytes,
         uncompressed_bytes: blobs.iter().map(|b| b.tar_size).sum(),
         compressed_bytes: blobs.iter().map(|b| b.size).sum(),
         kernel_version: tree.kernel_version.clone(),
@@ -280,7 +291,12 @@ fn annotations(spec: &SynthSpec) -> BTreeMap<String, String> {
 
 /// The OCI (and Docker-compatible) image config. `config.StopSignal` is a field machineos
 /// does not model: derived images must carry it over untouched.
-fn config_json(spec: &SynthSpec, tree: &Tree<'_>, blobs: &[LayerBlob]) -> Value {
+fn config_json(
+    spec: &SynthSpec,
+    tree: &Tree<'_>,
+    blobs: &[LayerBlob],
+    ostree_commit: Option<&str>,
+) -> Value {
     let p = &spec.platform;
     let mut c = Map::new();
     c.insert("created".into(), json!(CREATED));
@@ -305,6 +321,20 @@ fn config_json(spec: &SynthSpec, tree: &Tree<'_>, blobs: &[LayerBlob]) -> Value 
             "StopSignal": "SIGRTMIN+3",
         }),
     );
+    if let (Some(commit), Some(last), Some(labels)) = (
+        ostree_commit,
+        blobs.last(),
+        c.get_mut("config")
+            .and_then(|c| c.get_mut("Labels"))
+            .and_then(Value::as_object_mut),
+    ) {
+        labels.insert("ostree.commit".into(), json!(commit));
+        labels.insert(
+            "ostree.final-diffid".into(),
+            json!(last.diff_id.to_string()),
+        );
+        labels.insert("version".into(), json!(spec.version));
+    }
     c.insert(
         "rootfs".into(),
         json!({

@@ -48,6 +48,7 @@
 mod content;
 mod image;
 mod layer;
+mod ostree;
 mod rng;
 mod spec;
 mod tree;

@@ -106,6 +106,13 @@ pub struct SynthSpec {
     /// Emit Docker schema2 media types (manifest, config, layers, manifest list) instead of
     /// OCI ones. Docker manifests carry no annotations.
     pub docker_media_types: bool,
+    /// Encapsulate the tree as ostree-ext does (Fedora CoreOS's and RHEL CoreOS's chunked
+    /// images): one ostree commit of the merged tree, `/etc` as `/usr/etc`, content objects
+    /// under `sysroot/ostree/repo/objects` hard-linked to their paths, labels
+    /// `ostree.commit` and `ostree.final-diffid`. What nodes (`rpm-ostree rebase`, bootc)
+    /// can import. `false` gives a plain container image with the planned layers as they
+    /// are (whiteouts and an opaque directory in the last one).
+    pub ostree: bool,
     /// Files added verbatim to the final layer.
     pub extra_files: Vec<ExtraFile>,
 }
@@ -167,6 +174,7 @@ impl SynthSpec {
             version: DEFAULT_VERSION.to_owned(),
             gzip_level: 6,
             docker_media_types: false,
+            ostree: true,
             extra_files: Vec::new(),
         }
     }
@@ -193,7 +201,18 @@ impl SynthSpec {
             version: DEFAULT_VERSION.to_owned(),
             gzip_level: 1,
             docker_media_types: false,
+            ostree: true,
             extra_files: Vec::new(),
+        }
+    }
+
+    /// This spec as a plain container image, not ostree-encapsulated (see
+    /// [`SynthSpec::ostree`]): the generic-container case, and the one whose last layer
+    /// carries whiteouts and an opaque directory.
+    pub fn plain(&self) -> SynthSpec {
+        SynthSpec {
+            ostree: false,
+            ..self.clone()
         }
     }
 

@@ -17,14 +17,14 @@ pub(crate) struct Meta {
 }
 
 /// Owner and mode `mode`, `uid`, `gid`, usable in constants.
-pub(super) const fn meta(mode: u32, uid: u32, gid: u32) -> Meta {
+pub(crate) const fn meta(mode: u32, uid: u32, gid: u32) -> Meta {
     Meta { mode, uid, gid }
 }
 
 /// A directory owned by root: `0755 root:root`.
-pub(super) const DIR: Meta = meta(0o755, 0, 0);
+pub(crate) const DIR: Meta = meta(0o755, 0, 0);
 /// A regular file owned by root: `0644 root:root`.
-pub(super) const REG: Meta = meta(0o644, 0, 0);
+pub(crate) const REG: Meta = meta(0o644, 0, 0);
 /// An executable owned by root: `0755 root:root`.
 pub(super) const EXE: Meta = meta(0o755, 0, 0);
 /// A symlink: `0777 root:root`.

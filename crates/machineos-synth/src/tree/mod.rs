@@ -38,7 +38,7 @@ mod skeleton;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use entry::{Body, Kind, Node};
+pub(crate) use entry::{Body, DIR, Kind, Meta, Node, REG, meta};
 pub use error::TreeError;
 
 use crate::spec::SynthSpec;
