@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when it is missing (Debian's ignition,
 # the differential reference; docker-registry, which the registry tests start on loopback;
-# skopeo, umoci and buildah, which check what we push and build), then runs the whole
-# workspace's tests.
+# skopeo, umoci and buildah, which check what we push and build; ostree and the C libraries
+# the ostree-ext judge links against, which imports and deploys our images as nodes do),
+# then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -12,8 +13,16 @@ command -v skopeo >/dev/null || missing+=(skopeo)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v systemctl >/dev/null || missing+=(systemd)
+command -v ostree >/dev/null || missing+=(ostree)
+pkg-config --exists ostree-1 2>/dev/null || missing+=(libostree-dev libglib2.0-dev libgpgme-dev)
+pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
+pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 cargo test --workspace --locked
+# The ostree-ext judge is a workspace of its own (see its Cargo.toml).
+cargo test --locked --manifest-path crates/machineos-ostree-judge/Cargo.toml \
+  --target-dir target/ostree-judge

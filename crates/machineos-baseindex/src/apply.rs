@@ -250,7 +250,16 @@ pub struct IndexBuilder {
     /// Bytes of contents kept in `inodes`.
     kept_bytes: u64,
     limits: Limits,
+    /// The last small ostree content object read (its inode and bytes): ostree-ext writes
+    /// each object just before the hard links to it at its real paths, and where one of
+    /// those paths is one whose contents are kept ([`keep_content`], e.g. `/etc/hosts`),
+    /// the object's bytes are kept — so a warm build of an encapsulated base still reads
+    /// no layer.
+    pending_object: Option<(u64, Vec<u8>)>,
 }
+
+/// Where an ostree-encapsulated image keeps its content objects.
+const OSTREE_OBJECTS: &str = "/sysroot/ostree/repo/objects/";
 
 /// The bounds an [`IndexBuilder`] holds a base to (see the constants for the defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,6 +403,7 @@ impl IndexBuilder {
             path_bytes: 1,
             kept_bytes: 0,
             limits,
+            pending_object: None,
         }
     }
 
@@ -678,6 +688,7 @@ impl IndexBuilder {
             }
             tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
                 let size = entry.size();
+                self.pending_object = None;
                 let data = if size == 0 {
                     Contents::Kept(Vec::new())
                 } else if keep_content(&p, size) && self.kept_bytes + size <= self.limits.kept_bytes
@@ -692,6 +703,25 @@ impl IndexBuilder {
                         )));
                     }
                     Contents::Kept(buf)
+                } else if etype == tar::EntryType::Regular
+                    && size <= KEEP_LIMIT
+                    && p.starts_with(OSTREE_OBJECTS)
+                {
+                    let offset = entry.raw_file_position();
+                    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                    entry.read_to_end(&mut buf).map_err(member)?;
+                    if buf.len() as u64 != size {
+                        return Err(member(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            format!("{} bytes of data where the header says {size}", buf.len()),
+                        )));
+                    }
+                    self.pending_object = Some((self.next_inode, buf));
+                    Contents::Located {
+                        layer,
+                        offset,
+                        sparse: false,
+                    }
                 } else if etype == tar::EntryType::GNUSparse {
                     Contents::Located {
                         layer,
@@ -788,6 +818,23 @@ impl IndexBuilder {
         }
         if let Some(inode) = self.inodes.get_mut(&id) {
             inode.meta = meta;
+        }
+        // A kept path hard-linked to the object just read: keep the object's bytes.
+        if let Some((pid, buf)) = self.pending_object.take_if(|(pid, _)| *pid == id) {
+            let budget = self.limits.kept_bytes.saturating_sub(self.kept_bytes);
+            match self.inodes.get_mut(&pid) {
+                Some(Inode {
+                    kind: IKind::File { size, data },
+                    ..
+                }) if matches!(data, Contents::Located { .. })
+                    && keep_content(p, *size)
+                    && *size <= budget =>
+                {
+                    self.kept_bytes += buf.len() as u64;
+                    *data = Contents::Kept(buf);
+                }
+                _ => self.pending_object = Some((pid, buf)),
+            }
         }
         Ok(())
     }

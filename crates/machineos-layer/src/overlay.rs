@@ -486,6 +486,13 @@ impl<'a> Overlay<'a> {
 
     /// Copy the visible node at `path` into the layer unchanged (so metadata can change,
     /// or a hard link can point at it). No-op if already in the layer.
+    ///
+    /// A base file's other hard-link names follow it (they become links to the copy), so a
+    /// write to the inode shows through all of them, as Ignition's would — except when the
+    /// group is an ostree object store's deduplication ([`is_ostree_dedup`]): then the
+    /// names only share an inode because their contents are equal, a node never links
+    /// them (its `/etc` is a copy, its `/usr` read-only objects), and the copy stands
+    /// alone.
     pub fn copy_up(&mut self, path: &str) -> Result<(), OverlayError> {
         if self.changes.contains_key(path) {
             return Ok(());
@@ -497,7 +504,13 @@ impl<'a> Overlay<'a> {
         if let (Kind::File, Inode::Base(id)) = (&st.kind, &st.inode)
             && let Some(id) = id.strip_prefix('#').and_then(|i| i.parse::<u64>().ok())
         {
-            for other in self.base.hard_link_group(id)? {
+            let group = self.base.hard_link_group(id)?;
+            let others = if is_ostree_dedup(&group) {
+                Vec::new()
+            } else {
+                group
+            };
+            for other in others {
                 if other != path
                     && !self.changes.contains_key(&other)
                     && self.base_visible(&other)?.is_some()
@@ -592,4 +605,17 @@ impl<'a> Overlay<'a> {
         }
         Ok(())
     }
+}
+
+/// Where an ostree-encapsulated image keeps its content objects (absolute, with the
+/// trailing `/`).
+pub const OSTREE_OBJECTS: &str = "/sysroot/ostree/repo/objects/";
+
+/// Whether a base hard-link group exists only through ostree's object store: one of its
+/// names is a content object under [`OSTREE_OBJECTS`]. ostree-ext writes every non-empty
+/// file of an encapsulated image as a hard link to its object, so unrelated files with
+/// equal contents, mode and owner share an inode once unpacked; hard links a user makes
+/// in a derived layer have no object name.
+pub fn is_ostree_dedup(group: &[String]) -> bool {
+    group.iter().any(|p| p.starts_with(OSTREE_OBJECTS))
 }

@@ -85,7 +85,7 @@ fn small_spec() -> SynthSpec {
         layers: 3,
         files: 250,
         total_bytes: 256 << 10,
-        ..SynthSpec::example()
+        ..SynthSpec::example().plain()
     }
 }
 
@@ -94,8 +94,8 @@ fn two_runs_give_identical_layouts() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let la = Layout::create(a.path()).unwrap();
     let lb = Layout::create(b.path()).unwrap();
-    let da = write_image(&la, &SynthSpec::example()).unwrap();
-    let db = write_image(&lb, &SynthSpec::example()).unwrap();
+    let da = write_image(&la, &SynthSpec::example().plain()).unwrap();
+    let db = write_image(&lb, &SynthSpec::example().plain()).unwrap();
     assert_eq!(da, db);
     assert_eq!(blob_names(a.path()), blob_names(b.path()));
     for name in blob_names(a.path()) {
@@ -106,7 +106,7 @@ fn two_runs_give_identical_layouts() {
     // A different seed is a different image.
     let other = SynthSpec {
         seed: 1,
-        ..SynthSpec::example()
+        ..SynthSpec::example().plain()
     };
     assert_ne!(write_image(&la, &other).unwrap().digest, da.digest);
 }
@@ -115,7 +115,7 @@ fn two_runs_give_identical_layouts() {
 fn example_profile_shape() {
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::create(dir.path()).unwrap();
-    let g = generate(&layout, &SynthSpec::example()).unwrap();
+    let g = generate(&layout, &SynthSpec::example().plain()).unwrap();
     assert_eq!(g.layers, 5);
     assert_eq!(g.files, 400);
     assert_eq!(g.content_bytes, 2 << 20);
@@ -137,6 +137,10 @@ fn example_profile_shape() {
 #[test]
 fn bench_profiles_declare_the_benchmark_shape() {
     let big = SynthSpec::bench_1g();
+    assert!(
+        big.ostree,
+        "the benchmark models nodes: an encapsulated base"
+    );
     assert!(big.layers >= 30, "{}", big.layers);
     assert!(big.files >= 50_000, "{}", big.files);
     assert!(big.total_bytes >= 1_000_000_000, "{}", big.total_bytes);
@@ -154,7 +158,7 @@ fn bench_profiles_declare_the_benchmark_shape() {
 fn config_manifest_and_layers_are_consistent() {
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::create(dir.path()).unwrap();
-    let g = generate(&layout, &SynthSpec::example()).unwrap();
+    let g = generate(&layout, &SynthSpec::example().plain()).unwrap();
     let manifest = json(&layout, &g.manifest.digest);
     assert_eq!(manifest["schemaVersion"], 2);
     assert_eq!(manifest["mediaType"], media_type::OCI_MANIFEST);
@@ -452,7 +456,7 @@ fn invalid_specs_are_rejected_before_writing() {
         &layout,
         &SynthSpec {
             layers: 1,
-            ..SynthSpec::example()
+            ..SynthSpec::example().plain()
         },
     )
     .unwrap_err();

@@ -54,12 +54,15 @@ fn assert_pinned(spec: &SynthSpec, want: &Pinned) {
 
 #[test]
 fn example_preset() {
-    assert_pinned(&SynthSpec::example(), &EXAMPLE);
+    assert_pinned(&SynthSpec::example().plain(), &EXAMPLE);
 }
 
 #[test]
 fn example_preset_on_arm64() {
-    let spec = SynthSpec::example().with_platform(Platform::new("linux", "arm64", Some("v8")));
+    let spec =
+        SynthSpec::example()
+            .plain()
+            .with_platform(Platform::new("linux", "arm64", Some("v8")));
     assert_pinned(&spec, &ARM64);
 }
 
@@ -83,7 +86,7 @@ fn docker_media_types_with_extra_files_and_another_seed() {
                 mode: 0o4750,
             },
         ],
-        ..SynthSpec::example()
+        ..SynthSpec::example().plain()
     };
     assert_pinned(&spec, &DOCKER_EXTRA);
 }
@@ -95,7 +98,7 @@ fn smallest_spec() {
         files: MIN_FILES,
         total_bytes: 300_000,
         gzip_level: 1,
-        ..SynthSpec::example()
+        ..SynthSpec::example().plain()
     };
     assert_pinned(&spec, &MINIMAL);
 }
@@ -107,7 +110,7 @@ fn many_layers_uncompressed() {
         files: 3000,
         total_bytes: 6 << 20,
         gzip_level: 0,
-        ..SynthSpec::example()
+        ..SynthSpec::example().plain()
     };
     assert_pinned(&spec, &WIDE);
 }
@@ -119,7 +122,7 @@ fn many_layers_uncompressed() {
 fn bench_100m_preset() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let layout = Layout::create(dir.path()).expect("creating the layout");
-    let g = generate(&layout, &SynthSpec::bench_100m()).expect("generating the image");
+    let g = generate(&layout, &SynthSpec::bench_100m().plain()).expect("generating the image");
     assert_eq!(
         g.manifest.digest.to_string(),
         "sha256:24fdf7fd0dcdd6973b3abf50a7e8753b5bd6609344e1642ef242b70a482514f1"

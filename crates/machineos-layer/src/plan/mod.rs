@@ -12,9 +12,18 @@
 //! themselves are in `storage` (directories, files, links, appends) and `units` (units,
 //! drop-ins, masks, presets), the overlay becomes tar entries in `emit`, and `error` says
 //! why a plan fails.
+//!
+//! On an ostree-encapsulated base (one with an object store under
+//! `/sysroot/ostree/repo/objects`, as Fedora CoreOS and RHEL CoreOS images have), the plan
+//! also accounts for what ostree does not carry to a node: files that share an inode only
+//! through the object store are written on their own (see
+//! [`crate::overlay::is_ostree_dedup`]), a mode or owner change on a directory the base has
+//! is warned about (libostree keeps the base's), and `/var` content gets a factory copy and
+//! a tmpfiles.d snippet (`ostree`).
 
 mod emit;
 mod error;
+mod ostree;
 mod storage;
 #[cfg(test)]
 mod tests;
@@ -25,11 +34,12 @@ use machineos_ignition::model::Config;
 
 use crate::base::BaseView;
 use crate::contents::Contents;
-use crate::overlay::{LayerKind, Overlay, Stat, parent};
+use crate::overlay::{Kind, LayerKind, Overlay, Stat, parent};
 
 use emit::emit;
 use error::At;
 pub use error::PlanError;
+pub use ostree::{FACTORY, VAR_TMPFILES};
 
 /// Where systemd units are written.
 pub const UNITS_DIR: &str = "/etc/systemd/system";
@@ -131,7 +141,15 @@ pub fn plan_with(
     let mut p = Planner {
         fs: Overlay::new(base),
         warnings: Vec::new(),
+        ostree: false,
     };
+    p.ostree = matches!(
+        p.fs.lstat(ostree::OSTREE_REPO_OBJECTS),
+        Ok(Some(Stat {
+            kind: Kind::Dir,
+            ..
+        }))
+    );
     for f in &opts.extra_files {
         let jp = "$";
         let r = p.fs.resolve_parent(&f.path).at(jp, "resolving path")?;
@@ -151,6 +169,14 @@ pub fn plan_with(
     p.warnings.extend(ignored_sections(config));
     p.storage(config)?;
     p.units(config)?;
+    if p.ostree {
+        let skip: Vec<String> = if opts.commit_cleanup {
+            COMMIT_EMPTIED.iter().map(|d| format!("/{d}")).collect()
+        } else {
+            Vec::new()
+        };
+        ostree::deliver_var(&mut p.fs, &skip)?;
+    }
     let mut entries = emit(&p.fs).map_err(|e| PlanError::Emit(Box::new(e)))?;
     if opts.commit_cleanup {
         // One warning per emptied directory that lost entries, at its path in the image.
@@ -179,6 +205,9 @@ pub fn plan_with(
 struct Planner<'a> {
     fs: Overlay<'a>,
     warnings: Vec<Warning>,
+    /// The base is ostree-encapsulated (it has an object store): what ostree does not
+    /// carry to a node is warned about or made up for (see [`ostree`]).
+    ostree: bool,
 }
 
 impl Planner<'_> {

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use machineos_ignition::model::{Config, Directory, File, Link, NodeGroup, NodeUser};
 
+use machineos_diagnostics::Warning;
+
 use super::error::{At, perr};
 use super::{PlanError, Planner};
 use crate::contents::Contents;
@@ -229,6 +231,25 @@ impl Planner<'_> {
             }
             Some(st) if st.kind == Kind::Dir => {
                 let (uid, gid) = self.owner(jp, &d.user, &d.group, &d.path, (st.uid, st.gid))?;
+                let changes = mode.is_some_and(|m| m != st.mode) || (uid, gid) != (st.uid, st.gid);
+                if changes
+                    && self.ostree
+                    && self.fs.base_visible(r).at(jp, "reading base")?.is_some()
+                {
+                    self.warnings.push(Warning::new(
+                        jp,
+                        format!(
+                            "directory {} exists in the ostree base image: ostree keeps its mode {:04o} and owner {}:{} on import (libostree applies a directory's metadata only when it creates it), so nodes will not see the mode {:04o} and owner {}:{} set here",
+                            d.path,
+                            st.mode,
+                            st.uid,
+                            st.gid,
+                            mode.unwrap_or(st.mode),
+                            uid,
+                            gid
+                        ),
+                    ));
+                }
                 self.fs
                     .set_meta(r, mode, uid, gid)
                     .at(jp, "setting permissions")?;
