@@ -162,9 +162,12 @@ pub(crate) fn encapsulate<'s>(
     ))
 }
 
+/// A flattened tree by path, and for each non-directory the planned layer that wrote it.
+type Flattened<'s> = (BTreeMap<String, Flat<'s>>, BTreeMap<String, usize>);
+
 /// The merged filesystem of `layers` (paths relative, `""` the root, `/etc` as
 /// `usr/etc`), and for each non-directory the planned layer that last wrote it.
-fn flatten<'s>(layers: &[LayerPlan<'s>]) -> (BTreeMap<String, Flat<'s>>, BTreeMap<String, usize>) {
+fn flatten<'s>(layers: &[LayerPlan<'s>]) -> Flattened<'s> {
     let mut fs: BTreeMap<String, Flat<'s>> = BTreeMap::new();
     let mut layer_of: BTreeMap<String, usize> = BTreeMap::new();
     fs.insert(String::new(), Flat::Dir(DIR));
