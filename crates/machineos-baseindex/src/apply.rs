@@ -21,6 +21,7 @@ use std::io::Read;
 use std::ops::Bound;
 
 use machineos_image::{Algorithm, Digest, Hasher, LayerCompression};
+use machineos_layer::overlay::OSTREE_OBJECTS;
 
 use crate::IndexError;
 use crate::index::{Assembler, BaseIndex, Meta, NewData, NewKind};
@@ -258,8 +259,19 @@ pub struct IndexBuilder {
     pending_object: Option<(u64, Vec<u8>)>,
 }
 
-/// Where an ostree-encapsulated image keeps its content objects.
-const OSTREE_OBJECTS: &str = "/sysroot/ostree/repo/objects/";
+/// All `size` bytes (at most [`KEEP_LIMIT`]) of a member's data; fewer than the header
+/// says is an error.
+fn read_data(entry: &mut impl Read, size: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(usize::try_from(size.min(KEEP_LIMIT)).unwrap_or(0));
+    entry.read_to_end(&mut buf)?;
+    if buf.len() as u64 != size {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{} bytes of data where the header says {size}", buf.len()),
+        ));
+    }
+    Ok(buf)
+}
 
 /// The bounds an [`IndexBuilder`] holds a base to (see the constants for the defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -693,29 +705,13 @@ impl IndexBuilder {
                     Contents::Kept(Vec::new())
                 } else if keep_content(&p, size) && self.kept_bytes + size <= self.limits.kept_bytes
                 {
-                    let mut buf =
-                        Vec::with_capacity(usize::try_from(size.min(KEEP_LIMIT)).unwrap_or(0));
-                    entry.read_to_end(&mut buf).map_err(member)?;
-                    if buf.len() as u64 != size {
-                        return Err(member(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            format!("{} bytes of data where the header says {size}", buf.len()),
-                        )));
-                    }
-                    Contents::Kept(buf)
+                    Contents::Kept(read_data(entry, size).map_err(member)?)
                 } else if etype == tar::EntryType::Regular
                     && size <= KEEP_LIMIT
                     && p.starts_with(OSTREE_OBJECTS)
                 {
                     let offset = entry.raw_file_position();
-                    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-                    entry.read_to_end(&mut buf).map_err(member)?;
-                    if buf.len() as u64 != size {
-                        return Err(member(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            format!("{} bytes of data where the header says {size}", buf.len()),
-                        )));
-                    }
+                    let buf = read_data(entry, size).map_err(member)?;
                     self.pending_object = Some((self.next_inode, buf));
                     Contents::Located {
                         layer,

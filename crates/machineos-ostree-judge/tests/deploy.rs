@@ -303,6 +303,23 @@ fn an_image_on_an_encapsulated_base_deploys_as_the_layer_means() {
     println!("  usr/lib/tmpfiles.d/machineos-var.conf:\n{snippet}");
 }
 
+/// What a boot does with the image's snippet on the node at `root`
+/// (`systemd-tmpfiles --root=ROOT --create`), and the tree after it.
+fn boot_tmpfiles(root: &Path) -> Snapshot {
+    let st = Command::new("systemd-tmpfiles")
+        .arg(format!("--root={}", root.display()))
+        .arg("--create")
+        .arg(root.join("usr/lib/tmpfiles.d/machineos-var.conf"))
+        .output()
+        .expect("systemd-tmpfiles");
+    assert!(
+        st.status.success(),
+        "systemd-tmpfiles: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    Snapshot::of(root).expect("snapshot")
+}
+
 #[test]
 fn a_rebased_node_gets_var_content_from_tmpfiles_without_losing_its_own() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -324,18 +341,7 @@ fn a_rebased_node_gets_var_content_from_tmpfiles_without_losing_its_own() {
     std::fs::remove_dir_all(root.join("var")).expect("rm var");
     std::fs::create_dir_all(root.join("var/lib/machineos-test")).expect("mkdir");
     std::fs::write(root.join("var/lib/machineos-test/state"), "local\n").expect("write");
-    let st = Command::new("systemd-tmpfiles")
-        .arg(format!("--root={}", root.display()))
-        .arg("--create")
-        .arg(root.join("usr/lib/tmpfiles.d/machineos-var.conf"))
-        .output()
-        .expect("systemd-tmpfiles");
-    assert!(
-        st.status.success(),
-        "systemd-tmpfiles: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let node = Snapshot::of(&root).expect("snapshot");
+    let node = boot_tmpfiles(&root);
     // Kept: the admin's change. Delivered: the rest, with the config's modes and owners.
     assert_eq!(
         file_text(&node, &root, "var/lib/machineos-test/state"),
@@ -356,18 +362,7 @@ fn a_rebased_node_gets_var_content_from_tmpfiles_without_losing_its_own() {
 
     // And a fresh /var gets everything.
     std::fs::remove_dir_all(root.join("var")).expect("rm var");
-    let st = Command::new("systemd-tmpfiles")
-        .arg(format!("--root={}", root.display()))
-        .arg("--create")
-        .arg(root.join("usr/lib/tmpfiles.d/machineos-var.conf"))
-        .output()
-        .expect("systemd-tmpfiles");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let node = Snapshot::of(&root).expect("snapshot");
+    let node = boot_tmpfiles(&root);
     assert_eq!(
         file_text(&node, &root, "var/lib/machineos-test/state"),
         "state\n"

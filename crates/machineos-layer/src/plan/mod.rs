@@ -34,7 +34,7 @@ use machineos_ignition::model::Config;
 
 use crate::base::BaseView;
 use crate::contents::Contents;
-use crate::overlay::{Kind, LayerKind, Overlay, Stat, parent};
+use crate::overlay::{LayerKind, Overlay, Stat, parent};
 
 use emit::emit;
 use error::At;
@@ -138,18 +138,13 @@ pub fn plan_with(
     base: &dyn BaseView,
     opts: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    let fs = Overlay::new(base);
+    let ostree = ostree::is_encapsulated(&fs);
     let mut p = Planner {
-        fs: Overlay::new(base),
+        fs,
         warnings: Vec::new(),
-        ostree: false,
+        ostree,
     };
-    p.ostree = matches!(
-        p.fs.lstat(ostree::OSTREE_REPO_OBJECTS),
-        Ok(Some(Stat {
-            kind: Kind::Dir,
-            ..
-        }))
-    );
     for f in &opts.extra_files {
         let jp = "$";
         let r = p.fs.resolve_parent(&f.path).at(jp, "resolving path")?;
@@ -170,12 +165,12 @@ pub fn plan_with(
     p.storage(config)?;
     p.units(config)?;
     if p.ostree {
-        let skip: Vec<String> = if opts.commit_cleanup {
-            COMMIT_EMPTIED.iter().map(|d| format!("/{d}")).collect()
+        let skip: &[&str] = if opts.commit_cleanup {
+            &COMMIT_EMPTIED
         } else {
-            Vec::new()
+            &[]
         };
-        ostree::deliver_var(&mut p.fs, &skip)?;
+        ostree::deliver_var(&mut p.fs, skip)?;
     }
     let mut entries = emit(&p.fs).map_err(|e| PlanError::Emit(Box::new(e)))?;
     if opts.commit_cleanup {

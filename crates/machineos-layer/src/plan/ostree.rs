@@ -16,28 +16,42 @@ use std::fmt::Write as _;
 
 use super::error::{At, PlanError};
 use crate::contents::Contents;
-use crate::overlay::{Change, LayerKind, Overlay, parent};
+use crate::overlay::{Change, Kind, LayerKind, LayerNode, OSTREE_OBJECTS, Overlay, Stat, parent};
 
 /// The snippet that recreates the config's `/var` content at boot.
 pub const VAR_TMPFILES: &str = "/usr/lib/tmpfiles.d/machineos-var.conf";
 /// Where the factory copies of `/var` live (systemd's convention for `C` lines).
 pub const FACTORY: &str = "/usr/share/factory";
 
-/// The marker of an ostree-encapsulated base: its object store.
-pub(super) const OSTREE_REPO_OBJECTS: &str = "/sysroot/ostree/repo/objects";
+/// Whether the base is ostree-encapsulated: it has the object store (a directory).
+pub(super) fn is_encapsulated(fs: &Overlay<'_>) -> bool {
+    matches!(
+        fs.lstat(OSTREE_OBJECTS.trim_end_matches('/')),
+        Ok(Some(Stat {
+            kind: Kind::Dir,
+            ..
+        }))
+    )
+}
 
-/// Copy every node the layer has under `/var` (except below `skip`, directories whose
-/// contents the build drops) to the factory, and write [`VAR_TMPFILES`]. Returns the
-/// number of `/var` nodes delivered (0 writes nothing).
-pub(super) fn deliver_var(fs: &mut Overlay<'_>, skip: &[String]) -> Result<usize, PlanError> {
-    let var: Vec<(String, crate::overlay::LayerNode)> = fs
+/// Copy every node the layer has under `/var` (except below `skip`, image directories
+/// without their leading `/` whose contents the build drops) to the factory, and write
+/// [`VAR_TMPFILES`]. Returns the number of `/var` nodes delivered (0 writes nothing).
+pub(super) fn deliver_var(fs: &mut Overlay<'_>, skip: &[&str]) -> Result<usize, PlanError> {
+    let dropped = |p: &str| {
+        let rel = p.trim_start_matches('/');
+        skip.iter()
+            .any(|s| rel.strip_prefix(s).is_some_and(|r| r.starts_with('/')))
+    };
+    let var: Vec<(String, LayerNode)> = fs
         .changes()
         .iter()
         .filter_map(|(p, c)| match c {
-            Change::Node(n) if p.starts_with("/var/") => Some((p.clone(), n.clone())),
+            Change::Node(n) if p.starts_with("/var/") && !dropped(p) => {
+                Some((p.clone(), n.clone()))
+            }
             _ => None,
         })
-        .filter(|(p, _)| !skip.iter().any(|s| p.starts_with(&format!("{s}/"))))
         .collect();
     if var.is_empty() {
         return Ok(0);

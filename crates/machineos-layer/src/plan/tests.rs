@@ -162,6 +162,14 @@ fn ostree_base() -> (tempfile::TempDir, DirView) {
     (dir, view)
 }
 
+/// [`ostree_base`] without its object store: a plain container base with the same files.
+fn plain_base() -> (tempfile::TempDir, DirView) {
+    let (dir, _) = ostree_base();
+    std::fs::remove_dir_all(dir.path().join("sysroot")).expect("rm");
+    let view = DirView::new(dir.path());
+    (dir, view)
+}
+
 fn entry<'p>(p: &'p Plan, path: &str) -> Option<&'p Entry> {
     p.entries.iter().find(|e| e.path == path)
 }
@@ -222,9 +230,7 @@ fn chmod_of_a_dedup_file_and_a_hard_link_to_it_stay_off_the_object_store() {
 
 #[test]
 fn the_same_base_without_an_object_store_keeps_ignitions_hard_link_semantics() {
-    let (dir, _) = ostree_base();
-    std::fs::remove_dir_all(dir.path().join("sysroot")).expect("rm");
-    let view = DirView::new(dir.path());
+    let (_dir, view) = plain_base();
     let c = config(
         r#"{"ignition":{"version":"3.4.0"},"storage":{"files":[
             {"path":"/etc/dup-a.conf","append":[{"source":"data:,more%0A"}]}]}}"#,
@@ -257,9 +263,7 @@ fn directory_metadata_ostree_keeps_is_warned_about() {
         p.warnings[0].message
     );
     // Without an object store, no warning: the container runtime applies it.
-    let (dir, _) = ostree_base();
-    std::fs::remove_dir_all(dir.path().join("sysroot")).expect("rm");
-    let plain = DirView::new(dir.path());
+    let (_dir, plain) = plain_base();
     assert_eq!(plan(&c, &plain).expect("plan").warnings, []);
 }
 

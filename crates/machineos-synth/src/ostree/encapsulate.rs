@@ -21,7 +21,7 @@
 //! commit checksum. Which layers are ostree's and how the importer reads them:
 //! ostree-ext 0.15 `tar/export.rs`, `container/encapsulate.rs`, `tar/import.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 
 use super::objects::{self, CommitMeta, ContentHasher, Csum};
@@ -60,11 +60,12 @@ pub(crate) fn encapsulate<'s>(
     let (flat, first_layer) = flatten(&tree.layers);
     // Content checksums, and which planned layer first holds each object.
     let mut block = Box::new([0u8; BLOCK]);
+    let mut buf = vec![0u8; 1 << 16];
     let mut csums: BTreeMap<&str, Csum> = BTreeMap::new();
     for (path, f) in &flat {
         let c = match f {
             Flat::Dir(_) => continue,
-            Flat::File(body, m) => file_checksum(body, *m, &mut block)?,
+            Flat::File(body, m) => file_checksum(body, *m, &mut block, &mut buf)?,
             Flat::Symlink(t, m) => objects::symlink_checksum(m.uid, m.gid, t),
         };
         csums.insert(path.as_str(), c);
@@ -266,16 +267,20 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// The ostree checksum of a regular file.
-fn file_checksum(body: &Body<'_>, m: Meta, block: &mut [u8; BLOCK]) -> io::Result<Csum> {
+fn file_checksum(
+    body: &Body<'_>,
+    m: Meta,
+    block: &mut [u8; BLOCK],
+    buf: &mut [u8],
+) -> io::Result<Csum> {
     let mut h = ContentHasher::regular(m.uid, m.gid, m.mode);
     match body {
         Body::Inline(b) => h.update(b),
         Body::Extra(b) => h.update(b),
         Body::Synth(s) => {
-            let mut buf = vec![0u8; 1 << 16];
             let mut content = Content::new(s.seed, s.size, s.style, s.prefix, block);
             loop {
-                let n = content.read(&mut buf)?;
+                let n = content.read(buf)?;
                 if n == 0 {
                     break;
                 }
@@ -393,7 +398,7 @@ fn repo_skeleton<'s>() -> Vec<Node<'s>> {
     v
 }
 
-/// One content object and its paths.
+/// One content object and its paths (distinct and sorted, as the checksum map yields them).
 fn content_nodes<'s>(
     nodes: &mut Vec<Node<'s>>,
     c: &Csum,
@@ -419,8 +424,7 @@ fn content_nodes<'s>(
         kind,
         meta: m,
     });
-    let unique: BTreeSet<&str> = paths.iter().copied().collect();
-    for p in unique {
+    for p in paths {
         nodes.push(Node {
             path: tar_path(p),
             kind: if empty {
