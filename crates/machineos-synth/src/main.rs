@@ -33,6 +33,10 @@ struct Args {
     /// Emit Docker schema2 media types instead of OCI ones.
     #[arg(long)]
     docker: bool,
+    /// A plain container image (the planned layers as they are, whiteouts in the last one)
+    /// instead of an ostree-encapsulated one as Fedora CoreOS ships.
+    #[arg(long)]
+    plain: bool,
     /// Copy host file SRC into the image at absolute path DEST (mode taken from SRC).
     #[arg(long = "extra-file", value_name = "SRC:DEST")]
     extra_files: Vec<String>,
@@ -122,6 +126,7 @@ fn main() -> anyhow::Result<()> {
         .map(|p| {
             let mut s = args.profile.spec(p);
             s.docker_media_types = args.docker;
+            s.ostree = !args.plain;
             s.extra_files = extra_files.clone();
             if let Some(seed) = args.seed {
                 s.seed = seed;

@@ -4,7 +4,9 @@
 //! (`machineos_testkit::tree`: kind, mode with special bits, owner, size, content hash,
 //! link target, device; no timestamps). Each image's *changes* are the paths whose snapshot
 //! differs from the base's (added, modified or removed); the two change sets, minus what
-//! buildah itself adds ([`buildah_artifact`]), must be equal path by path and entry by entry.
+//! buildah itself adds ([`buildah_artifact`]) and where the two builds deliberately differ on
+//! an ostree-encapsulated base ([`ostree_deviation`]), must be equal path by path and entry
+//! by entry.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -45,6 +47,31 @@ pub fn buildah_artifact(path: &str) -> Option<&'static str> {
     // directories themselves are compared.
     if below("/tmp") || below("/var/tmp") {
         return Some("the Containerfile's hand-over of config.ign, removed by the commit clean-up");
+    }
+    None
+}
+
+/// Why a path changed by one of the builds is, on an ostree-encapsulated base, a known and
+/// deliberate difference between them (README, "What reaches a node"), or `None`.
+///
+/// - The object store: ignition-apply appends through an inode, so under buildah an append
+///   to a file whose contents equal another file's also rewrites their shared ostree object
+///   (and that other file, which stays compared); machineos writes only the named file. A
+///   node never deploys the object store itself.
+/// - machineos's delivery of `/var` content to nodes that rebase: the factory copies and the
+///   tmpfiles.d snippet.
+pub fn ostree_deviation(path: &str) -> Option<&'static str> {
+    if path.starts_with(machineos_layer::overlay::OSTREE_OBJECTS) {
+        return Some("the ostree object store, written through by buildah's in-place append");
+    }
+    let factory = machineos_layer::plan::FACTORY;
+    if path == machineos_layer::plan::VAR_TMPFILES
+        || path == factory
+        || path
+            .strip_prefix(factory)
+            .is_some_and(|r| r == "/var" || r.starts_with("/var/"))
+    {
+        return Some("machineos's factory copy of /var content and its tmpfiles.d snippet");
     }
     None
 }
@@ -113,7 +140,7 @@ pub fn compare(base: &Tree, a: &Tree, c: &Tree) -> Comparison {
     let mut excluded = Vec::new();
     let mut paths = BTreeSet::new();
     for path in changed_a.union(&changed_c) {
-        match buildah_artifact(path) {
+        match buildah_artifact(path).or_else(|| ostree_deviation(path)) {
             Some(why) => excluded.push((path.clone(), why)),
             None => {
                 paths.insert(path.clone());
@@ -184,6 +211,26 @@ mod tests {
         assert!(r.equal(), "{r:?}");
         assert_eq!((r.changed_a, r.changed_c, r.compared), (2, 4, 2));
         assert_eq!(r.excluded.len(), 2);
+    }
+
+    #[test]
+    fn ostree_deviations_are_left_out_and_nothing_else() {
+        let obj = "/sysroot/ostree/repo/objects/34/b8.file";
+        let base = tree(&[(obj, "1"), ("/etc/dup", "1"), ("/usr/dup", "1")]);
+        let a = tree(&[
+            (obj, "1"),
+            ("/etc/dup", "2"),
+            ("/usr/dup", "1"),
+            ("/usr/lib/tmpfiles.d/machineos-var.conf", "4"),
+            ("/usr/share/factory/var/lib/x", "5"),
+        ]);
+        let c = tree(&[(obj, "2"), ("/etc/dup", "2"), ("/usr/dup", "2")]);
+        let r = compare(&base, &a, &c);
+        assert_eq!(r.excluded.len(), 3, "{r:?}");
+        // The other file buildah's append reached through the object still counts.
+        assert_eq!(r.differences, ["/usr/dup: content differs (same size)"]);
+        assert_eq!(ostree_deviation("/usr/share/factory-x"), None);
+        assert_eq!(ostree_deviation("/usr/share/factory/etc/x"), None);
     }
 
     #[test]

@@ -449,19 +449,15 @@ pub fn markdown(r: &Report) -> String {
         Some(cmp) => {
             let _ = writeln!(
                 m,
-                "- **{}**: (a) changed {} paths of the base, (c) {}; {} compared after leaving out buildah's own artefacts ({}); `{}` compared as sorted lines.",
+                "- **{}**: (a) changed {} paths of the base, (c) {}; {} compared after leaving out {}; `{}` compared as sorted lines.",
                 if cmp.equal() { "equal" } else { "DIFFERENT" },
                 cmp.changed_a,
                 cmp.changed_c,
                 cmp.compared,
                 if cmp.excluded.is_empty() {
-                    "none were present".to_owned()
+                    "nothing (no build artefact or known deviation was present)".to_owned()
                 } else {
-                    cmp.excluded
-                        .iter()
-                        .map(|(p, _)| format!("`{p}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    excluded_by_reason(&cmp.excluded)
                 },
                 crate::compare::PRESET_FILE
             );
@@ -531,6 +527,23 @@ pub fn json(r: &Report) -> Value {
         })),
         "elapsedS": r.elapsed.as_secs_f64(),
     })
+}
+
+/// The paths left out of the equality check, grouped by why: `why: `p`, `q`; why2: …`,
+/// reasons in the order they first appear.
+fn excluded_by_reason(excluded: &[(String, &'static str)]) -> String {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for (p, why) in excluded {
+        match groups.iter_mut().find(|(w, _)| w == why) {
+            Some((_, ps)) => ps.push(format!("`{p}`")),
+            None => groups.push((why, vec![format!("`{p}`")])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(why, ps)| format!("{why}: {}", ps.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
