@@ -1,7 +1,7 @@
 //! Ignition's merge of a child config over a parent (the rules of `config/merge`), used
 //! for `ignition.config.merge` and for the MCO's rendering of several MachineConfigs.
 //!
-//! Implemented over the JSON form of the 3.5.0 model with a table of keyed lists, so the
+//! Implemented over the JSON form of the 3.6.0 model with a table of keyed lists, so the
 //! rules read as data: structs merge field-wise (a child's `null`/absent keeps the
 //! parent's), keyed lists merge entry-wise by key, `append` lists concatenate, primitive
 //! lists become order-preserving unions, and files/directories/links share one key space.
@@ -78,7 +78,7 @@ pub fn merge(parent: &Config, child: &Config) -> Config {
     serde_json::from_value(merged).expect("a merge of two configs has the model's shape")
 }
 
-/// Merge two configs in JSON form (3.5.0 model shape) with Ignition's rules.
+/// Merge two configs in JSON form (3.6.0 model shape) with Ignition's rules.
 pub fn merge_values(parent: &Value, child: &Value) -> Value {
     let mut out = merge_at(parent, child, &mut Vec::new());
     shared_key_spaces(parent, child, &mut out);
@@ -288,5 +288,30 @@ mod tests {
         let out = merge(&p, &c);
         assert_eq!(out.storage.files[0].mode, Some(384));
         assert_eq!(out.storage.files[0].overwrite, Some(false));
+    }
+
+    #[test]
+    fn modes_merge_as_parsed() {
+        // 3.6.0 adds no list, so no merge rule; modes are scalars, special bits included.
+        let parent = br#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/a","mode":2541},{"path":"/b","mode":2541}],"directories":[{"path":"/d","mode":1023}]}}"#;
+        let child =
+            br#"{"ignition":{"version":"3.6.0"},"storage":{"files":[{"path":"/a","mode":3565}]}}"#;
+        let modes = |c: &Config| {
+            let files = c.storage.files.iter().map(|f| f.mode);
+            files
+                .chain(c.storage.directories.iter().map(|d| d.mode))
+                .collect::<Vec<_>>()
+        };
+        let child_parsed = crate::parse(child).unwrap().config;
+        // parse: the 3.5.0 parent's bits are masked; the 3.6.0 child's are kept.
+        let out = merge(&crate::parse(parent).unwrap().config, &child_parsed);
+        assert_eq!(modes(&out), [Some(0o6755), Some(0o755), Some(0o777)]);
+        assert_eq!(out.ignition.version.as_deref(), Some("3.6.0"));
+        // parse_unmasked: every mode as written.
+        let out = merge(
+            &crate::parse_unmasked(parent).unwrap().config,
+            &child_parsed,
+        );
+        assert_eq!(modes(&out), [Some(0o6755), Some(0o4755), Some(0o1777)]);
     }
 }

@@ -1,10 +1,11 @@
-//! The one internal model of an Ignition config: spec 3.5.0, as typed serde structs.
+//! The one internal model of an Ignition config: spec 3.6.0, as typed serde structs.
 //!
-//! Every accepted spec version (3.0.0–3.5.0) is a subset of 3.5.0 in JSON terms, so
-//! older configs deserialize straight into these types; `translate` then applies the
-//! few semantic changes between versions. Fields mirror Ignition's Go types: `Option`
-//! where Go has a pointer (absent and `null` are the same), `Vec` where Go has a slice
-//! (`null` is an empty list). Serialization omits empty values, like the MCO's
+//! Every accepted spec version (3.0.0–3.6.0) is a subset of 3.6.0 in JSON terms (3.6.0 adds
+//! no key to 3.5.0), so older configs deserialize straight into these types; the one
+//! semantic change between versions, setuid/setgid/sticky bits honoured from 3.6.0 on, is
+//! [`mask_special_bits`](crate::parse::mask_special_bits). Fields mirror Ignition's Go types:
+//! `Option` where Go has a pointer (absent and `null` are the same), `Vec` where Go has a
+//! slice (`null` is an empty list). Serialization omits empty values, like the MCO's
 //! `clarketm/json` with `omitempty`, so a rendered config prints as the MCO prints it.
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -109,7 +110,7 @@ ign_struct! {
 ign_struct! {
     /// The `ignition` section.
     pub struct Ignition {
-        /// `ignition.version`, such as `3.5.0`.
+        /// `ignition.version`, such as `3.6.0`: as declared (parsing does not rewrite it).
         version: Option<String>,
         /// `ignition.config`: merge or replace with child configs.
         config: IgnitionConfig,
@@ -381,7 +382,8 @@ ign_struct! {
 ign_struct! {
     /// `storage.luks[].clevis.custom`.
     pub struct ClevisCustom {
-        /// Pin name.
+        /// Pin name: any from 3.6.0 on; `tpm2`, `tang` or `sss` before (Ignition checks that,
+        /// this crate does not: LUKS is not applied).
         pin: Option<String>,
         /// Pin config.
         config: Option<String>,
@@ -425,7 +427,8 @@ ign_struct! {
         contents: Resource,
         /// Fragments appended to the file.
         append: Vec<Resource>,
-        /// Permission bits, decimal in JSON.
+        /// Permission bits, decimal in JSON; setuid/setgid/sticky (`0o7000`) take effect from
+        /// spec 3.6.0 on and are masked out of older configs by [`parse`](crate::parse()).
         mode: Option<i64>,
     }
 }
@@ -441,7 +444,7 @@ ign_struct! {
         user: NodeUser,
         /// Group.
         group: NodeGroup,
-        /// Permission bits, decimal in JSON.
+        /// Permission bits, decimal in JSON; special bits as for [`File::mode`].
         mode: Option<i64>,
     }
 }

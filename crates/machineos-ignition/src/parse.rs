@@ -1,5 +1,23 @@
 //! Parsing: bytes → [`Config`], with the spec version checked, older versions translated
-//! to the 3.5.0 model, and unknown keys reported as warnings (as Ignition does).
+//! to the 3.6.0 model, and unknown keys reported as warnings (as Ignition does).
+//!
+//! Two entry points, which differ only in the file and directory modes they return:
+//!
+//! * [`parse`] translates as Ignition does: setuid/setgid/sticky bits are honoured from spec
+//!   3.6.0 on, so [`mask_special_bits`] clears them out of the modes of an older config.
+//!   This is the config a node applies.
+//! * [`parse_unmasked`] keeps every mode exactly as written, whatever the version: for a
+//!   renderer that must copy modes into its output as they are, leaving the masking to
+//!   whoever applies the result. Call [`mask_special_bits`] with [`Parsed::version`] to get
+//!   what [`parse`] returns.
+//!
+//! Both report the same warnings, the special-bits one included: Ignition's validator of
+//! specs 3.0.0–3.5.0 warns about such a mode in the config as written, whether or not it is
+//! masked later.
+//!
+//! Spec 3.6.0 (stable since Ignition 2.26.0) has the same JSON schema as 3.5.0: no key is new,
+//! so none is gated at 3.6.0. It differs in semantics only: special mode bits are honoured,
+//! and a custom Clevis pin may have any name (which this crate never checked).
 
 use serde_json::Value;
 
@@ -20,20 +38,31 @@ pub enum SpecVersion {
     V3_4,
     /// 3.5.0
     V3_5,
+    /// 3.6.0: honours setuid/setgid/sticky bits in modes.
+    V3_6,
 }
 
 impl SpecVersion {
     /// Every accepted version, oldest first.
-    pub const ALL: [SpecVersion; 6] = [
+    pub const ALL: [SpecVersion; 7] = [
         Self::V3_0,
         Self::V3_1,
         Self::V3_2,
         Self::V3_3,
         Self::V3_4,
         Self::V3_5,
+        Self::V3_6,
     ];
 
-    /// The version string, such as `3.5.0`.
+    /// The newest accepted version, whose model [`Config`] is.
+    pub const LATEST: SpecVersion = Self::V3_6;
+
+    /// Whether setuid/setgid/sticky bits in a mode take effect (3.6.0 and later).
+    pub fn honours_special_bits(self) -> bool {
+        self >= Self::V3_6
+    }
+
+    /// The version string, such as `3.6.0`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::V3_0 => "3.0.0",
@@ -42,6 +71,7 @@ impl SpecVersion {
             Self::V3_3 => "3.3.0",
             Self::V3_4 => "3.4.0",
             Self::V3_5 => "3.5.0",
+            Self::V3_6 => "3.6.0",
         }
     }
 }
@@ -59,7 +89,8 @@ pub use machineos_diagnostics::Warning;
 /// A parsed config.
 #[derive(Debug, Clone)]
 pub struct Parsed {
-    /// The config, translated to the 3.5.0 model.
+    /// The config, translated to the 3.6.0 model (from [`parse_unmasked`]: with modes as
+    /// written).
     pub config: Config,
     /// The version it declared.
     pub version: SpecVersion,
@@ -70,7 +101,8 @@ pub struct Parsed {
 /// Why a config could not be parsed. Messages follow Ignition's where it has one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    /// Empty input.
+    /// Empty input: zero bytes. Ignition's `ErrEmpty`, with its text; the caller adds which
+    /// file it was. As for Ignition, input of whitespace only is not empty but invalid JSON.
     #[error("not a config (empty)")]
     Empty,
     /// Not JSON.
@@ -86,9 +118,9 @@ pub enum ParseError {
     /// `ignition.version` missing or not a semantic version.
     #[error("error at $.ignition.version: invalid config version (couldn't parse)")]
     InvalidVersion,
-    /// A version we do not accept (2.x, 3.6.0+, experimental).
+    /// A version we do not accept (2.x, 3.7.0+, experimental).
     #[error(
-        "error at $.ignition.version: unsupported config version {0:?} (supported: 3.0.0 to 3.5.0)"
+        "error at $.ignition.version: unsupported config version {0:?} (supported: 3.0.0 to 3.6.0)"
     )]
     UnknownVersion(String),
     /// A value of the wrong JSON type.
@@ -102,14 +134,15 @@ pub enum ParseError {
 }
 
 impl machineos_diagnostics::Classify for ParseError {
-    /// `UnsupportedSpecVersion` for a version outside 3.0.0–3.5.0, else `InvalidConfig`.
+    /// `EmptyConfig` for empty input, `UnsupportedSpecVersion` for a version outside
+    /// 3.0.0–3.6.0, else `InvalidConfig`.
     fn reason(&self) -> &'static str {
         match self {
+            ParseError::Empty => "EmptyConfig",
             ParseError::UnknownVersion(_) => "UnsupportedSpecVersion",
-            ParseError::Empty
-            | ParseError::Json { .. }
-            | ParseError::InvalidVersion
-            | ParseError::Type { .. } => "InvalidConfig",
+            ParseError::Json { .. } | ParseError::InvalidVersion | ParseError::Type { .. } => {
+                "InvalidConfig"
+            }
         }
     }
 
@@ -121,6 +154,7 @@ impl machineos_diagnostics::Classify for ParseError {
 
 /// Keys that only exist from a given spec version on; in an older config they are
 /// unknown keys (warned and dropped), as they are to Ignition's per-version parsers.
+/// 3.6.0 has none: its schema is 3.5.0's (`config/v3_6/schema/ignition.json`).
 const GATED_KEYS: &[(SpecVersion, &[&str])] = &[
     (SpecVersion::V3_1, &["ignition", "proxy"]),
     (SpecVersion::V3_2, &["storage", "luks"]),
@@ -148,9 +182,78 @@ const GATED_KEYS: &[(SpecVersion, &[&str])] = &[
     (SpecVersion::V3_5, &["storage", "luks", "*", "cex"]),
 ];
 
-/// Parse an Ignition config of spec 3.0.0–3.5.0 into the 3.5.0 model.
+/// Parse an Ignition config of spec 3.0.0–3.6.0 into the 3.6.0 model, as Ignition does:
+/// [`parse_unmasked`], then [`mask_special_bits`] for the declared version.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    let mut parsed = parse_as_written(bytes)?;
+    let masked = mask_special_bits(&mut parsed.config, parsed.version);
+    parsed.warnings.extend(masked);
+    Ok(parsed)
+}
+
+/// Parse an Ignition config of spec 3.0.0–3.6.0 into the 3.6.0 model, keeping every file
+/// and directory mode exactly as written: setuid/setgid/sticky bits are not masked out of
+/// a config older than 3.6.0. The warnings are [`parse`]'s, the special-bits one included.
+///
+/// For a renderer that copies modes into its output; what a node applies is
+/// [`mask_special_bits`] of this (which is what [`parse`] returns).
+pub fn parse_unmasked(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    let mut parsed = parse_as_written(bytes)?;
+    let found = special_bits(&mut parsed.config, parsed.version, false);
+    parsed.warnings.extend(found);
+    Ok(parsed)
+}
+
+/// Clear setuid/setgid/sticky bits out of every file and directory mode of a config of spec
+/// `version` older than 3.6.0, as Ignition's translation to 3.6.0 does (ignition#2024);
+/// returns a warning for each mode changed, at its JSON path (Ignition's message: "setuid/
+/// setgid/sticky bits are not supported or functional in spec versions older than 3.6.0").
+/// From 3.6.0 on the bits are honoured and nothing changes.
+///
+/// Idempotent: a masked config has nothing more to mask, so calling it on what [`parse`]
+/// returned changes nothing and warns of nothing.
+pub fn mask_special_bits(config: &mut Config, version: SpecVersion) -> Vec<Warning> {
+    special_bits(config, version, true)
+}
+
+/// Ignition's `ErrModeSpecialBits`.
+const SPECIAL_BITS_WARNING: &str =
+    "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0";
+
+/// The modes with special bits in a config older than 3.6.0, each warned of and, when
+/// `mask`, cleared of them.
+fn special_bits(config: &mut Config, version: SpecVersion, mask: bool) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    if version.honours_special_bits() {
+        return warnings;
+    }
+    let mut check = |mode: &mut Option<i64>, path: String| {
+        if let Some(m) = mode
+            && *m & 0o7000 != 0
+        {
+            if mask {
+                *m &= !0o7000;
+            }
+            warnings.push(Warning {
+                path,
+                message: SPECIAL_BITS_WARNING.into(),
+            });
+        }
+    };
+    for (i, f) in config.storage.files.iter_mut().enumerate() {
+        check(&mut f.mode, format!("$.storage.files.{i}.mode"));
+    }
+    for (i, d) in config.storage.directories.iter_mut().enumerate() {
+        check(&mut d.mode, format!("$.storage.directories.{i}.mode"));
+    }
+    warnings
+}
+
+/// Everything but the masking: version, gated keys, types, unknown keys.
+fn parse_as_written(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    // Ignition's parsers return `ErrEmpty` for zero bytes only (`len(raw) == 0`); whitespace
+    // goes to the JSON decoder, which refuses it.
+    if bytes.is_empty() {
         return Err(ParseError::Empty);
     }
     let mut value: Value = serde_json::from_slice(bytes).map_err(|e| ParseError::Json {
@@ -192,7 +295,9 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             message: format!("Unused key {key}"),
         }
     }));
-    let config = translate(config, &mut warnings);
+    // Older specs need no other translation: their JSON is a subset of 3.6.0's with the same
+    // meaning (Ignition's translators only re-type fields and set the version, which is kept
+    // as declared here). Special mode bits are the one exception: `mask_special_bits`.
     Ok(Parsed {
         config,
         version,
@@ -253,32 +358,6 @@ fn remove_gated(value: &mut Value, key: &[&str], at: &mut String, warnings: &mut
     }
 }
 
-/// The semantic changes between older specs and 3.5.0 that Ignition's translators make.
-fn translate(mut config: Config, warnings: &mut Vec<Warning>) -> Config {
-    // Setuid/setgid/sticky are only honoured from spec 3.6.0 on: current Ignition masks
-    // them when translating any older config (ignition#2024). Ignition 2.14 kept some of
-    // them for 3.4.0-experimental, which we do not accept.
-    let mut mask = |mode: &mut Option<i64>, path: String| {
-        if let Some(m) = mode
-            && *m & 0o7000 != 0
-        {
-            *m &= !0o7000;
-            warnings.push(Warning {
-                path,
-                message: "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0"
-                    .into(),
-            });
-        }
-    };
-    for (i, f) in config.storage.files.iter_mut().enumerate() {
-        mask(&mut f.mode, format!("$.storage.files.{i}.mode"));
-    }
-    for (i, d) in config.storage.directories.iter_mut().enumerate() {
-        mask(&mut d.mode, format!("$.storage.directories.{i}.mode"));
-    }
-    config
-}
-
 fn strip_position(msg: &str) -> String {
     match msg.find(" at line ") {
         Some(i) => msg[..i].to_string(),
@@ -312,7 +391,11 @@ mod tests {
         }
         let cases: &[(&str, &str)] = &[
             ("", "not a config (empty)"),
-            ("  \n", "not a config (empty)"),
+            // Ignition's ErrEmpty is for zero bytes only; whitespace is bad JSON to it too.
+            (
+                "  \n",
+                "config is not valid JSON: EOF while parsing a value at line 2 column 0",
+            ),
             (
                 "{",
                 "config is not valid JSON: EOF while parsing an object at line 1 column 1",
@@ -327,15 +410,28 @@ mod tests {
             ),
             (
                 r#"{"ignition":{"version":"2.2.0"}}"#,
-                "error at $.ignition.version: unsupported config version \"2.2.0\" (supported: 3.0.0 to 3.5.0)",
+                "error at $.ignition.version: unsupported config version \"2.2.0\" (supported: 3.0.0 to 3.6.0)",
             ),
             (
                 r#"{"ignition":{"version":"3.9.0"}}"#,
-                "error at $.ignition.version: unsupported config version \"3.9.0\" (supported: 3.0.0 to 3.5.0)",
+                "error at $.ignition.version: unsupported config version \"3.9.0\" (supported: 3.0.0 to 3.6.0)",
             ),
             (
                 r#"{"ignition":{"version":"3.4.0-experimental"}}"#,
-                "error at $.ignition.version: unsupported config version \"3.4.0-experimental\" (supported: 3.0.0 to 3.5.0)",
+                "error at $.ignition.version: unsupported config version \"3.4.0-experimental\" (supported: 3.0.0 to 3.6.0)",
+            ),
+            // Ignition 2.26.0 no longer accepts 3.6.0-experimental; 3.7.0 is experimental.
+            (
+                r#"{"ignition":{"version":"3.6.0-experimental"}}"#,
+                "error at $.ignition.version: unsupported config version \"3.6.0-experimental\" (supported: 3.0.0 to 3.6.0)",
+            ),
+            (
+                r#"{"ignition":{"version":"3.7.0-experimental"}}"#,
+                "error at $.ignition.version: unsupported config version \"3.7.0-experimental\" (supported: 3.0.0 to 3.6.0)",
+            ),
+            (
+                r#"{"ignition":{"version":"3.7.0"}}"#,
+                "error at $.ignition.version: unsupported config version \"3.7.0\" (supported: 3.0.0 to 3.6.0)",
             ),
             (
                 r#"{"ignition":{"version":"3.3.0"},"storage":{"files":[{"path":"/a","mode":"0644"}]}}"#,
@@ -368,21 +464,109 @@ mod tests {
         );
     }
 
+    const SPECIAL: &str = "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0";
+
+    /// A file with mode 06755 (3565) and a directory with mode 01777 (1023), at `version`.
+    fn special_config(version: SpecVersion) -> String {
+        format!(
+            r#"{{"ignition":{{"version":"{version}"}},"storage":{{"files":[{{"path":"/a","mode":3565}},{{"path":"/b","mode":420}}],
+            "directories":[{{"path":"/d","mode":1023}}]}}}}"#
+        )
+    }
+
+    fn modes(c: &Config) -> (Vec<Option<i64>>, Vec<Option<i64>>) {
+        (
+            c.storage.files.iter().map(|f| f.mode).collect(),
+            c.storage.directories.iter().map(|d| d.mode).collect(),
+        )
+    }
+
     #[test]
     fn special_bits_are_masked_before_3_6() {
-        let cfg = r#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/a","mode":3565}],
-            "directories":[{"path":"/d","mode":1023}]}}"#;
-        let p = parse(cfg.as_bytes()).unwrap();
+        let p = parse(special_config(SpecVersion::V3_5).as_bytes()).unwrap();
         assert_eq!(p.config.storage.files[0].mode, Some(0o755));
         assert_eq!(p.config.storage.directories[0].mode, Some(0o777));
-        let message = "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0";
         assert_eq!(
             p.warnings,
             [
-                Warning::new("$.storage.files.0.mode", message),
-                Warning::new("$.storage.directories.0.mode", message)
+                Warning::new("$.storage.files.0.mode", SPECIAL),
+                Warning::new("$.storage.directories.0.mode", SPECIAL)
             ]
         );
+    }
+
+    #[test]
+    fn special_bits_by_version() {
+        let written = (vec![Some(0o6755), Some(0o644)], vec![Some(0o1777)]);
+        let masked = (vec![Some(0o755), Some(0o644)], vec![Some(0o777)]);
+        let warned = vec![
+            Warning::new("$.storage.files.0.mode", SPECIAL),
+            Warning::new("$.storage.directories.0.mode", SPECIAL),
+        ];
+        for v in SpecVersion::ALL {
+            let honoured = v >= SpecVersion::V3_6;
+            assert_eq!(v.honours_special_bits(), honoured, "{v}");
+            let cfg = special_config(v);
+            // parse: masked with a warning below 3.6.0, kept silently from 3.6.0 on.
+            let p = parse(cfg.as_bytes()).unwrap();
+            let (want_modes, want_warnings) = if honoured {
+                (&written, vec![])
+            } else {
+                (&masked, warned.clone())
+            };
+            assert_eq!(modes(&p.config), *want_modes, "{v}");
+            assert_eq!(p.warnings, want_warnings, "{v}");
+            // parse_unmasked: as written, with the same warnings.
+            let mut u = parse_unmasked(cfg.as_bytes()).unwrap();
+            assert_eq!(u.version, v);
+            assert_eq!(modes(&u.config), written, "{v}");
+            assert_eq!(u.warnings, want_warnings, "{v}");
+            // mask_special_bits turns the one into the other, and only once.
+            assert_eq!(mask_special_bits(&mut u.config, v), want_warnings, "{v}");
+            assert_eq!(u.config, p.config, "{v}");
+            assert_eq!(mask_special_bits(&mut u.config, v), vec![], "{v}");
+            assert_eq!(u.config, p.config, "{v}");
+        }
+    }
+
+    #[test]
+    fn mask_special_bits_by_version() {
+        // A config built or merged in memory is masked for whatever version it is meant as.
+        let mut c = parse_unmasked(special_config(SpecVersion::V3_6).as_bytes())
+            .unwrap()
+            .config;
+        assert_eq!(mask_special_bits(&mut c, SpecVersion::V3_6), vec![]);
+        assert_eq!(c.storage.files[0].mode, Some(0o6755));
+        assert_eq!(mask_special_bits(&mut c, SpecVersion::V3_0).len(), 2);
+        assert_eq!(
+            modes(&c),
+            (vec![Some(0o755), Some(0o644)], vec![Some(0o777)])
+        );
+    }
+
+    #[test]
+    fn every_key_of_3_5_is_known_to_3_6() {
+        // 3.6.0's schema is 3.5.0's: every gated key is accepted, none is new.
+        let cfg = r#"{"ignition":{"version":"3.6.0","proxy":{"httpProxy":"http://p"}},
+            "kernelArguments":{"shouldExist":["a"]},
+            "passwd":{"users":[{"name":"u","shouldExist":true}],"groups":[{"name":"g","shouldExist":true}]},
+            "storage":{"disks":[{"device":"/dev/vda","partitions":[{"number":1,"resize":true}]}],
+                "luks":[{"name":"l","device":"/dev/vdb","discard":true,"openOptions":["--x"],"cex":{"enabled":true},
+                    "clevis":{"tang":[{"url":"http://t","advertisement":"{}"}]}}]}}"#;
+        let p = parse(cfg.as_bytes()).unwrap();
+        assert_eq!(p.version, SpecVersion::LATEST);
+        assert_eq!(p.warnings, vec![]);
+        assert_eq!(p.config.storage.luks[0].cex.enabled, Some(true));
+        assert!(
+            GATED_KEYS
+                .iter()
+                .all(|(since, _)| *since < SpecVersion::V3_6)
+        );
+        // The same keys at 3.0.0 are unknown there, and so warned of and dropped.
+        let old = cfg.replacen("3.6.0", "3.0.0", 1);
+        let p = parse(old.as_bytes()).unwrap();
+        assert_eq!(p.warnings.len(), 6, "{:?}", p.warnings);
+        assert!(p.config.storage.luks.is_empty());
     }
 
     #[test]

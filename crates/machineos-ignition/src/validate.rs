@@ -3,6 +3,13 @@
 //!
 //! Only what Ignition's validators check is checked here; what needs the target
 //! filesystem (existing files, owners by name) is the planner's business.
+//!
+//! The rules do not depend on the spec version (3.0.0–3.6.0): a mode is legal up to `0o7777`
+//! in every version. Ignition's two version-dependent rules are elsewhere or out of scope:
+//! the warning about special mode bits before 3.6.0 comes from [`parse`](crate::parse()),
+//! which knows the version; the names Ignition allows for a custom Clevis pin (`tpm2`, `tang`,
+//! `sss` before 3.6.0, any from 3.6.0 on) are not checked: LUKS, disks, RAID and filesystems,
+//! which a layer does not apply, are checked for duplicate entries only.
 
 use std::collections::{HashMap, HashSet};
 
@@ -540,9 +547,16 @@ mod tests {
     use super::*;
 
     fn check(cfg: &str) -> Result<Vec<Warning>, String> {
-        let full = format!(r#"{{"ignition":{{"version":"3.5.0"}},{cfg}}}"#);
+        check_at("3.5.0", cfg)
+    }
+
+    /// Parse warnings, then validation's.
+    fn check_at(version: &str, cfg: &str) -> Result<Vec<Warning>, String> {
+        let full = format!(r#"{{"ignition":{{"version":"{version}"}},{cfg}}}"#);
         let parsed = crate::parse(full.as_bytes()).map_err(|e| e.to_string())?;
-        validate(&parsed.config).map_err(|e| e.to_string())
+        let mut warnings = parsed.warnings;
+        warnings.extend(validate(&parsed.config).map_err(|e| e.to_string())?);
+        Ok(warnings)
     }
 
     #[test]
@@ -661,8 +675,60 @@ mod tests {
                 "error at $.ignition.config.merge.0: source is required",
             ),
         ];
-        for (cfg, want) in cases {
-            assert_eq!(check(cfg).unwrap_err(), *want, "{cfg}");
+        for version in ["3.5.0", "3.6.0"] {
+            for (cfg, want) in cases {
+                assert_eq!(
+                    check_at(version, cfg).unwrap_err(),
+                    *want,
+                    "{version}: {cfg}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn spec_3_6() {
+        let special = "setuid/setgid/sticky bits are not supported or functional in spec versions older than 3.6.0";
+        // (config, at 3.5.0, at 3.6.0)
+        type Outcome = Result<Vec<Warning>, String>;
+        let cases: Vec<(&str, Outcome, Outcome)> = vec![
+            // Special bits: legal in every version; warned of (and masked) before 3.6.0 only.
+            (
+                r#""storage":{"files":[{"path":"/a","mode":4095}],"directories":[{"path":"/d","mode":1023}]}"#,
+                Ok(vec![
+                    Warning::new("$.storage.files.0.mode", special),
+                    Warning::new("$.storage.directories.0.mode", special),
+                ]),
+                Ok(vec![]),
+            ),
+            // Above 0o7777: illegal in every version.
+            (
+                r#""storage":{"files":[{"path":"/a","mode":4096}]}"#,
+                Err("error at $.storage.files.0.mode: illegal file mode".into()),
+                Err("error at $.storage.files.0.mode: illegal file mode".into()),
+            ),
+            (
+                r#""storage":{"directories":[{"path":"/d","mode":-1}]}"#,
+                Err("error at $.storage.directories.0.mode: illegal file mode".into()),
+                Err("error at $.storage.directories.0.mode: illegal file mode".into()),
+            ),
+            // A custom Clevis pin of any name: Ignition refuses it before 3.6.0 ("unsupported
+            // clevis pin"); LUKS is not validated here, so it passes in both.
+            (
+                r#""storage":{"luks":[{"name":"l","device":"/dev/vdb","clevis":{"custom":{"pin":"foo","config":"{}"}}}]}"#,
+                Ok(vec![]),
+                Ok(vec![]),
+            ),
+            // LUKS keyed lists still must not repeat.
+            (
+                r#""storage":{"luks":[{"name":"l","cex":{"enabled":true}},{"name":"l"}]}"#,
+                Err("error at $.storage.luks.1: duplicate entry defined".into()),
+                Err("error at $.storage.luks.1: duplicate entry defined".into()),
+            ),
+        ];
+        for (cfg, at_3_5, at_3_6) in cases {
+            assert_eq!(check_at("3.5.0", cfg), at_3_5, "3.5.0: {cfg}");
+            assert_eq!(check_at("3.6.0", cfg), at_3_6, "3.6.0: {cfg}");
         }
     }
 

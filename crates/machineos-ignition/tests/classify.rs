@@ -33,7 +33,9 @@ fn child_error(config: &str) -> ChildError {
 #[test]
 fn parse_errors() {
     let cases: &[(&str, &str)] = &[
-        ("", "InvalidConfig"),
+        ("", "EmptyConfig"),
+        // Ignition's ErrEmpty is for zero bytes only: whitespace is invalid JSON.
+        (" \n", "InvalidConfig"),
         ("{", "InvalidConfig"),
         ("{}", "InvalidConfig"),
         (r#"{"ignition":{"version":"3"}}"#, "InvalidConfig"),
@@ -46,7 +48,11 @@ fn parse_errors() {
             "UnsupportedSpecVersion",
         ),
         (
-            r#"{"ignition":{"version":"3.6.0"}}"#,
+            r#"{"ignition":{"version":"3.6.0-experimental"}}"#,
+            "UnsupportedSpecVersion",
+        ),
+        (
+            r#"{"ignition":{"version":"3.7.0"}}"#,
             "UnsupportedSpecVersion",
         ),
     ];
@@ -54,9 +60,11 @@ fn parse_errors() {
         let e = parse(input.as_bytes()).unwrap_err();
         assert_eq!(classified(&e), (*reason, Retry::Permanent), "{input}: {e}");
     }
+    assert_eq!(parse(b"").unwrap_err(), ParseError::Empty);
+    assert_eq!(ParseError::Empty.to_string(), "not a config (empty)");
     // Every variant, constructed.
     let all = [
-        (ParseError::Empty, "InvalidConfig"),
+        (ParseError::Empty, "EmptyConfig"),
         (
             ParseError::Json {
                 message: "EOF".into(),
@@ -214,7 +222,22 @@ fn child_errors() {
         path: "$.ignition.config.merge.0".into(),
         error: ParseError::Empty,
     };
-    assert_eq!(classified(&parse), ("InvalidConfig", Retry::Permanent));
+    assert_eq!(classified(&parse), ("EmptyConfig", Retry::Permanent));
+    // An empty child, as written.
+    let e =
+        child_error(r#"{"ignition":{"version":"3.6.0","config":{"merge":[{"source":"data:,"}]}}}"#);
+    assert_eq!(
+        e,
+        ChildError::Parse {
+            path: "$.ignition.config.merge.0".into(),
+            error: ParseError::Empty
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "error at $.ignition.config.merge.0: parsing child config: not a config (empty)"
+    );
+    assert_eq!(classified(&e), ("EmptyConfig", Retry::Permanent));
 }
 
 #[test]

@@ -36,7 +36,7 @@ use proptest::option;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-const VERSION: &str = "3.5.0";
+const VERSION: &str = "3.6.0";
 
 fn base64(b: &[u8]) -> String {
     use base64::Engine;
