@@ -20,6 +20,7 @@
 //! [`RenderWarning`] is the MachineConfig's name and its Ignition
 //! [`Warning`](machineos_ignition::Warning).
 
+pub mod go_json;
 pub mod load;
 pub mod render;
 pub mod select;
@@ -27,7 +28,7 @@ pub mod validate;
 
 pub use load::{DecodeError, LoadError, Manifests, load_machine_configs, load_manifests};
 pub use render::{
-    RenderDefaults, RenderError, RenderWarning, Rendered, content_hash, merge_order, render,
+    MAX_RENDERED_SIZE, RenderDefaults, RenderError, RenderWarning, Rendered, merge_order, render,
     rendered_name,
 };
 pub use select::{SelectError, Selector, SelectorError, select_for_pool};
@@ -65,7 +66,8 @@ impl machineos_diagnostics::Classify for PoolError {
 
 /// Renders the pool named `pool` from `manifests`: its MachineConfigs are those the
 /// MachineConfigPool of that name among the manifests selects, else those labelled with the
-/// role `pool` (see [`select_for_pool`]); then [`render()`].
+/// role `pool` (see [`select_for_pool`]); then [`render()`], with the pool manifest's
+/// `spec.osImageStream.name` when `defaults` names no stream.
 pub fn render_pool(
     manifests: &Manifests,
     pool: &str,
@@ -76,7 +78,13 @@ pub fn render_pool(
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(pool));
     let selected = select_for_pool(manifest, pool, &manifests.machine_configs)?;
-    Ok(render(pool, &selected, defaults)?)
+    let mut defaults = defaults.clone();
+    if defaults.os_image_stream.is_empty()
+        && let Some(stream) = manifest.and_then(|p| p.spec.os_image_stream.as_ref())
+    {
+        defaults.os_image_stream = stream.name.clone();
+    }
+    Ok(render(pool, &selected, &defaults)?)
 }
 
 #[cfg(test)]

@@ -8,17 +8,25 @@
 //! * Ignition: the first config (or an empty 3.5.0 one) is the parent, each later one merged
 //!   over it with Ignition's rules; a child file's absent `contents.compression` is set to
 //!   `""` for the merge so a parent's `gzip` cannot survive under plain contents (butane#332),
-//!   and `""` is turned back into absent afterwards; then every file whose `overwrite` is unset
-//!   gets `overwrite: true`; the version is `3.5.0`;
+//!   and `""` is turned back into absent after each merge — so an explicit `""` survives only
+//!   when no merge happens; then every file whose `overwrite` is unset gets
+//!   `overwrite: true`; modes stay as written; the version is `3.5.0` (`3.6.0` when an input
+//!   declares it: the MCO refuses 3.6.0, machineos renders it so its special bits survive);
+//!   the config is stored as Go's Ignition types encode it ([`crate::go_json`]);
 //! * `fips` is the OR of all; `kernelType` is the last `realtime`/`64k-pages` in merge order,
 //!   else `default` (a later explicit `default` does not reset it); `kernelArguments` and
 //!   `extensions` are concatenated in merge order, duplicates kept; `kernel-devel` with a
 //!   non-default kernel is an error;
 //! * `osImageURL` and `baseOSExtensionsContainerImage` start from the defaults given, and the
-//!   last MachineConfig in merge order with a non-empty value that does not carry the
-//!   `generated-by-controller-version` annotation overrides each;
-//! * the name is `rendered-<pool>-<hash>`, the hash a SHA-256 of the canonical JSON of the
-//!   rendered spec (sorted keys, no whitespace), hex, first 32 digits — same spec, same name.
+//!   last MachineConfig in merge order with a non-empty value whose
+//!   `generated-by-controller-version` annotation is absent or empty overrides each;
+//! * the name is the MCO's: `rendered-<pool>-<hash>`, the hash an MD5 over a fixed salt and
+//!   the YAML Go writes for the spec ([`crate::go_json::rendered_hash`]) — same spec, same
+//!   name, and the name the MCO gives it; a spec Go cannot write as YAML (control
+//!   characters) is refused as the MCO refuses it;
+//! * an overridden `osImageURL` on a pool with `spec.osImageStream.name` is refused, and a
+//!   rendered MachineConfig larger than the MCO's limit (1 572 864 bytes of JSON) too, with
+//!   the MCO's messages.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,16 +38,18 @@ use machineos_api::{
     WORKER_ROLE,
 };
 use machineos_diagnostics::{Classify, Retry};
-use machineos_ignition::{Config, Warning};
+use machineos_ignition::{Config, SpecVersion, Warning};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 use crate::validate::{
     Extension, KernelType, ValidMachineConfig, ValidateError, validate_machine_config,
 };
 
-/// The Ignition spec version of every rendered config.
+/// The Ignition spec version of a rendered config (the MCO's `ign3types.MaxVersion`).
 pub const RENDERED_IGNITION_VERSION: &str = "3.5.0";
+
+/// The MCO's limit on a rendered MachineConfig's JSON (`MaxMachineConfigSize`), in bytes.
+pub const MAX_RENDERED_SIZE: usize = 1_572_864;
 
 /// What a pool renders on when no MachineConfig overrides it (the MCO takes these from the
 /// ControllerConfig or the pool's OSImageStream).
@@ -49,6 +59,9 @@ pub struct RenderDefaults {
     pub os_image_url: String,
     /// The extensions container image (`baseOSExtensionsContainerImage`); may be empty.
     pub base_os_extensions_container_image: String,
+    /// The pool's `spec.osImageStream.name`; when set, no MachineConfig may override
+    /// `osImageURL`. Empty when unset.
+    pub os_image_stream: String,
 }
 
 /// A warning about one input MachineConfig (from Ignition's parser or validator).
@@ -125,6 +138,40 @@ pub enum RenderError {
     /// One MachineConfig is invalid.
     #[error(transparent)]
     Invalid(#[from] ValidateError),
+    /// The rendered spec has no YAML form in the Go library the MCO names it with.
+    #[error("pool {pool:?}: cannot name the rendered MachineConfig: {error}{}", from.as_ref().map(|m| format!(" (from MachineConfig {m:?})")).unwrap_or_default())]
+    Name {
+        /// The pool.
+        pool: String,
+        /// Why, with the JSON path in the rendered spec.
+        error: machineos_goyaml::GoYamlError,
+        /// The input MachineConfig the offending text comes from, when one holds it.
+        from: Option<String>,
+    },
+    /// `osImageURL` overridden on a pool that follows an OS image stream (the MCO's wording).
+    #[error(
+        "pool {pool:?}: cannot override MachineConfig osImageURL and set MachineConfigPool spec.osImageStream.name simultaneously (osImageURL {os_image_url:?} from MachineConfig {from:?}, osImageStream {stream:?})"
+    )]
+    OsImageStream {
+        /// The pool.
+        pool: String,
+        /// The overriding image.
+        os_image_url: String,
+        /// The MachineConfig overriding it.
+        from: String,
+        /// The pool's stream.
+        stream: String,
+    },
+    /// The rendered MachineConfig exceeds the MCO's size limit (its wording).
+    #[error(
+        "rendered MachineConfig {name} is too large ({size} bytes, max {MAX_RENDERED_SIZE} bytes). This will exceed etcd's size limit. Consider reducing the number or size of MachineConfigs, particularly large registry mirror configurations (ImageDigestMirrorSet/ImageContentSourcePolicy)"
+    )]
+    TooLarge {
+        /// The rendered MachineConfig.
+        name: String,
+        /// Its size as Go's JSON.
+        size: usize,
+    },
     /// `kernel-devel` with a realtime or 64k-pages kernel.
     #[error(
         "installing kernel-devel extension is not supported with kernelType: {} (kernel-devel from MachineConfig {extension_from:?}, kernelType from MachineConfig {kernel_type_from:?})",
@@ -142,8 +189,9 @@ pub enum RenderError {
 
 impl Classify for RenderError {
     /// `InvalidPoolName`, `NoMachineConfigSelected`, `InvalidMachineConfig` (no name, no
-    /// labels), `DuplicateMachineConfig`, the [`ValidateError`]'s reason, or
-    /// `IncompatibleExtension` (kernel-devel with a non-default kernel).
+    /// labels), `DuplicateMachineConfig`, the [`ValidateError`]'s reason,
+    /// `IncompatibleExtension` (kernel-devel with a non-default kernel), the naming error's
+    /// (`ControlCharacters`, …), `OSImageURLWithStream` or `RenderedConfigTooLarge`.
     fn reason(&self) -> &'static str {
         match self {
             RenderError::InvalidPoolName { .. } => "InvalidPoolName",
@@ -154,6 +202,9 @@ impl Classify for RenderError {
             RenderError::DuplicateName { .. } => "DuplicateMachineConfig",
             RenderError::Invalid(e) => e.reason(),
             RenderError::KernelDevel { .. } => "IncompatibleExtension",
+            RenderError::Name { error, .. } => error.reason(),
+            RenderError::OsImageStream { .. } => "OSImageURLWithStream",
+            RenderError::TooLarge { .. } => "RenderedConfigTooLarge",
         }
     }
 
@@ -240,34 +291,53 @@ pub fn render(
         });
     }
 
-    let overriding = |field: fn(&MachineConfigSpec) -> &String, default: &String| -> String {
+    // The last user MachineConfig (annotation absent or empty) with a value overrides.
+    let overriding = |field: fn(&MachineConfigSpec) -> &String| -> Option<&MachineConfig> {
         ordered
             .iter()
             .map(|v| v.source)
-            .filter(|mc| !mc.is_generated_by_controller() && !field(&mc.spec).is_empty())
-            .map(|mc| field(&mc.spec).clone())
-            .next_back()
-            .unwrap_or_else(|| default.clone())
+            .rfind(|mc| !mc.is_generated_by_controller() && !field(&mc.spec).is_empty())
     };
+    let os_image_from = overriding(|s| &s.os_image_url);
+    let extensions_image_from = overriding(|s| &s.base_os_extensions_container_image);
     let config = match serde_json::to_value(&ignition) {
-        Ok(Value::Object(map)) => map,
+        Ok(Value::Object(map)) => crate::go_json::shape_config(&map),
         // The typed model is a struct of plain data: it always encodes as an object.
         other => unreachable!("an Ignition config encodes as a JSON object, got {other:?}"),
     };
     let spec = MachineConfigSpec {
-        os_image_url: overriding(|s| &s.os_image_url, &defaults.os_image_url),
-        base_os_extensions_container_image: overriding(
-            |s| &s.base_os_extensions_container_image,
-            &defaults.base_os_extensions_container_image,
-        ),
+        os_image_url: os_image_from
+            .map_or(&defaults.os_image_url, |mc| &mc.spec.os_image_url)
+            .clone(),
+        base_os_extensions_container_image: extensions_image_from
+            .map_or(&defaults.base_os_extensions_container_image, |mc| {
+                &mc.spec.base_os_extensions_container_image
+            })
+            .clone(),
         config: Some(config),
         kernel_arguments: ordered
             .iter()
             .flat_map(|v| v.source.spec.kernel_arguments.iter().cloned())
             .collect(),
-        extensions: extensions.iter().map(|e| e.as_str().to_owned()).collect(),
+        // As given, in merge order: unsupported ones only come from MachineConfigs without
+        // config, where the MCO does not check them either.
+        extensions: ordered
+            .iter()
+            .flat_map(|v| v.source.spec.extensions.iter().cloned())
+            .collect(),
         fips: ordered.iter().any(|v| v.source.spec.fips),
         kernel_type: kernel_type.as_str().to_owned(),
+    };
+    let name = match crate::go_json::rendered_hash(&spec) {
+        Ok(hash) => format!("rendered-{pool}-{hash}"),
+        Err(error) => {
+            let from = offending_machine_config(&ordered, &error);
+            return Err(RenderError::Name {
+                pool: pool.to_owned(),
+                error,
+                from,
+            });
+        }
     };
 
     let mut annotations = BTreeMap::from([(
@@ -279,8 +349,18 @@ pub fn render(
             OS_IMAGE_URL_OVERRIDDEN_ANNOTATION.to_owned(),
             "true".to_owned(),
         );
+        if !defaults.os_image_stream.is_empty() {
+            return Err(RenderError::OsImageStream {
+                pool: pool.to_owned(),
+                os_image_url: spec.os_image_url.clone(),
+                from: os_image_from
+                    .map(|mc| mc.name().to_owned())
+                    .unwrap_or_default(),
+                stream: defaults.os_image_stream.clone(),
+            });
+        }
     }
-    let warnings = ordered
+    let mut warnings: Vec<RenderWarning> = ordered
         .iter()
         .flat_map(|v| {
             v.warnings.iter().map(|w| RenderWarning {
@@ -289,14 +369,34 @@ pub fn render(
             })
         })
         .collect();
+    for v in &ordered {
+        for e in &v.unchecked_extensions {
+            warnings.push(RenderWarning {
+                machine_config: v.source.name().to_owned(),
+                warning: Warning {
+                    path: "$.spec.extensions".to_owned(),
+                    message: format!(
+                        "extension {e:?} is not supported: rendered as the MCO does (it checks extensions only in MachineConfigs with a config), it fails when the config is applied"
+                    ),
+                },
+            });
+        }
+    }
     let machine_config = MachineConfig {
         metadata: ObjectMeta {
-            name: Some(rendered_name(pool, &spec)),
+            name: Some(name),
             annotations: Some(annotations),
             ..Default::default()
         },
         spec,
     };
+    let size = rendered_size(&machine_config);
+    if size > MAX_RENDERED_SIZE {
+        return Err(RenderError::TooLarge {
+            name: machine_config.name().to_owned(),
+            size,
+        });
+    }
     Ok(Rendered {
         machine_config,
         ignition,
@@ -347,65 +447,77 @@ fn merge_ignition(ordered: &[&ValidMachineConfig<'_>]) -> Config {
             }
         }
         out = machineos_ignition::merge::merge(&out, &child);
+        // After each merge, never before the first: a lone config keeps an explicit "".
+        for file in &mut out.storage.files {
+            if file.contents.compression.as_deref() == Some("") {
+                file.contents.compression = None;
+            }
+        }
     }
     for file in &mut out.storage.files {
-        if file.contents.compression.as_deref() == Some("") {
-            file.contents.compression = None;
-        }
         if file.overwrite.is_none() {
             file.overwrite = Some(true);
         }
     }
-    out.ignition.version = Some(RENDERED_IGNITION_VERSION.to_owned());
+    let spec_3_6 = ordered.iter().any(|v| {
+        v.spec_version
+            .is_some_and(SpecVersion::honours_special_bits)
+    });
+    out.ignition.version = Some(
+        if spec_3_6 {
+            SpecVersion::V3_6.as_str()
+        } else {
+            RENDERED_IGNITION_VERSION
+        }
+        .to_owned(),
+    );
     out
 }
 
-/// `rendered-<pool>-<content hash of spec>`.
-pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> String {
-    format!("rendered-{pool}-{}", content_hash(spec))
+/// `rendered-<pool>-<hash>` for a rendered spec, as the MCO names it
+/// ([`crate::go_json::rendered_hash`]); `None` when Go could not write the spec as YAML.
+pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Option<String> {
+    crate::go_json::rendered_hash(spec)
+        .ok()
+        .map(|hash| format!("rendered-{pool}-{hash}"))
 }
 
-/// SHA-256 over the canonical JSON of a spec (object keys sorted at every level, no
-/// whitespace), as hex, first 32 digits.
-pub fn content_hash(spec: &MachineConfigSpec) -> String {
-    // A spec is strings, bools, lists and a JSON object: it always encodes.
-    let value = serde_json::to_value(spec).expect("a MachineConfigSpec encodes as JSON");
-    let mut canonical = String::new();
-    write_canonical(&value, &mut canonical);
-    let digest = Sha256::digest(canonical.as_bytes());
-    let mut hex = hex::encode(digest);
-    hex.truncate(32);
-    hex
+/// The size the MCO's limit counts: Go's JSON of the rendered MachineConfig (its metadata
+/// as machineos sets it, with the `creationTimestamp: null` Go writes, and the spec as Go's
+/// types encode it).
+fn rendered_size(mc: &MachineConfig) -> usize {
+    let metadata = serde_json::to_value(&mc.metadata).unwrap_or_default();
+    let mut metadata = match metadata {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    metadata.entry("creationTimestamp").or_insert(Value::Null);
+    let object = serde_json::json!({
+        "metadata": metadata,
+        "spec": crate::go_json::spec_json(&mc.spec),
+    });
+    crate::go_json::go_json_len(&object)
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            out.push('{');
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+/// The first MachineConfig (in merge order) whose spec holds the character a naming error
+/// is about.
+fn offending_machine_config(
+    ordered: &[&ValidMachineConfig<'_>],
+    error: &machineos_goyaml::GoYamlError,
+) -> Option<String> {
+    let needle = match error {
+        machineos_goyaml::GoYamlError::ControlCharacters { character, .. } => *character,
+        machineos_goyaml::GoYamlError::KeyLineBreak { .. }
+        | machineos_goyaml::GoYamlError::DocumentIndicator { .. } => '\u{85}',
+    };
+    ordered
+        .iter()
+        .find(|v| {
+            serde_json::to_string(&v.source.spec).is_ok_and(|s| {
+                s.contains(needle) || s.contains(&format!("\\u{:04x}", u32::from(needle)))
+            })
+        })
+        .map(|v| v.source.name().to_owned())
 }
 
 /// A lowercase RFC 1123 subdomain short enough to leave room for `rendered-` and the hash.

@@ -3,13 +3,19 @@
 //! [`ValidMachineConfig`] can be merged without further checks.
 //!
 //! Checks, in the MCO's order: `kernelType` is one of its values; the Ignition config parses
-//! (spec 3.0.0–3.5.0; the MCO also accepts 2.2, machineos does not) and validates; no file
-//! mode exceeds 0777; every extension is supported. Each error names the MachineConfig and the
-//! JSON path from the object's root (`$.spec.config.storage.files.3.path`).
+//! and validates; no file mode exceeds 0777; and, for a MachineConfig that carries a config,
+//! every extension is supported — the MCO checks extensions only then
+//! (`ValidateMachineConfig`), so an unknown extension in a MachineConfig without config
+//! renders, and fails when applied ([`ValidMachineConfig::unchecked_extensions`]). Each error
+//! names the MachineConfig and the JSON path from the object's root
+//! (`$.spec.config.storage.files.3.path`).
+//!
+//! The config is kept with its modes as written (setuid, setgid and sticky bits included):
+//! masking them below spec 3.6.0 is a matter of applying the config, not of rendering it.
 
 use machineos_api::v1::MachineConfig;
 use machineos_diagnostics::{Classify, Retry};
-use machineos_ignition::{Config, Warning};
+use machineos_ignition::{Config, SpecVersion, Warning};
 
 /// Why one MachineConfig is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -220,12 +226,17 @@ impl Extension {
 pub struct ValidMachineConfig<'a> {
     /// The object validated.
     pub source: &'a MachineConfig,
-    /// `spec.config` as an Ignition config (translated to 3.5.0); `None` when absent.
+    /// `spec.config` as an Ignition config, modes as written; `None` when absent.
     pub ignition: Option<Config>,
+    /// The spec version `spec.config` declared; `None` when absent.
+    pub spec_version: Option<SpecVersion>,
     /// `spec.kernelType`.
     pub kernel_type: KernelType,
-    /// `spec.extensions`, in order, duplicates kept.
+    /// `spec.extensions` the MCO supports, in order, duplicates kept.
     pub extensions: Vec<Extension>,
+    /// `spec.extensions` that are not supported, in a MachineConfig without config (where
+    /// the MCO does not check them); empty when the MachineConfig has a config.
+    pub unchecked_extensions: Vec<String>,
     /// Ignition's warnings (unknown keys and the like), paths from the object's root.
     pub warnings: Vec<Warning>,
 }
@@ -242,12 +253,12 @@ pub fn validate_machine_config(
         })?;
 
     let mut warnings = Vec::new();
-    let ignition = match &mc.spec.config {
-        None => None,
+    let (ignition, spec_version) = match &mc.spec.config {
+        None => (None, None),
         Some(raw) => {
-            let config = parse_ignition(name, raw, &mut warnings)?;
+            let (config, version) = parse_ignition(name, raw, &mut warnings)?;
             check_file_modes(name, raw)?;
-            Some(config)
+            (Some(config), Some(version))
         }
     };
 
@@ -259,7 +270,7 @@ pub fn validate_machine_config(
             None => invalid.push(e.clone()),
         }
     }
-    if !invalid.is_empty() {
+    if !invalid.is_empty() && ignition.is_some() {
         return Err(ValidateError::Extensions {
             name: name.to_owned(),
             invalid,
@@ -269,8 +280,10 @@ pub fn validate_machine_config(
     Ok(ValidMachineConfig {
         source: mc,
         ignition,
+        spec_version,
         kernel_type,
         extensions,
+        unchecked_extensions: invalid,
         warnings,
     })
 }
@@ -298,7 +311,7 @@ fn parse_ignition(
     name: &str,
     raw: &serde_json::Map<String, serde_json::Value>,
     warnings: &mut Vec<Warning>,
-) -> Result<Config, ValidateError> {
+) -> Result<(Config, SpecVersion), ValidateError> {
     let ignition_error =
         |(path, message): (String, String), reason: &'static str| ValidateError::Ignition {
             name: name.to_owned(),
@@ -309,7 +322,7 @@ fn parse_ignition(
     // A JSON object always serializes; the bytes are what Ignition's parser takes.
     let bytes = serde_json::to_vec(raw)
         .map_err(|e| ignition_error(("$.spec.config".into(), e.to_string()), "InvalidConfig"))?;
-    let parsed = machineos_ignition::parse(&bytes)
+    let parsed = machineos_ignition::parse::parse_unmasked(&bytes)
         .map_err(|e| ignition_error(split_located(&e.to_string()), e.reason()))?;
     let rebased = |w: Warning| Warning {
         path: rebase(&w.path),
@@ -321,14 +334,13 @@ fn parse_ignition(
         ignition_error((rebase(&e.path), e.message), reason)
     })?;
     warnings.extend(found.into_iter().map(rebased));
-    Ok(parsed.config)
+    Ok((parsed.config, parsed.version))
 }
 
 /// The MCO refuses special bits on files (bugzilla 2038240); directories are not checked.
 ///
-/// Checked on the config as written: machineos' parser, like current Ignition, masks special
-/// bits out of configs older than spec 3.6.0, but the MCO parses into 3.5.0 types where they
-/// survive, and rejects them. Runs after a successful parse, so every mode is an integer.
+/// Checked on the config as written (the MCO parses into 3.5.0 types, where special bits
+/// survive, and rejects them). Runs after a successful parse, so every mode is an integer.
 fn check_file_modes(
     name: &str,
     raw: &serde_json::Map<String, serde_json::Value>,

@@ -159,7 +159,7 @@ fn validate_errors() {
             "UnsupportedSpecVersion",
         ),
         (
-            json!({"config": {"ignition": {"version": "3.6.0"}}}),
+            json!({"config": {"ignition": {"version": "3.7.0"}}}),
             "UnsupportedSpecVersion",
         ),
         (json!({"config": {}}), "InvalidConfig"),
@@ -175,7 +175,11 @@ fn validate_errors() {
             json!({"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [{"path": "/a", "mode": 0o4755}]}}}),
             "InvalidFileMode",
         ),
-        (json!({"extensions": ["wasm"]}), "UnsupportedExtension"),
+        // Checked only when the MachineConfig carries a config, as the MCO does.
+        (
+            json!({"config": {"ignition": {"version": "3.4.0"}}, "extensions": ["wasm"]}),
+            "UnsupportedExtension",
+        ),
     ];
     for (spec, reason) in cases {
         let m = worker("99-test", spec.clone());
@@ -188,7 +192,7 @@ fn validate_errors() {
         ValidateError::Ignition {
             name: "v".into(),
             path: "$.spec.config.ignition.version".into(),
-            message: "unsupported config version \"2.2.0\" (supported: 3.0.0 to 3.5.0)".into(),
+            message: "unsupported config version \"2.2.0\" (supported: 3.0.0 to 3.6.0)".into(),
             reason: "UnsupportedSpecVersion",
         }
     );

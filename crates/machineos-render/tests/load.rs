@@ -151,7 +151,7 @@ fn documented_fixtures_render() {
     }
     let defaults = RenderDefaults {
         os_image_url: "quay.io/openshift-release-dev/rhcos@sha256:1111111111111111111111111111111111111111111111111111111111111111".into(),
-        base_os_extensions_container_image: String::new(),
+        ..RenderDefaults::default()
     };
 
     let workers = select_for_pool(None, "worker", &all).unwrap();

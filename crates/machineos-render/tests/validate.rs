@@ -69,15 +69,24 @@ fn extensions() {
         ),
         (json!({"extensions": ["usbguard", "usbguard"]}), Ok(())),
         (
-            json!({"extensions": ["foo", "usbguard", "wasm"]}),
+            json!({"config": {"ignition": {"version": "3.4.0"}},
+                   "extensions": ["foo", "usbguard", "wasm"]}),
             Err(
                 "MachineConfig \"99-test\": error at $.spec.extensions: invalid extensions found: [foo wasm]",
             ),
         ),
+        // ValidateMachineConfig checks extensions only when the MachineConfig has a config.
+        (json!({"extensions": ["foo", "usbguard", "wasm"]}), Ok(())),
     ]);
     let m = mc("x", json!({"extensions": ["sysstat", "ipsec"]}));
     let parsed = validate_machine_config(&m).unwrap();
     assert_eq!(parsed.extensions, [Extension::Sysstat, Extension::Ipsec]);
+    let m = mc("x", json!({"extensions": ["foo", "usbguard"]}));
+    let parsed = validate_machine_config(&m).unwrap();
+    assert_eq!(
+        (parsed.extensions, parsed.unchecked_extensions),
+        (vec![Extension::Usbguard], vec!["foo".to_owned()])
+    );
 }
 
 fn files(files: Value) -> Value {
@@ -121,8 +130,9 @@ fn file_modes() {
             ),
         ),
     ]);
-    // Directories may carry special bits (the MCO checks files only); the parser masks them
-    // out of a config older than spec 3.6.0, as current Ignition does, with a warning.
+    // Directories may carry special bits (the MCO checks files only); they stay as written
+    // in the rendered config — masking them below spec 3.6.0 is for the layer that applies
+    // it — and Ignition's validator warns about them.
     let m = mc(
         "99-test",
         json!({"config": {"ignition": {"version": "3.4.0"},
@@ -137,7 +147,7 @@ fn file_modes() {
         )]
     );
     let dir = &v.ignition.unwrap().storage.directories[0];
-    assert_eq!((dir.path.as_str(), dir.mode), ("/var/shared", Some(0o777)));
+    assert_eq!((dir.path.as_str(), dir.mode), ("/var/shared", Some(0o1777)));
 }
 
 #[test]
@@ -168,7 +178,7 @@ fn ignition_must_parse_and_validate() {
         ),
     ]);
     // Version problems are located at $.spec.config.ignition.version.
-    for version in [json!("2.2.0"), json!("3.6.0"), json!("three")] {
+    for version in [json!("2.2.0"), json!("3.7.0"), json!("three")] {
         let m = mc("v", json!({"config": {"ignition": {"version": version}}}));
         let err = validate_machine_config(&m).unwrap_err();
         let ValidateError::Ignition { name, path, .. } = &err else {

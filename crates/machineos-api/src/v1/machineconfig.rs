@@ -128,11 +128,12 @@ impl MachineConfig {
             .map(String::as_str)
     }
 
-    /// Whether one of the MCO's controllers generated this MachineConfig (it carries
-    /// `machineconfiguration.openshift.io/generated-by-controller-version`).
+    /// Whether one of the MCO's controllers generated this MachineConfig: it carries
+    /// `machineconfiguration.openshift.io/generated-by-controller-version` with a value. An
+    /// empty value counts as absent, as in the MCO (`cfg.Annotations[key] != ""`).
     pub fn is_generated_by_controller(&self) -> bool {
         self.annotation(GENERATED_BY_CONTROLLER_VERSION_ANNOTATION)
-            .is_some()
+            .is_some_and(|v| !v.is_empty())
     }
 }
 
@@ -171,6 +172,15 @@ mod tests {
                 has_labels: true,
                 role: None,
                 generated: true,
+            },
+            Case {
+                object: json!({"metadata": {"name": "50-user", "labels": {"x": "y"},
+                    "annotations": {"machineconfiguration.openshift.io/generated-by-controller-version": ""}},
+                    "spec": {}}),
+                name: "50-user",
+                has_labels: true,
+                role: None,
+                generated: false,
             },
             Case {
                 object: json!({"metadata": {"labels": {}}, "spec": {}}),
