@@ -10,7 +10,9 @@
 //!    convention when there is no pool manifest.
 //! 3. [`validate`]: each MachineConfig on its own — kernelType, extensions, Ignition parse and
 //!    validation, file modes — into typed values.
-//! 4. [`render`](mod@render): order, merge, and name the result `rendered-<pool>-<hash>`.
+//! 4. [`render`](mod@render): order, merge, and name the result `rendered-<pool>-<hash>` as
+//!    the MCO names it ([`go_json`], the spec as Go encodes it).
+//! 5. [`diff`](mod@diff): what differs between that and a MachineConfig the MCO rendered.
 //!
 //! Every error ([`LoadError`], [`DecodeError`], [`SelectError`], [`SelectorError`],
 //! [`ValidateError`], [`RenderError`]) implements [`machineos_diagnostics::Classify`]: all are
@@ -20,12 +22,14 @@
 //! [`RenderWarning`] is the MachineConfig's name and its Ignition
 //! [`Warning`](machineos_ignition::Warning).
 
+pub mod diff;
 pub mod go_json;
 pub mod load;
 pub mod render;
 pub mod select;
 pub mod validate;
 
+pub use diff::{Difference, diff};
 pub use load::{DecodeError, LoadError, Manifests, load_machine_configs, load_manifests};
 pub use render::{
     MAX_RENDERED_SIZE, RenderDefaults, RenderError, RenderWarning, Rendered, merge_order, render,

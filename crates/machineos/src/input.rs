@@ -27,10 +27,17 @@ pub struct RenderArgs {
     /// `machineconfiguration.openshift.io/role`.
     #[arg(long, default_value = "worker")]
     pub pool: String,
-    /// The default OS image (the MCO's `osImageURL`), overridden by a user MachineConfig's
-    /// `spec.osImageURL`.
+    /// The base OS image, as the cluster's ControllerConfig gives it
+    /// (`spec.baseOSContainerImage`): the rendered `osImageURL` unless a user MachineConfig
+    /// overrides it. With the matching --extensions-image, a real cluster's rendered
+    /// MachineConfig is reproduced name and all.
     #[arg(long, value_name = "IMAGE", default_value = "")]
     pub os_image_url: String,
+    /// The extensions image, as the ControllerConfig gives it
+    /// (`spec.baseOSExtensionsContainerImage`): the rendered `baseOSExtensionsContainerImage`
+    /// unless a user MachineConfig overrides it.
+    #[arg(long, value_name = "IMAGE", default_value = "")]
+    pub extensions_image: String,
 }
 
 fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
@@ -77,6 +84,11 @@ pub fn read(paths: &[PathBuf], args: &RenderArgs) -> anyhow::Result<Input> {
     for (i, f) in files.iter().enumerate() {
         let name = f.display().to_string();
         let bytes = std::fs::read(f).with_context(|| format!("reading {name}"))?;
+        if bytes.is_empty() && files.len() == 1 {
+            // Ignition's own error for an empty config (ErrEmpty), rather than "nothing
+            // selected for the pool".
+            bail!("{name}: not a config (empty)");
+        }
         if is_ignition(&bytes) {
             if files.len() != 1 || i != 0 {
                 bail!("{name}: an Ignition config must be the only input");
@@ -94,6 +106,7 @@ pub fn read(paths: &[PathBuf], args: &RenderArgs) -> anyhow::Result<Input> {
 pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
     let defaults = RenderDefaults {
         os_image_url: args.os_image_url.clone(),
+        base_os_extensions_container_image: args.extensions_image.clone(),
         ..RenderDefaults::default()
     };
     let rendered = machineos_render::render_pool(m, &args.pool, &defaults)?;

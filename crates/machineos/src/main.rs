@@ -22,14 +22,14 @@ struct Cli {
 enum Command {
     /// Build a layered image: the base image plus one layer with what ignition-apply
     /// would write for the inputs, published by digest to a registry or an OCI layout.
-    Build(build::BuildArgs),
+    Build(Box<build::BuildArgs>),
     /// Describe an image: platform, labels, layers, and the rendered MachineConfig it
     /// embeds.
     Inspect(InspectCmd),
     /// Print the CustomResourceDefinitions of every machineos API kind as YAML.
     Crds,
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
-    /// MCO's merge rules.
+    /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
 }
 
@@ -44,6 +44,17 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Build(args) => build::run(&args),
+        Command::Render(cmd) if cmd.diff.is_some() => {
+            // Like diff(1): 0 identical, 1 different, 2 trouble.
+            return match render_diff(&cmd) {
+                Ok(true) => std::process::ExitCode::SUCCESS,
+                Ok(false) => std::process::ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("error: {}", error_chain(&e));
+                    std::process::ExitCode::from(2)
+                }
+            };
+        }
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
@@ -65,20 +76,69 @@ struct RenderCmd {
     /// MachineConfig (and MachineConfigPool) manifests, or directories of them.
     #[arg(value_name = "INPUT", required = true)]
     inputs: Vec<std::path::PathBuf>,
+    /// Compare the rendered MachineConfig with this one (YAML or JSON; `-` reads stdin, as
+    /// in `kubectl get mc rendered-worker-… -o json | machineos render --diff - …`): print
+    /// each difference, exit 0 when identical, 1 when not, 2 on error.
+    #[arg(long, value_name = "FILE")]
+    diff: Option<std::path::PathBuf>,
 }
 
-fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
+fn rendered(cmd: &RenderCmd) -> anyhow::Result<machineos_render::Rendered> {
     match input::read(&cmd.inputs, &cmd.render)? {
         input::Input::Ignition { name, .. } => {
             anyhow::bail!(
                 "{name}: an Ignition config has nothing to render; give MachineConfig manifests"
             )
         }
-        input::Input::Rendered(r) => {
-            crate::emit(&serde_json::to_string_pretty(&r.machine_config)?)?;
-            Ok(())
-        }
+        input::Input::Rendered(r) => Ok(*r),
     }
+}
+
+fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
+    let r = rendered(cmd)?;
+    crate::emit(&serde_json::to_string_pretty(&r.machine_config)?)
+}
+
+/// `render --diff`: whether machineos's rendered MachineConfig equals the given one.
+fn render_diff(cmd: &RenderCmd) -> anyhow::Result<bool> {
+    use anyhow::Context;
+    let path = cmd.diff.as_deref().context("--diff")?;
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).context("reading stdin")?;
+        ("<stdin>".to_owned(), bytes)
+    } else {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+        (name, bytes)
+    };
+    let given = machineos_render::load_machine_configs(&name, &bytes)?;
+    let [given] = given.as_slice() else {
+        anyhow::bail!(
+            "{name}: --diff takes one MachineConfig, found {}",
+            given.len()
+        );
+    };
+    let ours = rendered(cmd)?;
+    let differences = machineos_render::diff(&ours.machine_config, given);
+    if differences.is_empty() {
+        crate::emit(&format!(
+            "{}: identical to {name} ({})",
+            ours.machine_config.name(),
+            given.name()
+        ))?;
+        return Ok(true);
+    }
+    crate::emit(&format!(
+        "{} differs from {name} ({}) in {} place(s):",
+        ours.machine_config.name(),
+        given.name(),
+        differences.len()
+    ))?;
+    for d in &differences {
+        crate::emit(&format!("  {d}"))?;
+    }
+    Ok(false)
 }
 
 /// Arguments of `machineos inspect`.

@@ -571,3 +571,67 @@ fn a_broken_auth_file_only_matters_when_a_registry_is_used() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(".docker/config.json"), "{err}");
 }
+
+/// `render` names the rendered MachineConfig as the MCO does and `render --diff` compares
+/// it with another: exit 0 identical, 1 different (each difference on its own line), 2 on
+/// error. `--os-image-url` / `--extensions-image` are the ControllerConfig's images.
+#[test]
+fn render_diff_exits_like_diff() {
+    let tmp = tempfile::tempdir().unwrap();
+    let image = format!("quay.io/x/rhcos@sha256:{}", "a".repeat(64));
+    let ext = format!("quay.io/x/ext@sha256:{}", "b".repeat(64));
+    let args = [
+        "--os-image-url",
+        &image,
+        "--extensions-image",
+        &ext,
+        "examples/machineconfigs",
+    ];
+    let o = machineos(&[&["render"][..], &args].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mine: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(mine["spec"]["osImageURL"], image.as_str());
+    assert_eq!(mine["spec"]["baseOSExtensionsContainerImage"], ext.as_str());
+    let saved = tmp.path().join("rendered.json");
+    std::fs::write(&saved, &o.stdout).unwrap();
+
+    let o = machineos(&[&["render", "--diff", saved.to_str().unwrap()][..], &args].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(": identical to "));
+
+    // Another kernel argument: a different spec, so a different name too.
+    let mut theirs = mine.clone();
+    theirs["spec"]["kernelArguments"] = serde_json::json!(["quiet"]);
+    std::fs::write(&saved, serde_json::to_vec(&theirs).unwrap()).unwrap();
+    let o = machineos(&[&["render", "--diff", saved.to_str().unwrap()][..], &args].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("differs from"), "{out}");
+    assert!(
+        lines.iter().any(|l| l.trim_start().starts_with("spec.kernelArguments")),
+        "{out}"
+    );
+
+    let o = machineos(&[&["render", "--diff", "/nonexistent/mc.yaml"][..], &args].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/mc.yaml"));
+}
+
+/// An empty input is Ignition's "not a config (empty)", naming the file — not a complaint
+/// that no MachineConfig was selected for the pool.
+#[test]
+fn an_empty_input_is_not_a_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("config.ign");
+    std::fs::write(&empty, b"").unwrap();
+    for command in ["render", "build"] {
+        let o = machineos(&[command, empty.to_str().unwrap()]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{}: not a config (empty)", empty.display())),
+            "{command}: {err}"
+        );
+    }
+}
