@@ -1,16 +1,18 @@
-//! The JSON the MCO's Go types give a rendered MachineConfig, and the name it derives from it.
+//! The JSON the MCO's Go code gives a rendered MachineConfig, and the name it derives from it.
 //!
-//! The MCO merges into Ignition's Go structs (`config/v3_5/types`) and stores
-//! `json.Marshal` of the result as the rendered `spec.config`; it names the rendered
-//! MachineConfig `rendered-<pool>-<md5>` over a fixed salt and `yaml.Marshal` of the whole
-//! `MachineConfigSpec` (`pkg/controller/render/hash.go`). Go's encoder decides which keys
-//! exist, not the data: a struct field without `omitempty` or of struct type is always
-//! written (`"verification":{}`, `"group":{}`, `"path":""`), a pointer only when set (an
-//! explicit `"compression":""` stays), a slice only when not empty, and `Partition.number`
-//! and `Tang.url` (plain `omitempty` values) only when not zero. [`shape_config`] applies
-//! those rules from a table of the v3_5 types (`SHAPES`, in the Go field order), so the
-//! rendered config machineos stores is the one the MCO stores, key for key; keys the table
-//! does not know (fields of spec 3.6.0) are kept as they are.
+//! The MCO merges into Ignition's Go structs (`config/v3_5/types`) and stores the result
+//! marshalled with `github.com/clarketm/json` (`MergeMachineConfigs`), a fork of
+//! `encoding/json` whose `omitempty` also drops a struct whose fields are all empty; it names
+//! the rendered MachineConfig `rendered-<pool>-<md5>` over a fixed salt and `yaml.Marshal` of
+//! the whole `MachineConfigSpec` (`pkg/controller/render/hash.go`). The Go types decide which
+//! keys exist, not the data: a field without `omitempty` is always written (`version`,
+//! `path`, `name`), a pointer only when set (an explicit `"compression":""` stays), a slice
+//! only when not empty, `Partition.number` and `Tang.url` (plain `omitempty` values) only
+//! when not zero, and a nested struct only when something in it is set (so an empty config is
+//! `{"ignition":{"version":"3.5.0"}}`). [`shape_config`] applies those rules from a table of
+//! the v3_5 types (`SHAPES`, in the Go field order), so the rendered config machineos stores
+//! is the one the MCO stores, key for key; keys the table does not know (none in 3.6.0, which
+//! has 3.5.0's fields) are kept as they are.
 //!
 //! [`spec_json`] is Go's encoding of `MachineConfigSpec` (every field, no `omitempty`
 //! honoured but `config`'s), [`rendered_hash`] the salted MD5 of its YAML
@@ -42,13 +44,16 @@ enum Kind {
     NonZero,
     /// A slice of scalars: written when not empty.
     Scalars,
-    /// A nested struct: always written, shaped by its own table.
+    /// A nested struct with `omitempty`: written when one of its fields is set, shaped by
+    /// its own table.
     Struct(&'static [(&'static str, Kind)]),
+    /// A nested struct without `omitempty` (`Config.ignition`): always written.
+    StructAlways(&'static [(&'static str, Kind)]),
     /// A slice of structs: written when not empty, each element shaped.
     Structs(&'static [(&'static str, Kind)]),
 }
 
-use Kind::{NonZero, Pointer, Required, Scalars, Struct, Structs};
+use Kind::{NonZero, Pointer, Required, Scalars, Struct, StructAlways, Structs};
 
 const VERIFICATION: &[(&str, Kind)] = &[("hash", Pointer)];
 const HTTP_HEADER: &[(&str, Kind)] = &[("name", Required), ("value", Pointer)];
@@ -211,7 +216,7 @@ const UNIT: &[(&str, Kind)] = &[
 const SYSTEMD: &[(&str, Kind)] = &[("units", Structs(UNIT))];
 /// `types.Config` of Ignition's `config/v3_5/types/schema.go`, field for field.
 const SHAPES: &[(&str, Kind)] = &[
-    ("ignition", Struct(IGNITION)),
+    ("ignition", StructAlways(IGNITION)),
     ("kernelArguments", Struct(KERNEL_ARGUMENTS)),
     ("passwd", Struct(PASSWD)),
     ("storage", Struct(STORAGE)),
@@ -250,9 +255,12 @@ fn shape_struct(value: &Map<String, Value>, table: &[(&str, Kind)]) -> Map<Strin
                     out.insert(key.to_owned(), v.clone());
                 }
             }
-            Struct(inner) => {
+            Struct(inner) | StructAlways(inner) => {
                 let map = v.and_then(Value::as_object).unwrap_or(&empty);
-                out.insert(key.to_owned(), Value::Object(shape_struct(map, inner)));
+                let shaped = shape_struct(map, inner);
+                if matches!(kind, StructAlways(_)) || !is_empty_struct(&shaped, inner) {
+                    out.insert(key.to_owned(), Value::Object(shaped));
+                }
             }
             Structs(inner) => {
                 if let Some(items) = v.and_then(Value::as_array).filter(|a| !a.is_empty()) {
@@ -275,6 +283,16 @@ fn shape_struct(value: &Map<String, Value>, table: &[(&str, Kind)]) -> Map<Strin
         }
     }
     out
+}
+
+/// clarketm/json's `isEmptyValue` for a struct, on its shaped form: every field empty. What
+/// the shaping kept is set, except a field without `omitempty` holding its zero value.
+fn is_empty_struct(shaped: &Map<String, Value>, table: &[(&str, Kind)]) -> bool {
+    shaped.iter().all(|(key, v)| {
+        table
+            .iter()
+            .any(|(k, kind)| k == key && matches!(kind, Required) && is_zero(v))
+    })
 }
 
 fn is_zero(v: &Value) -> bool {
@@ -362,7 +380,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn go_writes_struct_fields_and_set_pointers_only() {
+    fn go_writes_set_fields_only() {
         let config = json!({
             "ignition": {"version": "3.5.0"},
             "storage": {"files": [{"path": "/a", "contents": {"compression": ""}, "mode": 420}],
@@ -374,18 +392,20 @@ mod tests {
         assert_eq!(
             Value::Object(shaped),
             json!({
-                "ignition": {"config": {"replace": {"verification": {}}}, "proxy": {},
-                             "security": {"tls": {}}, "timeouts": {}, "version": "3.5.0"},
-                "kernelArguments": {},
-                "passwd": {},
+                "ignition": {"version": "3.5.0"},
                 "storage": {
                     "disks": [{"device": "/dev/vda", "partitions": [{"label": "x"}]}],
-                    "files": [{"group": {}, "path": "/a", "user": {},
-                               "contents": {"compression": "", "verification": {}}, "mode": 420}]
+                    "files": [{"path": "/a", "contents": {"compression": ""}, "mode": 420}]
                 },
                 "systemd": {"units": [{"enabled": false, "name": "a.service"}]},
                 "futureKey": {"x": 1}
             })
+        );
+        // An empty config is the MCO's well-known one.
+        let empty = json!({"ignition": {"version": "3.5.0", "config": {"replace": {}}}, "passwd": {"users": []}});
+        assert_eq!(
+            Value::Object(shape_config(empty.as_object().expect("object"))),
+            json!({"ignition": {"version": "3.5.0"}})
         );
     }
 

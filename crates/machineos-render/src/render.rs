@@ -94,7 +94,8 @@ pub struct Rendered {
     pub kernel_type: KernelType,
     /// Its extensions, in order.
     pub extensions: Vec<Extension>,
-    /// The input MachineConfigs sorted by name, as a pool's `spec.configuration.source`.
+    /// The input MachineConfigs in merge order, as the MCO writes a pool's
+    /// `spec.configuration.source` (`worker` ones by name, then the others by name).
     pub source: Vec<ObjectReference>,
     /// Warnings about the inputs.
     pub warnings: Vec<RenderWarning>,
@@ -130,7 +131,7 @@ pub enum RenderError {
         name: String,
     },
     /// A MachineConfig without labels (the MCO's wording).
-    #[error("Cannot find label in MachineConfig {name}")]
+    #[error("cannot find label in MachineConfig {name}")]
     MissingLabels {
         /// The MachineConfig.
         name: String,
@@ -255,7 +256,10 @@ pub fn render(
     for mc in &by_name {
         valid.insert(mc.name(), validate_machine_config(mc)?);
     }
-    let source = by_name
+    let order = merge_order(mcs)?;
+    // The MCO builds the pool's source list after MergeMachineConfigs reordered its slice in
+    // place: in merge order.
+    let source = order
         .iter()
         .map(|mc| ObjectReference {
             api_version: Some(format!("{GROUP}/v1")),
@@ -265,7 +269,6 @@ pub fn render(
         })
         .collect();
 
-    let order = merge_order(mcs)?;
     let ordered: Vec<&ValidMachineConfig<'_>> = order.iter().map(|mc| &valid[mc.name()]).collect();
 
     let ignition = merge_ignition(&ordered);

@@ -166,7 +166,7 @@ fn an_os_image_override_is_refused_on_a_pool_with_a_stream() {
         json!({}),
         json!({"osImageURL": "quay.io/me/custom@sha256:cccc"}),
     );
-    let e = run(&[custom.clone()], &d).expect_err("refused");
+    let e = run(std::slice::from_ref(&custom), &d).expect_err("refused");
     assert_eq!(e.reason(), "OSImageURLWithStream");
     assert!(
         e.to_string().contains(

@@ -7,8 +7,10 @@
 //
 //	{"value": V}                         → yaml.Marshal(V), integers as int64/uint64, other numbers float64
 //	{"spec": S, "typed": true|false}     → the rendered-name hash of MachineConfigSpec S; with
-//	                                       typed, S.config is first decoded into and re-encoded
-//	                                       from Ignition's v3_5 types.Config, as the MCO's merge does
+//	                                       typed, S.config is first decoded into Ignition's v3_5
+//	                                       types.Config and re-encoded with github.com/clarketm/json,
+//	                                       as the MCO's MergeMachineConfigs does (it drops omitempty
+//	                                       structs whose fields are all empty)
 //
 // Output lines: {"yaml": ..., "hash": ..., "config": ..., "error": ...}.
 package main
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 
+	cjson "github.com/clarketm/json"
 	"github.com/ghodss/yaml"
 	ign35 "oracle/ign35"
 )
@@ -146,7 +149,7 @@ func main() {
 						fmt.Fprintln(os.Stderr, "bad config:", err)
 						os.Exit(2)
 					}
-					b, _ := json.Marshal(c)
+					b, _ := cjson.Marshal(c)
 					s.Config = raw{b}
 					out.Config = b
 				}
