@@ -485,18 +485,14 @@ pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Option<String> {
         .map(|hash| format!("rendered-{pool}-{hash}"))
 }
 
-/// The size the MCO's limit counts: Go's JSON of the rendered MachineConfig (its metadata
-/// as machineos sets it, with the `creationTimestamp: null` Go writes, and the spec as Go's
-/// types encode it).
+/// The size the MCO's limit counts: Go's JSON of the rendered MachineConfig (clarketm/json,
+/// as `ValidateMachineConfigSize` marshals it: no `creationTimestamp`, an empty struct), with
+/// the metadata machineos sets. The MCO's object also carries the pool's ownerReference and
+/// its own version annotations, a few hundred bytes that only count where machineos's
+/// controller sets them.
 fn rendered_size(mc: &MachineConfig) -> usize {
-    let metadata = serde_json::to_value(&mc.metadata).unwrap_or_default();
-    let mut metadata = match metadata {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    metadata.entry("creationTimestamp").or_insert(Value::Null);
     let object = serde_json::json!({
-        "metadata": metadata,
+        "metadata": serde_json::to_value(&mc.metadata).unwrap_or_default(),
         "spec": crate::go_json::spec_json(&mc.spec),
     });
     crate::go_json::go_json_len(&object)
