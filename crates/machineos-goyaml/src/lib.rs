@@ -16,7 +16,7 @@
 //!   digits compare as numbers, letters before other characters), strings containing `\n`
 //!   asked for as literal blocks, strings that would read back as another type (`"true"`,
 //!   `"y"`, `"1.5"`, `"0755"`, `"2024-01-02"`, `"1:20"`, `""`) double-quoted, the rest plain;
-//! * **the emitter** (`emitterc.go`, in [`emitter`]): block collections, `{}`/`[]` for empty
+//! * **the emitter** (`emitterc.go`, in the `emitter` module): block collections, `{}`/`[]` for empty
 //!   ones, sequences in mappings not indented, style downgrades (plain → single-quoted →
 //!   double-quoted) from its scalar analysis, folding of long plain and quoted scalars at
 //!   spaces past column 80, escapes (`\x7F`, `\u2028`, `\U0001F600` — characters outside

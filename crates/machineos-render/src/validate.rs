@@ -3,7 +3,8 @@
 //! [`ValidMachineConfig`] can be merged without further checks.
 //!
 //! Checks, in the MCO's order: `kernelType` is one of its values; the Ignition config parses
-//! and validates; no file mode exceeds 0777; and, for a MachineConfig that carries a config,
+//! and validates (spec 3.0.0–3.6.0, or spec 2.x, which the MCO still takes, converted to 3.5.0
+//! as it converts it); no file mode exceeds 0777; and, for a MachineConfig that carries a config,
 //! every extension is supported — the MCO checks extensions only then
 //! (`ValidateMachineConfig`), so an unknown extension in a MachineConfig without config
 //! renders, and fails when applied ([`ValidMachineConfig::unchecked_extensions`]). Each error
@@ -319,6 +320,10 @@ fn parse_ignition(
             message,
             reason,
         };
+    let value = serde_json::Value::Object(raw.clone());
+    if machineos_ignition_spec2::is_spec2(&value) {
+        return parse_spec2(name, &value, warnings);
+    }
     // A JSON object always serializes; the bytes are what Ignition's parser takes.
     let bytes = serde_json::to_vec(raw)
         .map_err(|e| ignition_error(("$.spec.config".into(), e.to_string()), "InvalidConfig"))?;
@@ -334,6 +339,42 @@ fn parse_ignition(
         ignition_error((rebase(&e.path), e.message), reason)
     })?;
     warnings.extend(found.into_iter().map(rebased));
+    Ok((parsed.config, parsed.version))
+}
+
+/// A spec 2 config, as the MCO takes it: `ValidateMachineConfig`'s checks (parse, file
+/// modes), then the conversion to 3.5.0 `MergeMachineConfigs` does
+/// ([`machineos_ignition_spec2`]); the result renders as any 3.5.0 config.
+fn parse_spec2(
+    name: &str,
+    value: &serde_json::Value,
+    warnings: &mut Vec<Warning>,
+) -> Result<(Config, SpecVersion), ValidateError> {
+    let located =
+        |path: Option<&str>, message: String, reason: &'static str| ValidateError::Ignition {
+            name: name.to_owned(),
+            path: path.map_or_else(|| "$.spec.config".to_owned(), rebase),
+            message,
+            reason,
+        };
+    machineos_ignition_spec2::validate_value(value)
+        .map_err(|e| located(e.path(), e.to_string(), e.reason()))?;
+    let converted = machineos_ignition_spec2::convert_value(value)
+        .map_err(|e| located(e.path(), e.to_string(), e.reason()))?;
+    warnings.extend(converted.warnings.into_iter().map(|w| Warning {
+        path: rebase(&w.path),
+        message: w.message,
+    }));
+    // The converter writes JSON machineos's parser reads (checked by its tests); a failure
+    // here would be a converter bug, reported at the config.
+    let bytes = serde_json::to_vec(&converted.config).unwrap_or_default();
+    let parsed = machineos_ignition::parse::parse_unmasked(&bytes).map_err(|e| {
+        located(
+            None,
+            format!("the config converted from spec {}: {e}", converted.version),
+            e.reason(),
+        )
+    })?;
     Ok((parsed.config, parsed.version))
 }
 

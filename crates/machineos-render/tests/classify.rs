@@ -155,7 +155,7 @@ fn validate_errors() {
     let cases: Vec<(Value, &str)> = vec![
         (json!({"kernelType": "rt"}), "InvalidKernelType"),
         (
-            json!({"config": {"ignition": {"version": "2.2.0"}}}),
+            json!({"config": {"ignition": {"version": "2.3.0"}}}),
             "UnsupportedSpecVersion",
         ),
         (
@@ -186,15 +186,26 @@ fn validate_errors() {
         let e = validate_machine_config(&m).unwrap_err();
         assert_eq!(classified(&e), (reason, Retry::Permanent), "{spec}: {e}");
     }
-    let m = worker("v", json!({"config": {"ignition": {"version": "2.2.0"}}}));
+    let m = worker("v", json!({"config": {"ignition": {"version": "3.7.0"}}}));
     assert_eq!(
         validate_machine_config(&m).unwrap_err(),
         ValidateError::Ignition {
             name: "v".into(),
             path: "$.spec.config.ignition.version".into(),
-            message: "unsupported config version \"2.2.0\" (supported: 3.0.0 to 3.6.0)".into(),
+            message: "unsupported config version \"3.7.0\" (supported: 3.0.0 to 3.6.0)".into(),
             reason: "UnsupportedSpecVersion",
         }
+    );
+    // A spec 2 version the MCO's converter does not know: its IgnParseWrapper's refusal.
+    let m = worker("v", json!({"config": {"ignition": {"version": "2.3.0"}}}));
+    let e = validate_machine_config(&m).unwrap_err();
+    let ValidateError::Ignition { path, message, .. } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(path, "$.spec.config.ignition.version", "{e}");
+    assert_eq!(
+        message,
+        "parsing Ignition config failed: unknown version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5"
     );
 }
 
@@ -238,7 +249,7 @@ fn render_errors() {
                 ok.clone(),
                 worker(
                     "50-old",
-                    json!({"config": {"ignition": {"version": "2.2.0"}}}),
+                    json!({"config": {"ignition": {"version": "2.3.0"}}}),
                 ),
             ],
             "UnsupportedSpecVersion",

@@ -242,3 +242,55 @@ fn control_characters_are_refused_naming_the_machine_config() {
     );
     assert!(text.contains("(from MachineConfig \"20-x\")"), "{text}");
 }
+
+/// A spec 2.2.0 config is taken as the MCO takes it (`IgnParseWrapper`,
+/// `removeIgnDuplicateFilesUnitsUsers`, the converter to 3.5.0; machineos-ignition-spec2):
+/// duplicate files last-wins and newest first, SSH keys of `core` merged once each, then it
+/// merges with 3.x configs as usual.
+#[test]
+fn a_spec_2_2_config_is_converted_as_the_mco_converts_it() {
+    let old = mc(
+        "00-old",
+        json!({}),
+        json!({"config": {"ignition": {"version": "2.2.0"},
+        "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a", "ssh-ed25519 AAAA a"]}]},
+        "storage": {"files": [
+            {"filesystem": "root", "path": "/etc/a", "mode": 420, "contents": {"source": "data:,first"}},
+            {"filesystem": "root", "path": "/etc/b", "mode": 420, "contents": {"source": "data:,b"}},
+            {"filesystem": "root", "path": "/etc/a", "mode": 384, "contents": {"source": "data:,second"}}
+        ]}}}),
+    );
+    let new = mc(
+        "10-new",
+        json!({}),
+        json!({"config": {"ignition": {"version": "3.2.0"},
+            "storage": {"files": [{"path": "/etc/c", "contents": {"source": "data:,c"}}]}}}),
+    );
+    let r = run(&[old, new], &defaults()).expect("the MCO renders it");
+    let config = r.machine_config.spec.config.as_ref().expect("config");
+    assert_eq!(config["ignition"]["version"], "3.5.0");
+    let files: Vec<(&str, &str, i64)> = config["storage"]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or_default(),
+                f["contents"]["source"].as_str().unwrap_or_default(),
+                f["mode"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("/etc/a", "data:,second", 0o600),
+            ("/etc/b", "data:,b", 0o644),
+            ("/etc/c", "data:,c", 0)
+        ]
+    );
+    assert_eq!(
+        config["passwd"]["users"],
+        json!([{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a"]}])
+    );
+}

@@ -178,7 +178,7 @@ fn ignition_must_parse_and_validate() {
         ),
     ]);
     // Version problems are located at $.spec.config.ignition.version.
-    for version in [json!("2.2.0"), json!("3.7.0"), json!("three")] {
+    for version in [json!("2.3.0"), json!("3.7.0"), json!("three")] {
         let m = mc("v", json!({"config": {"ignition": {"version": version}}}));
         let err = validate_machine_config(&m).unwrap_err();
         let ValidateError::Ignition { name, path, .. } = &err else {

@@ -596,7 +596,12 @@ fn render_diff_exits_like_diff() {
     std::fs::write(&saved, &o.stdout).unwrap();
 
     let o = machineos(&[&["render", "--diff", saved.to_str().unwrap()][..], &args].concat());
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains(": identical to "));
 
     // Another kernel argument: a different spec, so a different name too.
@@ -604,12 +609,19 @@ fn render_diff_exits_like_diff() {
     theirs["spec"]["kernelArguments"] = serde_json::json!(["quiet"]);
     std::fs::write(&saved, serde_json::to_vec(&theirs).unwrap()).unwrap();
     let o = machineos(&[&["render", "--diff", saved.to_str().unwrap()][..], &args].concat());
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].contains("differs from"), "{out}");
     assert!(
-        lines.iter().any(|l| l.trim_start().starts_with("spec.kernelArguments")),
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("spec.kernelArguments")),
         "{out}"
     );
 
