@@ -1,6 +1,7 @@
 //! Every parser that takes untrusted bytes, fuzzed from real seeds for a bounded time (see
 //! the crate documentation): Ignition configs (through planning and the layer writer),
-//! `data:` URLs, MachineConfig YAML/JSON (through rendering), image manifests, indexes and
+//! `data:` URLs, MachineConfig YAML/JSON (through rendering, spec 2 configs included), the
+//! YAML Go writes for any JSON (rendered names), image manifests, indexes and
 //! configs, image references, auth files, registry answers, base layers (tar, plain and
 //! gzip) and the base index cache format. This binary's allocator is capped: an input that
 //! makes a parser hold unbounded memory aborts the run.
@@ -140,6 +141,18 @@ fn machineconfigs_load_and_render() {
             .into_iter()
             .take(8),
     );
+    // A spec 2.2 MachineConfig: the MCO's conversion path.
+    seeds.push(
+        br#"{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig",
+"metadata":{"name":"00-old","labels":{"machineconfiguration.openshift.io/role":"worker"}},
+"spec":{"config":{"ignition":{"version":"2.2.0"},
+"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-ed25519 AAAA a","ssh-ed25519 AAAA a"]}]},
+"storage":{"files":[{"filesystem":"root","path":"/etc/a","mode":420,"contents":{"source":"data:,a"}},
+{"filesystem":"root","path":"/etc/a","mode":384,"contents":{"source":"data:,b"}}]},
+"systemd":{"units":[{"name":"a.service","enabled":true,"contents":"[Unit]\nDescription=a\n",
+"dropins":[{"name":"x.conf","contents":"[Unit]\nAfter=b\n"}]}]}}}}"#
+            .to_vec(),
+    );
     let stats = fuzz("machineconfig", seeds, |bytes| {
         let m = machineos_render::load::load_manifests("fuzz.yaml", bytes)
             .map_err(|e| e.to_string())?;
@@ -153,6 +166,27 @@ fn machineconfigs_load_and_render() {
         serde_json::to_vec(&r.machine_config)
             .map(drop)
             .map_err(|e| e.to_string())
+    });
+    assert!(stats.accepted > 0);
+}
+
+/// Any JSON value has the YAML Go would write, or yaml.v2's refusal; the same every time.
+#[test]
+fn go_yaml_of_any_json() {
+    cap_memory();
+    let seeds = [
+        r#"{"osImageURL":"quay.io/x@sha256:ab","config":{"ignition":{"version":"3.5.0"}},"kernelArguments":["y","a b"],"fips":false}"#,
+        r#"{"a":"line\nline\n","b":" lead","c":"\u00e9\u2028x","d":[1,-2.5,1e21,null,true,{}],"e":{"k":[]}}"#,
+        r##"["0755","2024-01-02","1:20","--- x","#c",": x","\ufeffbom"]"##,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let stats = fuzz("goyaml", seeds, |bytes| {
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let yaml = machineos_goyaml::to_yaml(&v).map_err(|e| e.to_string())?;
+        assert_eq!(machineos_goyaml::to_yaml(&v).as_deref(), Ok(yaml.as_str()));
+        Ok(())
     });
     assert!(stats.accepted > 0);
 }
