@@ -55,8 +55,10 @@
 mod convert;
 mod decode;
 mod dedupe;
+mod gopath;
 mod older;
 mod parse;
+mod semver;
 mod unit;
 mod url;
 mod v22;

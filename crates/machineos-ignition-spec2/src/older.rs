@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::decode::{Dec, Decode, TypeError, go_struct};
-use crate::parse::Semver;
+use crate::semver::Semver;
 use crate::unit;
 use crate::url;
 use crate::v22;

@@ -199,7 +199,7 @@ fn check_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
         return Err("path not absolute".into());
     }
-    if crate::convert::clean(p) != p {
+    if crate::gopath::clean(p) != p {
         return Err("path is not fully simplified".into());
     }
     Ok(())
@@ -287,9 +287,9 @@ pub(crate) fn validate(c: &Config) -> Vec<Entry> {
         if l.hard != Some(true) {
             continue;
         }
-        let mut target = crate::convert::clean(&l.target);
+        let mut target = crate::gopath::clean(&l.target);
         if !target.starts_with('/') {
-            target = crate::convert::join(&[&l.node.path, &l.target]);
+            target = crate::gopath::join(&[&l.node.path, &l.target]);
         }
         for d in &c.storage.directories {
             if target == d.node.path {
