@@ -2,6 +2,7 @@
 //! checks whole documents against Go).
 
 use super::*;
+use crate::number::go_json_float;
 use std::cmp::Ordering;
 
 #[test]
