@@ -192,7 +192,8 @@ impl Planner<'_> {
         let (uid, gid) = self.owner(jp, &f.user, &f.group, &f.path, owner)?;
         // Ignition always chowns; on a regular file the kernel then drops setuid, and
         // setgid when group-execute is set. An explicit mode is applied after the chown
-        // (current Ignition), and has no special bits before spec 3.6.0 anyway.
+        // (current Ignition): its special bits were masked out below spec 3.6.0 when the
+        // config was parsed, and from 3.6.0 on are applied as written.
         let mode = f.mode.map_or_else(|| clear_suid(mode), |m| m as u32);
         if existing.is_none() {
             self.fs
