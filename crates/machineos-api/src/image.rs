@@ -120,20 +120,31 @@ impl<'de> Deserialize<'de> for DigestedImage {
     }
 }
 
+/// CEL rule of openshift/api's digested image fields: the reference ends in `@sha256:<64 hex>`.
+pub(crate) const DIGEST_SUFFIX_RULE: &str =
+    "(self.split('@').size() == 2 && self.split('@')[1].matches('^sha256:[a-f0-9]{64}$'))";
+
+/// Message of [`DIGEST_SUFFIX_RULE`].
+pub(crate) const DIGEST_SUFFIX_MESSAGE: &str = "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long";
+
 impl JsonSchema for DigestedImage {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "DigestedImage".into()
     }
 
-    /// The MCO's `ImageDigestFormat`: length bounds and its digest rule.
+    /// The MCO's `ImageDigestFormat`: length bounds, its digest rule and its
+    /// `host[:port][/namespace]/name` rule.
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_PULLSPEC_LEN,
             "x-kubernetes-validations": [{
-                "rule": "(self.split('@').size() == 2 && self.split('@')[1].matches('^sha256:[a-f0-9]{64}$'))",
-                "message": "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long"
+                "rule": DIGEST_SUFFIX_RULE,
+                "message": DIGEST_SUFFIX_MESSAGE
+            }, {
+                "rule": r"(self.split('@')[0].matches('^([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?/([a-zA-Z0-9-_]{0,61}/)?[a-zA-Z0-9-_.]*?$'))",
+                "message": "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme"
             }]
         })
     }

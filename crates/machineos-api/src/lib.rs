@@ -15,6 +15,7 @@ pub mod v1;
 pub mod v1alpha1;
 
 mod crd;
+mod schema;
 mod serde_util;
 
 pub use crd::{crds, crds_yaml};

@@ -303,3 +303,65 @@ fn mosb_columns_read_conditions() {
         ".metadata.creationTimestamp"
     );
 }
+
+/// What `crd.rs`'s post-processing fixes, checked without openshift/api's CRDs at hand (the
+/// full comparison is tests/upstream_crds.rs): root `apiVersion`/`kind`/`metadata`, root
+/// `status` not nullable, MachineConfig's `spec` optional, int-or-string without `nullable`
+/// and with `anyOf`; and MachineOSBuild's recorded builder type without an enum.
+#[test]
+fn post_processing_matches_openshift_api() {
+    for crd in crds() {
+        let kind = crd.spec.names.kind.clone();
+        let crd = serde_json::to_value(&crd).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        for (name, ty) in [
+            ("apiVersion", "string"),
+            ("kind", "string"),
+            ("metadata", "object"),
+        ] {
+            assert_eq!(schema["properties"][name]["type"], ty, "{kind}: {name}");
+        }
+        assert_eq!(
+            schema.pointer("/properties/status/nullable"),
+            None,
+            "{kind}: status"
+        );
+        let required = schema.get("required").cloned().unwrap_or(json!([]));
+        let want = if kind == "MachineConfig" {
+            json!([])
+        } else {
+            json!(["spec"])
+        };
+        assert_eq!(required, want, "{kind}: required");
+    }
+    let all: Vec<Value> = crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let schema_of = |kind: &str| {
+        all.iter()
+            .find(|c| c["spec"]["names"]["kind"] == kind)
+            .map(|c| c["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone())
+            .unwrap()
+    };
+    let int_or_string = json!({
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": true
+    });
+    for (kind, pointer) in [
+        (
+            "MachineConfigPool",
+            "/properties/spec/properties/maxUnavailable",
+        ),
+        ("MachineImage", "/properties/spec/properties/maxUnavailable"),
+    ] {
+        let mut got = schema_of(kind).pointer(pointer).unwrap().clone();
+        got.as_object_mut().unwrap().remove("description");
+        assert_eq!(got, int_or_string, "{kind} {pointer}");
+    }
+    assert_eq!(
+        schema_of("MachineOSBuild")
+            .pointer("/properties/status/properties/builder/properties/imageBuilderType/enum"),
+        None
+    );
+}

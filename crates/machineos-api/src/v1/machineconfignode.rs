@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NameReference;
 use crate::image::DigestedImage;
+use crate::schema::{dns1123_subdomain_lowercase, metav1_conditions, release_image};
 use crate::serde_util::{is_zero_i32, is_zero_i64};
 
 /// MachineConfigNodeSpec describes the MachineConfigNode we are managing.
@@ -111,6 +112,7 @@ pub struct MachineConfigNodeSpec {
     /// configImage is the OS image this node should run; present only when the node's pool
     /// uses layered images (FeatureGate ImageModeStatusReporting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MachineConfigNodeSpecConfigImage")]
     pub config_image: Option<MachineConfigNodeSpecConfigImage>,
 }
 
@@ -118,7 +120,7 @@ pub struct MachineConfigNodeSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct MachineConfigNodeSpecMachineConfigVersion {
     /// desired is the name of the machine config that the node should be upgraded to.
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), transform = dns1123_subdomain_lowercase)]
     pub desired: String,
 }
 
@@ -144,21 +146,31 @@ pub struct MachineConfigNodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 20),
-        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
 
     /// observedGeneration represents the generation of the MachineConfigNode object observed
     /// by the controller.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[schemars(
+        range(min = 1),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf",
+            "message": "observedGeneration must not decrease"
+        }])
+    )]
     pub observed_generation: i64,
 
     /// configVersion describes the current and desired machine config version for this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MachineConfigNodeStatusMachineConfigVersion")]
     pub config_version: Option<MachineConfigNodeStatusMachineConfigVersion>,
 
     /// configImage shows the observed state of the node image when image mode is enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MachineConfigNodeStatusConfigImage")]
     pub config_image: Option<MachineConfigNodeStatusConfigImage>,
 
     /// pinnedImageSets describes the current and desired pinned image sets for this node.
@@ -173,25 +185,27 @@ pub struct MachineConfigNodeStatus {
     /// configuration and the target rendered MachineConfig that only new nodes can get.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
-        length(max = 32),
+        length(min = 1, max = 32),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["fieldPath"])
     )]
     pub irreconcilable_changes: Vec<IrreconcilableChangeDiff>,
 
     /// internalReleaseImage describes the status of the release payloads stored in the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MachineConfigNodeStatusInternalReleaseImage")]
     pub internal_release_image: Option<MachineConfigNodeStatusInternalReleaseImage>,
 }
 
 /// The current and desired machine config version as last updated in the status.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct MachineConfigNodeStatusMachineConfigVersion {
-    /// current is the name of the machine config currently in use on the node.
-    #[serde(default)]
-    #[schemars(length(max = 253))]
-    pub current: String,
+    /// current is the name of the machine config currently in use on the node; `None` until
+    /// the node has reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(max = 253), transform = dns1123_subdomain_lowercase)]
+    pub current: Option<String>,
     /// desired is the MachineConfig the node wants to upgrade to.
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), transform = dns1123_subdomain_lowercase)]
     pub desired: String,
 }
 
@@ -202,34 +216,66 @@ pub struct MachineConfigNodeStatusMachineConfigVersion {
 pub struct MachineConfigNodeStatusConfigImage {
     /// currentImage is the image currently applied to the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DigestedImage")]
     pub current_image: Option<DigestedImage>,
     /// desiredImage is the image the node is progressing to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DigestedImage")]
     pub desired_image: Option<DigestedImage>,
 }
 
 /// The current, desired, and failed pinned image sets for the node.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.desiredGeneration) && has(self.currentGeneration) ? self.desiredGeneration >= self.currentGeneration : true",
+     "message": "desired generation must be greater than or equal to the current generation"},
+    {"rule": "has(self.lastFailedGeneration) && has(self.desiredGeneration) ? self.desiredGeneration >= self.lastFailedGeneration : true",
+     "message": "desired generation must be greater than or equal to the last failed generation"},
+    {"rule": "has(self.lastFailedGeneration) ? has(self.lastFailedGenerationError) : true",
+     "message": "last failed generation error must be defined on image pull and pin failure"}
+]))]
 pub struct MachineConfigNodeStatusPinnedImageSet {
     /// name is the name of the pinned image set.
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), transform = dns1123_subdomain_lowercase)]
     pub name: String,
     /// currentGeneration is the generation of the pinned image set most recently pulled and
     /// pinned on this node.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[schemars(
+        range(min = 1),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf",
+            "message": "currentGeneration must not decrease"
+        }])
+    )]
     pub current_generation: i32,
     /// desiredGeneration is the generation of the pinned image set targeted on this node.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[schemars(
+        range(min = 1),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf",
+            "message": "desiredGeneration must not decrease"
+        }])
+    )]
     pub desired_generation: i32,
     /// lastFailedGeneration is the generation of the most recent pinned image set that failed
     /// to be pulled and pinned on this node.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[schemars(
+        range(min = 1),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf",
+            "message": "lastFailedGeneration must not decrease"
+        }])
+    )]
     pub last_failed_generation: i32,
-    /// lastFailedGenerationError is the error explaining why the desired images failed.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(max = 32768))]
-    pub last_failed_generation_error: String,
+    /// lastFailedGenerationError is the error explaining why the desired images failed;
+    /// required whenever lastFailedGeneration is set (even if empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(max = 32768))]
+    pub last_failed_generation_error: Option<String>,
 }
 
 /// A difference between the node's install-time configuration and the latest rendered one.
@@ -237,7 +283,14 @@ pub struct MachineConfigNodeStatusPinnedImageSet {
 #[serde(rename_all = "camelCase")]
 pub struct IrreconcilableChangeDiff {
     /// fieldPath is the path in the rendered MachineConfig that differs, starting `spec.`.
-    #[schemars(length(min = 1, max = 70))]
+    #[schemars(
+        length(min = 1, max = 70),
+        extend("x-kubernetes-validations" = [
+            {"rule": "self.startsWith('spec.')", "message": "The fieldPath must start with `spec.`"},
+            {"rule": r"self.matches('^[\\da-zA-Z\\.\\[\\]]+$')",
+             "message": "The fieldPath must consist only of alphanumeric characters, brackets [] and dots ('.')."}
+        ])
+    )]
     pub field_path: String,
     /// diff is the difference for the field at fieldPath.
     #[schemars(length(min = 1, max = 4096))]
@@ -247,8 +300,8 @@ pub struct IrreconcilableChangeDiff {
 /// The release bundles stored on the node.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct MachineConfigNodeStatusInternalReleaseImage {
-    /// releases is a list of the release bundles owned and managed by the cluster.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// releases is a list of the release bundles owned and managed by the cluster (at least
+    /// one).
     #[schemars(
         length(min = 1, max = 32),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
@@ -262,15 +315,23 @@ pub struct MachineConfigNodeStatusInternalReleaseImageRef {
     /// conditions of this release bundle: Mounted, Installing, Available, Removing, Degraded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
-        length(max = 5),
-        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+        length(min = 1, max = 5),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
     /// name is the release bundle identifier, `ocp-release-bundle-<version>-<arch|stream>`.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(
+        length(min = 1, max = 64),
+        extend("x-kubernetes-validations" = [{
+            "rule": r"self.matches('^ocp-release-bundle-[0-9]+\\.[0-9]+\\.[0-9]+-[A-Za-z0-9._-]+$')",
+            "message": "must be ocp-release-bundle-<version>-<arch|stream> and <= 64 chars"
+        }])
+    )]
     pub name: String,
-    /// image is the OCP release image, by digest.
+    /// image is the OCP release image, by digest; its host may be `localhost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "release_image")]
     pub image: Option<DigestedImage>,
 }
 

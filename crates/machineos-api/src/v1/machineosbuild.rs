@@ -6,8 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ImageBuilderType, NameReference, ObjectReference};
+use super::{MachineConfigReference, MachineOSConfigReference, ObjectReference};
 use crate::image::{DigestedImage, MAX_PULLSPEC_LEN};
+use crate::schema::{metav1_conditions, tag_pull_spec};
 
 /// MachineOSBuildSpec describes information about a build process primarily populated from a
 /// MachineOSConfig object. It is immutable once set.
@@ -62,15 +63,15 @@ use crate::image::{DigestedImage, MAX_PULLSPEC_LEN};
 pub struct MachineOSBuildSpec {
     /// machineConfig points to the rendered MachineConfig resource to be included in this
     /// image build.
-    pub machine_config: NameReference,
+    pub machine_config: MachineConfigReference,
 
     /// machineOSConfig references the MachineOSConfig resource that this image build extends.
     #[serde(rename = "machineOSConfig")]
-    pub machine_os_config: NameReference,
+    pub machine_os_config: MachineOSConfigReference,
 
     /// renderedImagePushSpec is the location the image is pushed to once built:
     /// `host[:port][/namespace]/name:<tag>`.
-    #[schemars(length(min = 1, max = MAX_PULLSPEC_LEN))]
+    #[schemars(length(min = 1, max = MAX_PULLSPEC_LEN), transform = tag_pull_spec)]
     pub rendered_image_push_spec: String,
 }
 
@@ -100,12 +101,14 @@ pub struct MachineOSBuildStatus {
                 {"rule": "oldSelf.exists(x, x.type=='Succeeded' && x.status=='True') ? self==oldSelf : true",
                  "message": "once an Succeeded condition is set, conditions are immutable"}
             ]
-        )
+        ),
+        transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
 
     /// builder describes the image builder backend used for this build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MachineOSBuilderReference")]
     pub builder: Option<MachineOSBuilderReference>,
 
     /// relatedObjects is a list of references to ephemeral objects such as ConfigMaps or
@@ -119,15 +122,30 @@ pub struct MachineOSBuildStatus {
 
     /// buildStart is when the build controller started the build backend for this build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "Time",
+        extend("x-kubernetes-validations" = [{
+            "rule": "self == oldSelf",
+            "message": "buildStart is immutable once set"
+        }])
+    )]
     pub build_start: Option<Time>,
 
     /// buildEnd is when the build backend completed, failed or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "Time",
+        extend("x-kubernetes-validations" = [{
+            "rule": "self == oldSelf",
+            "message": "buildEnd is immutable once set"
+        }])
+    )]
     pub build_end: Option<Time>,
 
     /// digestedImagePushSpec describes the fully qualified push spec produced by this build:
     /// `host[:port][/namespace]/name@sha256:<digest>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DigestedImage")]
     pub digested_image_push_spec: Option<DigestedImage>,
 }
 
@@ -139,10 +157,13 @@ pub struct MachineOSBuildStatus {
     "message": "job is required when imageBuilderType is Job, and forbidden otherwise"
 }]))]
 pub struct MachineOSBuilderReference {
-    /// imageBuilderType describes the type of image builder used to build this image.
-    pub image_builder_type: ImageBuilderType,
+    /// imageBuilderType describes the type of image builder used to build this image. Any
+    /// string, as in openshift/api (MachineOSConfig's spec restricts the choice; a build only
+    /// records it): `Job` for a Kubernetes Job.
+    pub image_builder_type: String,
     /// job is a reference to the job object that is managing the image build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ObjectReference")]
     pub job: Option<ObjectReference>,
 }
 

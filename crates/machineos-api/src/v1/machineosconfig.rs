@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{NameReference, ObjectReference};
 use crate::image::{DigestedImage, MAX_PULLSPEC_LEN};
-use crate::serde_util::{is_zero_i64, null_as_default};
+use crate::schema::{metav1_conditions, tag_pull_spec};
+use crate::serde_util::null_as_default;
 
 /// MachineOSConfigSpec describes user-configurable options as well as information about a
 /// build process.
@@ -39,6 +40,7 @@ pub struct MachineOSConfigSpec {
     /// baseImagePullSecret is the secret used to pull the base image; defaults to the
     /// cluster-wide pull secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "NameReference")]
     pub base_image_pull_secret: Option<NameReference>,
 
     /// renderedImagePushSecret is the secret used to connect to a user registry.
@@ -46,7 +48,7 @@ pub struct MachineOSConfigSpec {
 
     /// renderedImagePushSpec describes the location of the final image, in the format
     /// `host[:port][/namespace]/name:<tag>`; the tag is replaced by the build's name.
-    #[schemars(length(min = 1, max = MAX_PULLSPEC_LEN))]
+    #[schemars(length(min = 1, max = MAX_PULLSPEC_LEN), transform = tag_pull_spec)]
     pub rendered_image_push_spec: String,
 
     /// containerFile describes the custom data the user has specified to build into the
@@ -58,7 +60,7 @@ pub struct MachineOSConfigSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     #[schemars(
-        length(max = 4),
+        length(min = 0, max = 4),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["containerfileArch"])
     )]
     pub containerfile: Vec<MachineOSContainerfile>,
@@ -120,18 +122,29 @@ pub enum ContainerfileArch {
 pub struct MachineOSConfigStatus {
     /// conditions are state related conditions for the object (the MCO sets `Seeded`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = metav1_conditions
+    )]
     pub conditions: Vec<Condition>,
 
     /// observedGeneration represents the generation of the MachineOSConfig object observed by
     /// the build controller.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
-    #[schemars(range(min = 0))]
-    pub observed_generation: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "i64",
+        range(min = 0),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf",
+            "message": "observedGeneration must not move backwards"
+        }])
+    )]
+    pub observed_generation: Option<i64>,
 
     /// currentImagePullSpec is the fully qualified image pull spec, by digest, of the image
     /// the last successful build produced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DigestedImage")]
     pub current_image_pull_spec: Option<DigestedImage>,
 
     /// machineOSBuild is a reference to the MachineOSBuild object for this MachineOSConfig,
@@ -141,6 +154,7 @@ pub struct MachineOSConfigStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(with = "ObjectReference")]
     pub machine_os_build: Option<ObjectReference>,
 }
 

@@ -12,7 +12,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::NameReference;
+use super::{OSImageStreamReference, PinnedImageSetRef};
+use crate::schema::{atomic_items, atomic_map, label_selector, no_default};
 use crate::serde_util::{is_false, is_zero_i64, null_as_default};
 
 /// MachineConfigPoolSpec is the spec for MachineConfigPool resource.
@@ -87,10 +88,12 @@ use crate::serde_util::{is_false, is_zero_i64, null_as_default};
 pub struct MachineConfigPoolSpec {
     /// machineConfigSelector specifies a label selector for MachineConfigs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "label_selector")]
     pub machine_config_selector: Option<LabelSelector>,
 
     /// nodeSelector specifies a label selector for Machines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "label_selector")]
     pub node_selector: Option<LabelSelector>,
 
     /// paused specifies whether or not changes to this machine config pool should be stopped.
@@ -116,11 +119,12 @@ pub struct MachineConfigPoolSpec {
         length(max = 100),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
     )]
-    pub pinned_image_sets: Vec<NameReference>,
+    pub pinned_image_sets: Vec<PinnedImageSetRef>,
 
     /// osImageStream specifies an OS stream to be used for the pool (FeatureGate OSStreams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os_image_stream: Option<NameReference>,
+    #[schemars(with = "OSImageStreamReference")]
+    pub os_image_stream: Option<OSImageStreamReference>,
 }
 
 /// MachineConfigPoolStatusConfiguration stores the current configuration for the pool, and
@@ -129,27 +133,35 @@ pub struct MachineConfigPoolSpec {
 /// It inlines a core `ObjectReference`, as openshift/api does.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = atomic_map)]
 pub struct MachineConfigPoolStatusConfiguration {
     /// API version of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub api_version: Option<String>,
     /// If referring to a piece of an object instead of an entire object, the field path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub field_path: Option<String>,
     /// Kind of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub kind: Option<String>,
     /// Name of the referent: the rendered MachineConfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub name: Option<String>,
     /// Namespace of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
     /// Specific resourceVersion to which this reference is made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub resource_version: Option<String>,
     /// UID of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub uid: Option<String>,
     /// source is the list of MachineConfig objects that were used to generate the single
     /// MachineConfig object specified in `content`.
@@ -158,7 +170,7 @@ pub struct MachineConfigPoolStatusConfiguration {
         deserialize_with = "null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
-    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"), transform = atomic_items)]
     pub source: Vec<CoreObjectReference>,
 }
 
@@ -185,26 +197,31 @@ pub struct MachineConfigPoolStatus {
 
     /// machineCount represents the total number of machines in the machine config pool.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub machine_count: i32,
 
     /// updatedMachineCount represents the total number of machines targeted by the pool that
     /// have the CurrentMachineConfig as their config.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub updated_machine_count: i32,
 
     /// readyMachineCount represents the total number of ready machines targeted by the pool.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub ready_machine_count: i32,
 
     /// unavailableMachineCount represents the total number of unavailable (non-ready) machines
     /// targeted by the pool. A node is marked unavailable if it is in updating state or
     /// NodeReady condition is false.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub unavailable_machine_count: i32,
 
     /// degradedMachineCount represents the total number of machines marked degraded (or
     /// unreconcilable). A node is marked degraded if applying a configuration failed.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub degraded_machine_count: i32,
 
     /// conditions represents the latest available observations of current state.
@@ -235,7 +252,8 @@ pub struct MachineConfigPoolStatus {
 
     /// osImageStream specifies the last updated OSImageStream for the pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os_image_stream: Option<NameReference>,
+    #[schemars(with = "OSImageStreamReference")]
+    pub os_image_stream: Option<OSImageStreamReference>,
 }
 
 /// MachineConfigPoolCondition contains condition information for a MachineConfigPool.
@@ -248,6 +266,7 @@ pub struct MachineConfigPoolStatus {
 pub struct MachineConfigPoolCondition {
     /// type of the condition.
     #[serde(rename = "type", default)]
+    #[schemars(transform = no_default)]
     pub type_: String,
     /// status of the condition, one of ('True', 'False', 'Unknown').
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -258,10 +277,12 @@ pub struct MachineConfigPoolCondition {
     pub last_transition_time: Option<Time>,
     /// reason is a brief machine readable explanation for the condition's last transition.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub reason: String,
     /// message is a human readable description of the details of the last transition,
     /// complementing reason.
     #[serde(default)]
+    #[schemars(transform = no_default)]
     pub message: String,
 }
 
@@ -273,33 +294,62 @@ pub struct CertExpiry {
     /// subject is the subject of the certificate.
     pub subject: String,
     /// expiry is the date after which the certificate will no longer be valid.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Time")]
     pub expiry: Option<Time>,
 }
 
 /// The status of the machines a pool synchronizer manages.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.machineCount >= self.updatedMachineCount",
+     "message": "machineCount must be greater than or equal to updatedMachineCount"},
+    {"rule": "self.machineCount >= self.availableMachineCount",
+     "message": "machineCount must be greater than or equal to availableMachineCount"},
+    {"rule": "self.machineCount >= self.unavailableMachineCount",
+     "message": "machineCount must be greater than or equal to unavailableMachineCount"},
+    {"rule": "self.machineCount >= self.readyMachineCount",
+     "message": "machineCount must be greater than or equal to readyMachineCount"},
+    {"rule": "self.availableMachineCount >= self.readyMachineCount",
+     "message": "availableMachineCount must be greater than or equal to readyMachineCount"}
+]))]
 pub struct PoolSynchronizerStatus {
-    /// poolSynchronizerType describes the type of the pool synchronizer (`PinnedImageSets`).
+    /// poolSynchronizerType describes the type of the pool synchronizer (`PinnedImageSets`,
+    /// the only one openshift/api allows).
+    #[schemars(length(max = 256), extend("enum" = ["PinnedImageSets"]))]
     pub pool_synchronizer_type: String,
     /// machineCount is the number of machines that are managed by the node synchronizer.
+    #[schemars(range(min = 0))]
     pub machine_count: i64,
     /// updatedMachineCount is the number of machines that have been updated by the node
     /// synchronizer.
+    #[schemars(range(min = 0))]
     pub updated_machine_count: i64,
     /// readyMachineCount is the number of machines managed by the node synchronizer that are in
     /// a ready state.
+    #[schemars(range(min = 0))]
     pub ready_machine_count: i64,
     /// availableMachineCount is the number of machines managed by the node synchronizer which
     /// are available.
+    #[schemars(range(min = 0))]
     pub available_machine_count: i64,
     /// unavailableMachineCount is the number of machines managed by the node synchronizer but
     /// are unavailable.
+    #[schemars(range(min = 0))]
     pub unavailable_machine_count: i64,
-    /// observedGeneration is the last generation change that has been applied.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
-    pub observed_generation: i64,
+    /// observedGeneration is the last generation change that has been applied; it may go back
+    /// to 0 (a reset), which is not the same as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "i64",
+        range(min = 0),
+        extend("x-kubernetes-validations" = [{
+            "rule": "self >= oldSelf || (self == 0 && oldSelf > 0)",
+            "message": "observedGeneration must not move backwards except to zero"
+        }])
+    )]
+    pub observed_generation: Option<i64>,
 }
 
 #[cfg(test)]
@@ -349,6 +399,28 @@ mod tests {
         assert_eq!(status.machine_count, 3);
         assert_eq!(status.conditions[0].type_, "Updated");
         assert_eq!(status.conditions[0].last_transition_time, None);
+    }
+
+    #[test]
+    fn optional_fields_are_omitted_not_null() {
+        let sync = PoolSynchronizerStatus {
+            pool_synchronizer_type: "PinnedImageSets".into(),
+            observed_generation: Some(0),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&sync).unwrap();
+        assert_eq!(v["observedGeneration"], 0, "a reset to 0 is written");
+        let v = serde_json::to_value(PoolSynchronizerStatus::default()).unwrap();
+        assert!(v.get("observedGeneration").is_none(), "{v}");
+        let expiry = CertExpiry {
+            bundle: "b".into(),
+            subject: "s".into(),
+            expiry: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&expiry).unwrap(),
+            json!({"bundle": "b", "subject": "s"})
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::image::DigestedImage;
+use crate::schema::{dns1123_subdomain_lowercase, label_selector, metav1_conditions, no_default};
 use crate::serde_util::is_zero_i64;
 use crate::v1::NameReference;
 
@@ -95,14 +96,20 @@ struct MachineImageSpecWire {
     image: DigestedImage,
     /// nodeName is the one node that runs the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(
+        with = "String",
+        length(min = 1, max = 253),
+        transform = dns1123_subdomain_lowercase
+    )]
     node_name: Option<String>,
     /// nodeSelector selects the nodes that run the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "label_selector")]
     node_selector: Option<LabelSelector>,
     /// pullSecret names a secret in the controller's namespace to pull the image with; the
     /// cluster pull secret is used when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "NameReference")]
     pull_secret: Option<NameReference>,
     /// maxUnavailable is how many selected nodes may be updating at once: an integer or a
     /// percentage of the selected nodes; 1 when omitted. Only with nodeSelector.
@@ -166,25 +173,31 @@ impl From<MachineImageSpec> for MachineImageSpecWire {
 pub struct MachineImageStatus {
     /// observedGeneration is the generation the controller last acted on.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[schemars(range(min = 0))]
     pub observed_generation: i64,
     /// conditions of the assignment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 8),
-        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
     /// machineCount is the number of nodes matched.
     #[serde(default)]
+    #[schemars(transform = no_default, range(min = 0))]
     pub machine_count: i32,
     /// updatedMachineCount is the number of matched nodes running the image.
     #[serde(default)]
+    #[schemars(transform = no_default, range(min = 0))]
     pub updated_machine_count: i32,
     /// unavailableMachineCount is the number of matched nodes updating or not ready.
     #[serde(default)]
+    #[schemars(transform = no_default, range(min = 0))]
     pub unavailable_machine_count: i32,
     /// degradedMachineCount is the number of matched nodes that failed to update.
     #[serde(default)]
+    #[schemars(transform = no_default, range(min = 0))]
     pub degraded_machine_count: i32,
 }
 

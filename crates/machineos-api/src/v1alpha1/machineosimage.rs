@@ -8,8 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::image::{Digest, DigestedImage};
+use crate::schema::metav1_conditions;
 use crate::serde_util::is_zero_i64;
-use crate::v1::NameReference;
+use crate::v1::{MachineConfigReference, NameReference};
 
 /// MachineOSImageSpec records what a build produced. It is immutable once set.
 // Each `printcolumn(...)` is its own column; clippy reads their repeated `type_` keys as
@@ -61,7 +62,7 @@ pub struct MachineOSImageSpec {
     pub machine_config_pool: NameReference,
 
     /// machineConfig is the rendered MachineConfig baked into the image.
-    pub machine_config: NameReference,
+    pub machine_config: MachineConfigReference,
 
     /// machineOSBuild is the build that produced the image, when a MachineOSBuild did.
     #[serde(
@@ -69,6 +70,7 @@ pub struct MachineOSImageSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(with = "NameReference")]
     pub machine_os_build: Option<NameReference>,
 
     /// image is what nodes pull, by digest: the OCI image index for a multi-architecture
@@ -88,6 +90,7 @@ pub struct MachineOSImageSpec {
 
     /// extensionsImage is the extensions container the build installed RPMs from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DigestedImage")]
     pub extensions_image: Option<DigestedImage>,
 }
 
@@ -112,13 +115,15 @@ pub struct ArchitectureManifest {
 pub struct MachineOSImageStatus {
     /// observedGeneration is the generation the controller last acted on.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[schemars(range(min = 0))]
     pub observed_generation: i64,
 
     /// conditions of the rollout.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 8),
-        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
 }
