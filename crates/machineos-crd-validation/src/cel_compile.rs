@@ -18,15 +18,17 @@ pub fn compile(src: &str) -> Result<cel::IdedExpr, String> {
 /// followed by `(`) and text inside string literals are left alone.
 pub fn rewrite_optional_old_self(rule: &str) -> String {
     let b = rule.as_bytes();
-    let mut out = String::with_capacity(rule.len() + 8);
+    // Bytes: string literals are copied byte for byte (any UTF-8 in them stays whole);
+    // only ASCII is inserted.
+    let mut out: Vec<u8> = Vec::with_capacity(rule.len() + 8);
     let mut i = 0;
     let mut quote: Option<u8> = None;
     while i < b.len() {
         let c = b[i];
         if let Some(q) = quote {
-            out.push(c as char);
+            out.push(c);
             if c == b'\\' && i + 1 < b.len() {
-                out.push(b[i + 1] as char);
+                out.push(b[i + 1]);
                 i += 2;
                 continue;
             }
@@ -38,7 +40,7 @@ pub fn rewrite_optional_old_self(rule: &str) -> String {
         }
         if c == b'\'' || c == b'"' {
             quote = Some(c);
-            out.push(c as char);
+            out.push(c);
             i += 1;
             continue;
         }
@@ -49,7 +51,7 @@ pub fn rewrite_optional_old_self(rule: &str) -> String {
             let boundary =
                 after >= b.len() || !(b[after].is_ascii_alphanumeric() || b[after] == b'_');
             if boundary {
-                out.push_str("oldSelf");
+                out.extend_from_slice(b"oldSelf");
                 i = after;
                 // Chained `.name` selections.
                 while i < b.len() && b[i] == b'.' {
@@ -67,13 +69,13 @@ pub fn rewrite_optional_old_self(rule: &str) -> String {
                     }
                     if k < b.len() && b[k] == b'(' {
                         // A method call ends the chain.
-                        out.push('.');
-                        out.push_str(name);
+                        out.push(b'.');
+                        out.extend_from_slice(name.as_bytes());
                         i = j;
                         break;
                     }
-                    out.push_str(".?");
-                    out.push_str(name);
+                    out.extend_from_slice(b".?");
+                    out.extend_from_slice(name.as_bytes());
                     i = j;
                 }
                 continue;
@@ -81,15 +83,23 @@ pub fn rewrite_optional_old_self(rule: &str) -> String {
         }
         // Copy one UTF-8 character.
         let ch_len = rule[i..].chars().next().map_or(1, char::len_utf8);
-        out.push_str(&rule[i..i + ch_len]);
+        out.extend_from_slice(&b[i..i + ch_len]);
         i += ch_len;
     }
-    out
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn string_literals_keep_their_utf8() {
+        assert_eq!(
+            rewrite_optional_old_self("oldSelf.x == 'é' || oldSelf.y == \"日本\""),
+            "oldSelf.?x == 'é' || oldSelf.?y == \"日本\""
+        );
+    }
 
     #[test]
     fn optional_old_self_rewrite() {

@@ -69,9 +69,25 @@ fn matches(
     This(this): This<Arc<String>>,
     re: Arc<String>,
 ) -> Result<bool, ExecutionError> {
-    crate::re2::compile(&re)
-        .map(|r| r.is_match(&this))
-        .map_err(|e| ftx.error(format!("'{re}' not a valid regex:\n{e}")))
+    thread_local! {
+        // Compiled patterns, so a rule over many list items compiles its regex once.
+        static CACHE: std::cell::RefCell<HashMap<String, regex::Regex>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    CACHE.with(|cache| {
+        if let Some(r) = cache.borrow().get(re.as_str()) {
+            return Ok(r.is_match(&this));
+        }
+        let r = crate::re2::compile(&re)
+            .map_err(|e| ftx.error(format!("'{re}' not a valid regex:\n{e}")))?;
+        let matched = r.is_match(&this);
+        let mut cache = cache.borrow_mut();
+        if cache.len() > 1024 {
+            cache.clear();
+        }
+        cache.insert(re.to_string(), r);
+        Ok(matched)
+    })
 }
 
 /// A context with the standard library, kube-cel's Kubernetes functions and the
@@ -389,16 +405,20 @@ fn rule_error_string(rule: &Rule) -> String {
     }
 }
 
+/// The rule's message as the API server builds it: a `messageExpression` result trimmed,
+/// used when non-empty, without line breaks and at most 5 KiB; else `message`, trimmed;
+/// else `failed rule: <rule>`.
 fn message(act: &Context<'_>, rule: &Rule) -> String {
     if let Some(me) = &rule.message_expression
         && let Ok(Cel::String(s)) = act.resolve(me)
-        && !s.trim().is_empty()
-        && !s.contains('\n')
     {
-        return s.to_string();
+        let s = s.trim();
+        if !s.is_empty() && !s.contains('\n') && s.len() <= 5 * 1024 {
+            return s.to_owned();
+        }
     }
-    match &rule.message {
-        Some(m) if !m.is_empty() => m.clone(),
+    match rule.message.as_deref().map(str::trim) {
+        Some(m) if !m.is_empty() => m.to_owned(),
         _ => format!("failed rule: {}", rule_error_string(rule)),
     }
 }

@@ -191,7 +191,16 @@ impl Validator {
         old: Option<&Value>,
         mut errs: Vec<FieldError>,
     ) -> Result<Value, Errors> {
-        structural::list_sets_and_maps(None, &self.schema, &obj, &mut errs);
+        // Ratcheted as the API server does: on update, reported only if the old object
+        // has no such error itself.
+        let old_has_duplicates = old.is_some_and(|old| {
+            let mut old_errs = Vec::new();
+            structural::list_sets_and_maps(None, &self.schema, old, &mut old_errs);
+            !old_errs.is_empty()
+        });
+        if !old_has_duplicates {
+            structural::list_sets_and_maps(None, &self.schema, &obj, &mut errs);
+        }
         if errs.iter().any(|e| e.kind.is_blocking()) {
             if self.has_rules() {
                 errs.push(FieldError::new(

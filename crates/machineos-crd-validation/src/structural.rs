@@ -335,8 +335,8 @@ fn node(scope: &Scope<'_>, s: &Schema, v: &Value, name: &str, out: &mut Vec<(Ord
             let f = n.as_f64().unwrap_or(0.0);
             let value = BadValue::Go(crate::error::go_number(n));
             if let Some(m) = s.multiple_of
-                && m != 0.0
-                && (f / m).fract() != 0.0
+                && m > 0.0
+                && !is_json_integer(if m < 1.0 { 1.0 / m * f } else { f / m })
             {
                 push(
                     out,
@@ -604,6 +604,47 @@ fn composition(
     }
 }
 
+/// go-openapi's `swag.IsFloat64AJSONInteger`, as kube-openapi's `MultipleOf` tests the
+/// quotient (`1/factor*value` for factors below 1): an integer within a relative error of
+/// 1e-9, so `0.3` is a multiple of `0.1`.
+fn is_json_integer(f: f64) -> bool {
+    const EPSILON: f64 = 1e-9;
+    const MAX_JSON: f64 = 9_007_199_254_740_992.0; // 2^53
+    if !f.is_finite() || !(-MAX_JSON..=MAX_JSON).contains(&f) {
+        return false;
+    }
+    let g = f.trunc();
+    let diff = (f - g).abs();
+    if f == g {
+        return true;
+    }
+    if f == 0.0 || g == 0.0 || diff < f64::MIN_POSITIVE {
+        return diff < EPSILON * f64::MIN_POSITIVE;
+    }
+    diff / (f.abs() + g.abs()).min(f64::MAX) < EPSILON
+}
+
+/// A value as a string equal for values Go's `reflect.DeepEqual` of decoded JSON finds
+/// equal: object keys sorted, numbers as written.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// The `x-kubernetes-list-type` uniqueness pass over the whole object (`path` is the
 /// field path of `v`, `None` at the root).
 pub fn list_sets_and_maps(path: Option<&str>, s: &Schema, v: &Value, errs: &mut Vec<FieldError>) {
@@ -616,8 +657,15 @@ pub fn list_sets_and_maps(path: Option<&str>, s: &Schema, v: &Value, errs: &mut 
             let base = path.unwrap_or("");
             match s.list_type.as_deref() {
                 Some("set") => {
+                    // listtype's validateSet: a value is reported once, at its second
+                    // occurrence; values are compared as Go compares them (by canonical
+                    // JSON, so 1 and 1.0 differ), with one hash pass.
+                    let mut seen: std::collections::HashMap<String, u32> =
+                        std::collections::HashMap::new();
                     for (i, item) in items.iter().enumerate() {
-                        if items[..i].iter().any(|o| json_eq(o, item)) {
+                        let times = seen.entry(canonical(item)).or_insert(0);
+                        *times += 1;
+                        if *times == 2 {
                             errs.push(FieldError::new(
                                 ErrorType::Duplicate,
                                 Some(format!("{base}[{i}]")),
@@ -628,7 +676,14 @@ pub fn list_sets_and_maps(path: Option<&str>, s: &Schema, v: &Value, errs: &mut 
                     }
                 }
                 Some("map") => {
+                    // listtype's validateMap: null items are skipped, the first item that
+                    // is not an object ends the check; keys hashed once per list.
+                    let mut seen: std::collections::HashSet<String> =
+                        std::collections::HashSet::new();
                     for (i, item) in items.iter().enumerate() {
+                        if item.is_null() {
+                            continue;
+                        }
                         if !item.is_object() {
                             errs.push(FieldError::new(
                                 ErrorType::Invalid,
@@ -636,21 +691,15 @@ pub fn list_sets_and_maps(path: Option<&str>, s: &Schema, v: &Value, errs: &mut 
                                 BadValue::of_json(item),
                                 "must be an object for an array of list-type map".into(),
                             ));
-                            continue;
+                            break;
                         }
                         let key = list_map_key(s, item);
-                        let dup = items[..i].iter().any(|o| {
-                            o.is_object()
-                                && list_map_key(s, o)
-                                    .iter()
-                                    .zip(&key)
-                                    .all(|(a, b)| match (a, b) {
-                                        (Some(a), Some(b)) => json_eq(a, b),
-                                        (None, None) => true,
-                                        _ => false,
-                                    })
-                        });
-                        if dup {
+                        let hashed = key
+                            .iter()
+                            .map(|k| k.map_or_else(|| "\u{0}absent".to_owned(), |v| canonical(v)))
+                            .collect::<Vec<_>>()
+                            .join("\u{0}");
+                        if !seen.insert(hashed) {
                             let mut km = serde_json::Map::new();
                             for (k, kv) in s.list_map_keys.iter().zip(&key) {
                                 if let Some(kv) = kv {

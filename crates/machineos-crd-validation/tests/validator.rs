@@ -376,3 +376,66 @@ fn unusable_schemas_are_reported() {
     )
     .unwrap();
 }
+
+/// listtype's validateSet reports a repeated value once, at its second occurrence; and the
+/// uniqueness checks are ratcheted: an update of an object whose stored lists already repeat
+/// values is not refused for them.
+#[test]
+fn list_uniqueness_reported_once_and_ratcheted() {
+    let v = Validator::new(
+        &schema(
+            json!({"type": "object", "properties": {
+                "s": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "c": {"type": "string"}}}),
+            json!({"type": "object"}),
+        ),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        err_text(v.validate_create(&obj(json!({"s": ["a", "a", "a", "b", "b"]})))),
+        r#"[spec.s[1]: Duplicate value: "a", spec.s[4]: Duplicate value: "b"]"#
+    );
+    let stored = obj(json!({"s": ["a", "a"], "c": "1"}));
+    let mut new = stored.clone();
+    new["spec"]["c"] = json!("2");
+    v.validate_update(&stored, &new)
+        .expect("the stored duplicates are tolerated");
+}
+
+/// `message` and a `messageExpression` result are trimmed (a YAML block scalar's newline).
+#[test]
+fn rule_messages_are_trimmed() {
+    let rule = |extra: Value| {
+        let mut r = json!({"rule": "self != 'x'"});
+        for (k, v) in extra.as_object().expect("object") {
+            r[k] = v.clone();
+        }
+        json!({"type": "object", "properties": {"a": {"type": "string", "x-kubernetes-validations": [r]}}})
+    };
+    assert_eq!(
+        create_err(
+            rule(json!({"message": "must not be x\n"})),
+            json!({"a": "x"})
+        ),
+        r#"spec.a: Invalid value: "string": must not be x"#
+    );
+    assert_eq!(
+        create_err(
+            rule(json!({"messageExpression": "'got ' + self + '\\n'"})),
+            json!({"a": "x"})
+        ),
+        r#"spec.a: Invalid value: "string": got x"#
+    );
+}
+
+/// kube-openapi's `MultipleOf` divides with a relative tolerance: 0.3 is a multiple of 0.1.
+#[test]
+fn multiple_of_tolerates_float_error() {
+    let s = json!({"type": "object", "properties": {"n": {"type": "number", "multipleOf": 0.1}}});
+    assert_eq!(
+        create_err(s.clone(), json!({"n": 0.3})),
+        "accepted: {\"apiVersion\":\"x/v1\",\"kind\":\"K\",\"metadata\":{\"name\":\"n\"},\"spec\":{\"n\":0.3}}"
+    );
+    assert!(create_err(s, json!({"n": 0.35})).contains("should be a multiple of 0.1"));
+}

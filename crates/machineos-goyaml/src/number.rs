@@ -39,10 +39,12 @@ fn format_e(neg: bool, digits: &str, dp: i32) -> String {
     if neg {
         s.push('-');
     }
-    s.push_str(&digits[..1]);
-    if digits.len() > 1 {
+    // `digits` are ASCII digits (from Rust's `{:e}`), at least one for a finite value.
+    let (first, rest) = digits.split_at(digits.len().min(1));
+    s.push_str(if first.is_empty() { "0" } else { first });
+    if !rest.is_empty() {
         s.push('.');
-        s.push_str(&digits[1..]);
+        s.push_str(rest);
     }
     let exp = dp - 1;
     s.push('e');

@@ -82,29 +82,31 @@ fn compare(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<Difference>) 
         }
         (Value::Array(a), Value::Array(b)) => match list_key(path) {
             Some(key) if keyed(a, key) && keyed(b, key) => {
-                let key_of = |v: &Value| v[key].as_str().unwrap_or_default().to_owned();
+                // One index per side: linear in the list's length.
+                let key_of = |v: &'_ Value| v[key].as_str().unwrap_or_default().to_owned();
+                let index = |list: &'_ [Value]| -> std::collections::HashMap<String, usize> {
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, v)| (key_of(v), i))
+                        .collect()
+                };
+                let (in_a, in_b) = (index(a), index(b));
                 let mut keys: Vec<String> = a.iter().map(key_of).collect();
-                for k in b.iter().map(key_of) {
-                    if !keys.contains(&k) {
-                        keys.push(k);
-                    }
-                }
+                keys.extend(b.iter().map(key_of).filter(|k| !in_a.contains_key(k)));
+                let before = out.len();
                 for k in keys {
                     let p = format!("{path}[{k}]");
-                    let find = |list: &[Value]| list.iter().find(|v| key_of(v) == k).cloned();
-                    match (find(a), find(b)) {
-                        (Some(x), Some(y)) => compare(&p, &x, &y, out),
+                    match (in_a.get(&k).map(|&i| &a[i]), in_b.get(&k).map(|&i| &b[i])) {
+                        (Some(x), Some(y)) => compare(&p, x, y, out),
                         (x, y) => out.push(Difference {
                             path: p,
-                            ours: x.as_ref().map(Value::to_string),
-                            theirs: y.as_ref().map(Value::to_string),
+                            ours: x.map(Value::to_string),
+                            theirs: y.map(Value::to_string),
                         }),
                     }
                 }
                 let order = |list: &[Value]| list.iter().map(key_of).collect::<Vec<_>>();
-                if out.iter().all(|d| !d.path.starts_with(&format!("{path}[")))
-                    && order(a) != order(b)
-                {
+                if out.len() == before && order(a) != order(b) {
                     out.push(Difference {
                         path: format!("{path} (order)"),
                         ours: Some(Value::from(order(a)).to_string()),
