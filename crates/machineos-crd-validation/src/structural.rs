@@ -696,7 +696,7 @@ pub fn list_sets_and_maps(path: Option<&str>, s: &Schema, v: &Value, errs: &mut 
                         let key = list_map_key(s, item);
                         let hashed = key
                             .iter()
-                            .map(|k| k.map_or_else(|| "\u{0}absent".to_owned(), |v| canonical(v)))
+                            .map(|k| k.map_or_else(|| "\u{0}absent".to_owned(), canonical))
                             .collect::<Vec<_>>()
                             .join("\u{0}");
                         if !seen.insert(hashed) {
