@@ -1,0 +1,48 @@
+//! A Kubernetes API server for tests — its foundation: the pure, synchronous object store
+//! with kube-apiserver's semantics, which a later HTTP/TLS layer serves to the real
+//! `kubectl` and kube-rs (issue 13). Test-only: never shipped, never started by `machineos`.
+//!
+//! Pure core, decisions as data: every operation of the [`Store`] takes a request and
+//! returns the stored object, a list, watch events, or an [`ApiError`] that renders as the
+//! `Status` object a real server sends ([`ApiError::to_status`]). Time and randomness are
+//! injected ([`clock`]), so uids, timestamps and generated names are reproducible.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`store`] | objects, resourceVersions, create/get/update/status/patch/delete, list, watch, dryRun |
+//! | [`gc`] | ownerReferences garbage collection (background, foreground, orphan), namespace deletion |
+//! | [`resource`] | the registry of resources: built-in kinds and CRD-defined ones |
+//! | [`meta`] | names, generateName, finalizers, owner references, generation, size limit |
+//! | [`selector`] | label and field selectors |
+//! | [`list`] | list/watch options, resourceVersion semantics, continue tokens |
+//! | [`watch`] | watch events, selector transitions, bookmarks, streaming-list initial events |
+//! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
+//! | [`error`] | `ApiError` and its `Status` |
+//! | [`clock`] | injectable clock and id source |
+//!
+//! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
+//! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
+
+pub mod clock;
+pub mod error;
+pub mod gc;
+pub mod list;
+pub mod meta;
+pub mod patch;
+pub mod resource;
+pub mod selector;
+pub mod store;
+pub mod watch;
+
+pub use error::ApiError;
+pub use list::{ListOptions, WatchOptions};
+pub use patch::PatchType;
+pub use resource::{GroupResource, ObjectKey, Propagation, Registry, ResourceInfo};
+pub use selector::Selectors;
+pub use store::{
+    DeleteOptions, Deleted, ListResult, Store, StoreConfig, Subresource, WriteOptions,
+};
+pub use watch::{EventType, WatchEvent};
+
+#[cfg(test)]
+mod store_tests;
