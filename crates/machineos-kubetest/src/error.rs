@@ -17,7 +17,7 @@ use machineos_crd_validation::{Errors, FieldError};
 use machineos_diagnostics::{Classify, Retry};
 use serde_json::{Map, Value, json};
 
-use crate::resource::GroupResource;
+use crate::key::GroupResource;
 
 /// The largest object (serialized JSON, in bytes) the store accepts: etcd's default request
 /// limit, 1.5 MiB.

@@ -26,6 +26,8 @@
 pub mod clock;
 pub mod error;
 pub mod gc;
+pub mod json;
+pub mod key;
 pub mod list;
 pub mod meta;
 pub mod patch;

@@ -95,22 +95,9 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     }
 }
 
-/// The strings of the array at JSON pointer `p` (non-strings skipped; none when absent).
-pub fn strings_at(v: &Value, p: &str) -> Vec<String> {
-    v.pointer(p)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `metadata.finalizers`.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    strings_at(obj, "/metadata/finalizers")
+    crate::json::strings_at(obj, "/metadata/finalizers")
 }
 
 /// Sets `metadata.finalizers` (removing the field when empty).

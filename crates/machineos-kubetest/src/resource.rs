@@ -18,55 +18,13 @@
 //! version they were written in (no conversion between versions).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 use machineos_crd_validation::{BadValue, ErrorType, FieldError, Validator};
 use serde_json::Value;
 
 use crate::error::ApiError;
-
-/// A group and a resource plural: what a URL names (`configmaps`, `jobs.batch`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GroupResource {
-    /// The API group; empty for core.
-    pub group: String,
-    /// The resource plural (`configmaps`).
-    pub resource: String,
-}
-
-impl GroupResource {
-    /// `group`/`resource`.
-    pub fn new(group: &str, resource: &str) -> GroupResource {
-        GroupResource {
-            group: group.to_string(),
-            resource: resource.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for GroupResource {
-    /// Go's `GroupResource.String()`: `configmaps`, `jobs.batch`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.resource)
-        } else {
-            write!(f, "{}.{}", self.resource, self.group)
-        }
-    }
-}
-
-/// Where an object lives: its resource, namespace (none for cluster scope) and name. The
-/// store's order on keys is a real server's list order (by namespace, then name).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    /// The resource.
-    pub gr: GroupResource,
-    /// The namespace; `None` for cluster-scoped objects.
-    pub namespace: Option<String>,
-    /// The name.
-    pub name: String,
-}
+pub use crate::key::{GroupResource, ObjectKey};
 
 /// Which names a kind accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +187,7 @@ impl ResourceInfo {
             )
         };
         let s = |p: &str| crd.pointer(p).and_then(Value::as_str);
-        let strings = |p: &str| crate::meta::strings_at(crd, p);
+        let strings = |p: &str| crate::json::strings_at(crd, p);
         let group = s("/spec/group").ok_or_else(|| required("spec.group"))?;
         let plural = s("/spec/names/plural").ok_or_else(|| required("spec.names.plural"))?;
         let kind = s("/spec/names/kind").ok_or_else(|| required("spec.names.kind"))?;
