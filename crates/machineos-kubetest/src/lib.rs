@@ -19,6 +19,7 @@
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
+//! | [`http`] | the HTTP/1.1 server: discovery, REST verbs, watch streams |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
@@ -26,6 +27,7 @@
 pub mod clock;
 pub mod error;
 pub mod gc;
+pub mod http;
 pub mod json;
 pub mod key;
 pub mod list;

@@ -1,0 +1,96 @@
+//! `kubetest serve [--port N] [--kubeconfig-out FILE]`: runs the test API server on
+//! 127.0.0.1 (port 0 = any free port), writes a kubeconfig for it once it listens (and
+//! prints its URL on stdout), and runs until SIGTERM/SIGINT or until its standard input
+//! closes. Plain HTTP only for now (`--tls` is not implemented yet and is refused).
+
+use std::sync::{Arc, Mutex};
+
+use machineos_kubetest::clock::SystemClock;
+use machineos_kubetest::http::Server;
+use machineos_kubetest::{Store, StoreConfig};
+use tokio::io::AsyncReadExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+const USAGE: &str = "usage: kubetest serve [--port N] [--kubeconfig-out FILE]";
+
+fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubetest\n  cluster:\n    server: {url}\n\
+contexts:\n- name: kubetest\n  context:\n    cluster: kubetest\n    user: kubetest\n    namespace: default\n\
+current-context: kubetest\nusers:\n- name: kubetest\n  user: {{}}\n"
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut port = 0u16;
+    let mut out = None;
+    let mut it = args.iter();
+    if it.next().map(String::as_str) != Some("serve") {
+        eprintln!("{USAGE}");
+        return std::process::ExitCode::from(2);
+    }
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.next()) {
+            ("--port", Some(p)) => match p.parse() {
+                Ok(p) => port = p,
+                Err(_) => {
+                    eprintln!("kubetest: bad port {p:?}\n{USAGE}");
+                    return std::process::ExitCode::from(2);
+                }
+            },
+            ("--kubeconfig-out", Some(f)) => out = Some(f.clone()),
+            _ => {
+                eprintln!("kubetest: unexpected argument {a:?}\n{USAGE}");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubetest: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(serve(port, out)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kubetest: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(port: u16, out: Option<String>) -> std::io::Result<()> {
+    let store = Store::new(StoreConfig {
+        clock: Arc::new(SystemClock),
+        ..StoreConfig::default()
+    });
+    let server = Server::start(Arc::new(Mutex::new(store)), port).await?;
+    if let Some(f) = out {
+        tokio::fs::write(&f, kubeconfig(&server.url())).await?;
+    }
+    println!("{}", server.url());
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let stdin_closed = async {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = stdin.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = stdin_closed => {}
+    }
+    server.shutdown();
+    Ok(())
+}
