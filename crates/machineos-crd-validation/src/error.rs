@@ -234,32 +234,8 @@ impl Classify for SchemaError {
     }
 }
 
-/// Go's `strconv.Quote`: `"…"` with `\"`, `\\`, the C escapes, and `\x..`/`\u....` for
-/// other control characters; printable characters, non-ASCII ones included, as they are.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `strconv.Quote`, shared with the other crates that word messages as Go does.
+pub use machineos_diagnostics::go_quote;
 
 /// A JSON number as Go's `%v` prints the unstructured value (`int64` plain, `float64` in
 /// the shortest `%g` form, e.g. `1e+06`).

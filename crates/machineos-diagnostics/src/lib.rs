@@ -13,6 +13,9 @@
 //! walked with `source()` (anyhow's `{:#}`) shows each cause exactly once without any
 //! de-duplication of substrings. ([`check_chain`] tests a value against this convention.)
 //!
+//! Messages that must read as a Go program's (the MCO's, kube-apiserver's) share Go's
+//! formats: [`go_quote`] (`%q`) and [`go_octal`] (`%#o`).
+//!
 //! No I/O and no dependency on any other machineos crate: every library depends on this one.
 
 /// Whether repeating the failed operation, unchanged, can succeed.
@@ -151,6 +154,44 @@ impl std::fmt::Display for Warning {
     }
 }
 
+/// Go's `strconv.Quote` (`%q`), for messages that must read as the Go program's they
+/// reproduce: `"…"` with `\"`, `\\`, the C escapes, and `\x..`/`\u....` for other
+/// control characters; printable characters, non-ASCII ones included, as they are.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            // Rust's control characters (category Cc) are all below U+0100.
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `%#o`, as the MCO prints file modes: a leading `0` (`01755`, `0644`, `0`, `-01`).
+pub fn go_octal(n: i64) -> String {
+    match n {
+        0 => "0".to_owned(),
+        n if n < 0 => format!("-0{:o}", n.unsigned_abs()),
+        n => format!("0{n:o}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +236,23 @@ mod tests {
             Err(("writing x: disk full".into(), "disk full".into()))
         );
         assert_eq!(check_chain(&Outer(false)), Ok(()));
+    }
+
+    #[test]
+    fn go_formats() {
+        for (mode, want) in [
+            (0o1755, "01755"),
+            (0o644, "0644"),
+            (0, "0"),
+            (-1, "-01"),
+            (0o7777, "07777"),
+        ] {
+            assert_eq!(go_octal(mode), want);
+        }
+        assert_eq!(
+            go_quote("a\"b\\c\n\t\u{1}\u{7f}\u{85}é"),
+            r#""a\"b\\c\n\t\x01\x7f\u0085é""#
+        );
     }
 
     #[test]

@@ -281,16 +281,7 @@ impl machineos_diagnostics::Classify for ValidateError {
     }
 }
 
-/// Go's `%#o`.
-fn go_octal(n: i64) -> String {
-    if n == 0 {
-        "0".into()
-    } else if n < 0 {
-        format!("-0{:o}", n.unsigned_abs())
-    } else {
-        format!("0{n:o}")
-    }
-}
+use machineos_diagnostics::go_octal;
 
 /// Whether a config declares a spec 2 version (`ignition.version` starting with `2.`), read
 /// as the MCO reads it (keys match ignoring case, as Go's JSON decoder does). Such a config

@@ -15,7 +15,7 @@
 //! masking them below spec 3.6.0 is a matter of applying the config, not of rendering it.
 
 use machineos_api::v1::MachineConfig;
-use machineos_diagnostics::{Classify, Retry};
+use machineos_diagnostics::{Classify, Retry, go_octal};
 use machineos_ignition::{Config, SpecVersion, Warning};
 
 /// Why one MachineConfig is invalid.
@@ -86,15 +86,6 @@ impl Classify for ValidateError {
     /// Always permanent: the MachineConfig must change.
     fn retry(&self) -> Retry {
         Retry::Permanent
-    }
-}
-
-/// Go's `%#o`: a leading `0`, as the MCO prints modes (`01755`).
-fn go_octal(mode: i64) -> String {
-    match mode {
-        0 => "0".to_owned(),
-        m if m < 0 => format!("-0{:o}", m.unsigned_abs()),
-        m => format!("0{m:o}"),
     }
 }
 
@@ -412,19 +403,6 @@ fn check_file_modes(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_octal_matches_fmt_sharp_o() {
-        for (mode, want) in [
-            (0o1755, "01755"),
-            (0o644, "0644"),
-            (0, "0"),
-            (-1, "-01"),
-            (0o7777, "07777"),
-        ] {
-            assert_eq!(go_octal(mode), want);
-        }
-    }
 
     #[test]
     fn kernel_types_round_trip() {
