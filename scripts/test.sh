@@ -2,7 +2,8 @@
 # The test command: installs what the tests need when it is missing (Debian's ignition,
 # the differential reference; docker-registry, which the registry tests start on loopback;
 # skopeo, umoci and buildah, which check what we push and build; ostree and the C libraries
-# the ostree-ext judge links against, which imports and deploys our images as nodes do),
+# the ostree-ext judge links against, which imports and deploys our images as nodes do;
+# kubectl, which judges the test API server — preinstalled, Debian's 1.20 a last resort),
 # then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ pkg-config --exists ostree-1 2>/dev/null || missing+=(libostree-dev libglib2.0-d
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
 pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
