@@ -19,14 +19,18 @@
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
-//! | [`http`] | the HTTP/1.1 server: discovery, REST verbs, watch streams |
+//! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
+//! | [`control`] | test controls: injected faults and delays, request counts per verb and resource |
+//! | [`hooks`] | acting as the kubelet and the Job controller (pod phases, node readiness, Job pods and status) |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
 pub mod clock;
+pub mod control;
 pub mod error;
 pub mod gc;
+pub mod hooks;
 pub mod http;
 pub mod json;
 pub mod key;
