@@ -1,6 +1,8 @@
-//! A Kubernetes API server for tests — its foundation: the pure, synchronous object store
-//! with kube-apiserver's semantics, which a later HTTP/TLS layer serves to the real
-//! `kubectl` and kube-rs (issue 13). Test-only: never shipped, never started by `machineos`.
+//! A Kubernetes API server for tests: the pure, synchronous object store with
+//! kube-apiserver's semantics, served over HTTP or HTTPS with a bearer token ([`http`]) to
+//! the real `kubectl` and kube-rs, with test controls ([`control`]) and kubelet/Job
+//! controller hooks ([`hooks`]) (issue 13). Test-only: never shipped, never started by
+//! `machineos`.
 //!
 //! Pure core, decisions as data: every operation of the [`Store`] takes a request and
 //! returns the stored object, a list, watch events, or an [`ApiError`] that renders as the
