@@ -1,6 +1,8 @@
-//! A Kubernetes API server for tests — its foundation: the pure, synchronous object store
-//! with kube-apiserver's semantics, which a later HTTP/TLS layer serves to the real
-//! `kubectl` and kube-rs (issue 13). Test-only: never shipped, never started by `machineos`.
+//! A Kubernetes API server for tests: the pure, synchronous object store with
+//! kube-apiserver's semantics, served over HTTP or HTTPS with a bearer token ([`http`]) to
+//! the real `kubectl` and kube-rs, with test controls ([`control`]) and kubelet/Job
+//! controller hooks ([`hooks`]) (issue 13). Test-only: never shipped, never started by
+//! `machineos`.
 //!
 //! Pure core, decisions as data: every operation of the [`Store`] takes a request and
 //! returns the stored object, a list, watch events, or an [`ApiError`] that renders as the
@@ -19,14 +21,18 @@
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
-//! | [`http`] | the HTTP/1.1 server: discovery, REST verbs, watch streams |
+//! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
+//! | [`control`] | test controls: injected faults and delays, request counts per verb and resource |
+//! | [`hooks`] | acting as the kubelet and the Job controller (pod phases, node readiness, Job pods and status) |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
 pub mod clock;
+pub mod control;
 pub mod error;
 pub mod gc;
+pub mod hooks;
 pub mod http;
 pub mod json;
 pub mod key;

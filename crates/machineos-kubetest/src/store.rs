@@ -286,7 +286,8 @@ impl Store {
         self.objects.iter()
     }
 
-    fn now(&self) -> String {
+    /// The store clock's time, RFC 3339 (as timestamps are stamped).
+    pub fn now(&self) -> String {
         rfc3339(self.clock.now())
     }
 

@@ -1,36 +1,36 @@
-//! `kubetest serve [--port N] [--kubeconfig-out FILE]`: runs the test API server on
-//! 127.0.0.1 (port 0 = any free port), writes a kubeconfig for it once it listens (and
-//! prints its URL on stdout), and runs until SIGTERM/SIGINT or until its standard input
-//! closes. Plain HTTP only for now (`--tls` is not implemented yet and is refused).
+//! `kubetest serve [--port N] [--tls] [--kubeconfig-out FILE]`: runs the test API server
+//! on 127.0.0.1 (port 0 = any free port), once it listens writes a kubeconfig for it
+//! atomically (temporary file and rename: a reader polling for the file never sees half
+//! of it) and prints its URL on stdout, and runs until SIGTERM/SIGINT or until its
+//! standard input closes. `--tls` serves HTTPS with a CA and bearer token generated at
+//! start, both in the kubeconfig (`certificate-authority-data`, `token`).
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use machineos_kubetest::clock::SystemClock;
-use machineos_kubetest::http::Server;
+use machineos_kubetest::http::{Server, ServerOptions};
 use machineos_kubetest::{Store, StoreConfig};
 use tokio::io::AsyncReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-const USAGE: &str = "usage: kubetest serve [--port N] [--kubeconfig-out FILE]";
-
-fn kubeconfig(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubetest\n  cluster:\n    server: {url}\n\
-contexts:\n- name: kubetest\n  context:\n    cluster: kubetest\n    user: kubetest\n    namespace: default\n\
-current-context: kubetest\nusers:\n- name: kubetest\n  user: {{}}\n"
-    )
-}
+const USAGE: &str = "usage: kubetest serve [--port N] [--tls] [--kubeconfig-out FILE]";
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut port = 0u16;
     let mut out = None;
+    let mut tls = false;
     let mut it = args.iter();
     if it.next().map(String::as_str) != Some("serve") {
         eprintln!("{USAGE}");
         return std::process::ExitCode::from(2);
     }
     while let Some(a) = it.next() {
+        if a == "--tls" {
+            tls = true;
+            continue;
+        }
         match (a.as_str(), it.next()) {
             ("--port", Some(p)) => match p.parse() {
                 Ok(p) => port = p,
@@ -56,7 +56,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match rt.block_on(serve(port, out)) {
+    match rt.block_on(serve(port, tls, out)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kubetest: {e}");
@@ -65,14 +65,19 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve(port: u16, out: Option<String>) -> std::io::Result<()> {
+async fn serve(port: u16, tls: bool, out: Option<String>) -> std::io::Result<()> {
     let store = Store::new(StoreConfig {
         clock: Arc::new(SystemClock),
         ..StoreConfig::default()
     });
-    let server = Server::start(Arc::new(Mutex::new(store)), port).await?;
+    let opts = ServerOptions {
+        port,
+        tls,
+        ..ServerOptions::default()
+    };
+    let server = Server::start_with(Arc::new(Mutex::new(store)), opts).await?;
     if let Some(f) = out {
-        tokio::fs::write(&f, kubeconfig(&server.url())).await?;
+        server.write_kubeconfig(Path::new(&f)).await?;
     }
     println!("{}", server.url());
     let mut term = signal(SignalKind::terminate())?;

@@ -6,7 +6,15 @@
 //! * [`Server::start`] binds 127.0.0.1 on the given port (0 = any free port), spawns the
 //!   accept loop on the current tokio runtime and returns once the socket listens; the
 //!   server stops when the [`Server`] is dropped or [`Server::shutdown`] is called (open
-//!   watches end at their timeout or when their client goes away).
+//!   watches end at their timeout, when their client goes away, or at
+//!   [`Server::close_watches`]). Plain HTTP has no authentication (in-process tests).
+//! * [`Server::start_tls`] serves HTTPS with a generated CA and a bearer token
+//!   ([`tls`]): the middleware authenticates every request first (401/403 as
+//!   kube-apiserver with its default anonymous auth), then counts it and applies the
+//!   injected faults and delays of [`Server::controls`] ([`crate::control`]), then routes.
+//! * [`Server::kubeconfig`] / [`Server::write_kubeconfig`] give clients the URL, CA and
+//!   token; kube-rs tests build their client from it with
+//!   `kube::config::Kubeconfig::from_yaml` and `kube::Config::from_custom_kubeconfig`.
 //! * The store sits behind a `std::sync::Mutex`, locked only for one synchronous store
 //!   call and never across an `.await`; handlers do no file I/O.
 //! * Every write that commits signals watchers ([`Shared::notify`]); watchers also poll
@@ -20,30 +28,64 @@
 //! | [`watch`] | `?watch=true` streaming responses |
 //! | [`protobuf`] | the protobuf request bodies of kubectl's typed clients |
 //! | [`body`] | response bodies, query strings, request-body limits |
+//! | [`tls`] | certificates, bearer token, authentication, kubeconfig |
 
 pub mod body;
 pub mod discovery;
 pub mod protobuf;
 pub mod rest;
+pub mod tls;
 pub mod watch;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::control::{self, Controls};
 use crate::store::Store;
+use body::{RespBody, json_response};
+use tls::{Auth, TlsIdentity};
 
-/// What every request handler shares: the store and the write signal.
+/// How a server is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// The port on 127.0.0.1 (0: any free port).
+    pub port: u16,
+    /// HTTPS with a generated CA and a bearer token.
+    pub tls: bool,
+    /// With TLS, whether requests without credentials are `system:anonymous`
+    /// (kube-apiserver's default, `--anonymous-auth=true`) or 401.
+    pub anonymous_auth: bool,
+}
+
+impl Default for ServerOptions {
+    /// Plain HTTP on any free port; anonymous auth on (used with TLS only).
+    fn default() -> ServerOptions {
+        ServerOptions {
+            port: 0,
+            tls: false,
+            anonymous_auth: true,
+        }
+    }
+}
+
+/// What every request handler shares: the store, the write signal and the controls.
 #[derive(Debug)]
 pub struct Shared {
     store: Arc<Mutex<Store>>,
     changed: tokio::sync::watch::Sender<u64>,
     addr: SocketAddr,
+    controls: Controls,
+    tls: Option<TlsIdentity>,
+    anonymous_auth: bool,
 }
 
 impl Shared {
@@ -67,6 +109,11 @@ impl Shared {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// The test controls.
+    pub fn controls(&self) -> &Controls {
+        &self.controls
+    }
 }
 
 /// A running server; dropping it stops accepting connections.
@@ -76,10 +123,89 @@ pub struct Server {
     accept: JoinHandle<()>,
 }
 
+/// Authenticates (with TLS), counts, injects faults and delays, then routes.
+async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
+    let info = control::request_info(req.method().as_str(), req.uri().path(), req.uri().query());
+    if let Some(id) = &s.tls {
+        let header = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        match tls::authenticate(header, &id.token, s.anonymous_auth) {
+            Auth::User => {}
+            Auth::Anonymous if tls::anonymous_allowed(&info.method, &info.path) => {}
+            Auth::Anonymous => {
+                let a = tls::Attributes {
+                    verb: &info.verb,
+                    path: &info.path,
+                    resource: info.rbac_resource.as_ref().map(|r| {
+                        (
+                            info.group.as_str(),
+                            r.clone(),
+                            info.namespace.as_deref(),
+                            info.name.as_deref(),
+                        )
+                    }),
+                };
+                return json_response(403, &tls::forbidden_status(&a));
+            }
+            Auth::Unauthorized => return json_response(401, &tls::unauthorized_status()),
+        }
+    }
+    let d = s.controls.on_request(&info);
+    if let Some(delay) = d.delay {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(f) = d.fault {
+        let mut r = json_response(f.code, &f.status());
+        if let Some(secs) = f.retry_after
+            && let Ok(v) = hyper::header::HeaderValue::from_str(&secs.to_string())
+        {
+            r.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+        }
+        return r;
+    }
+    rest::handle(&s, req).await
+}
+
 impl Server {
-    /// Starts serving `store` on 127.0.0.1:`port` (0: any free port).
+    /// Starts serving `store` over plain HTTP on 127.0.0.1:`port` (0: any free port).
     pub async fn start(store: Arc<Mutex<Store>>, port: u16) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        Server::start_with(
+            store,
+            ServerOptions {
+                port,
+                ..ServerOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts serving `store` over HTTPS with a generated CA and bearer token, with
+    /// kube-apiserver's default anonymous auth.
+    pub async fn start_tls(store: Arc<Mutex<Store>>, port: u16) -> std::io::Result<Server> {
+        Server::start_with(
+            store,
+            ServerOptions {
+                port,
+                tls: true,
+                ..ServerOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts serving `store` as `opts` say.
+    pub async fn start_with(
+        store: Arc<Mutex<Store>>,
+        opts: ServerOptions,
+    ) -> std::io::Result<Server> {
+        let tls = if opts.tls {
+            Some(tls::generate()?)
+        } else {
+            None
+        };
+        let listener = TcpListener::bind(("127.0.0.1", opts.port)).await?;
         let addr = listener.local_addr()?;
         let rv = store
             .lock()
@@ -90,6 +216,9 @@ impl Server {
             store,
             changed,
             addr,
+            controls: Controls::default(),
+            tls,
+            anonymous_auth: opts.anonymous_auth,
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
@@ -99,14 +228,27 @@ impl Server {
                 };
                 let s = s.clone();
                 tokio::spawn(async move {
+                    let acceptor = s.tls.as_ref().map(|t| t.acceptor.clone());
                     let svc = service_fn(move |req| {
                         let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(rest::handle(&s, req).await) }
+                        async move { Ok::<_, std::convert::Infallible>(serve(s, req).await) }
                     });
-                    // A connection error (client gone mid-request) ends that connection only.
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    // A connection or handshake error (client gone, client distrusting
+                    // the CA) ends that connection only.
+                    match acceptor {
+                        Some(a) => {
+                            if let Ok(tls) = a.accept(stream).await {
+                                let _ = http1::Builder::new()
+                                    .serve_connection(TokioIo::new(tls), svc)
+                                    .await;
+                            }
+                        }
+                        None => {
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), svc)
+                                .await;
+                        }
+                    }
                 });
             }
         });
@@ -118,14 +260,77 @@ impl Server {
         self.shared.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` with TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.shared.addr)
+    }
+
+    /// The bearer token (TLS only).
+    pub fn token(&self) -> Option<&str> {
+        self.shared.tls.as_ref().map(|t| t.token.as_str())
+    }
+
+    /// The CA certificate, PEM (TLS only).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.shared.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// A kubeconfig (YAML) for this server: context `kubetest`, namespace `default`,
+    /// with `certificate-authority-data` and `token` under TLS.
+    pub fn kubeconfig(&self) -> String {
+        tls::kubeconfig(
+            &self.url(),
+            self.shared
+                .tls
+                .as_ref()
+                .map(|t| (t.ca_pem.as_str(), t.token.as_str())),
+        )
+    }
+
+    /// Writes [`Server::kubeconfig`] to `path` atomically (temporary file and rename in
+    /// the same directory).
+    pub async fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        tls::write_atomically(path, &self.kubeconfig()).await
     }
 
     /// The served store.
     pub fn store(&self) -> Arc<Mutex<Store>> {
         self.shared.store.clone()
+    }
+
+    /// What the handlers share: the store, its write signal and the controls (for
+    /// [`crate::hooks`]).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The test controls: faults, delays, request counts.
+    pub fn controls(&self) -> &Controls {
+        &self.shared.controls
+    }
+
+    /// Ends every open watch stream now, as kube-apiserver does when it closes a watch
+    /// (the response ends cleanly; clients re-watch from the last resourceVersion they
+    /// saw). Atomic with respect to writes: no write made after this returns is sent on
+    /// a closed stream.
+    pub fn close_watches(&self) {
+        let _store = self.shared.lock();
+        self.shared.controls.close_watches();
+    }
+
+    /// Drops the store's whole change history: every watch or exact list from a
+    /// resourceVersion older than the current one then gets 410 Gone. Returns the
+    /// resourceVersion compacted to.
+    pub fn compact_history(&self) -> u64 {
+        let mut s = self.shared.lock();
+        let rv = s.resource_version();
+        s.compact(rv);
+        rv
     }
 
     /// Signals watchers after a write made straight through the store (optional: they

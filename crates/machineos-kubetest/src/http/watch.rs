@@ -11,6 +11,10 @@
 //! kube-apiserver sends `too old resource version` inside a 200 watch. Other option errors
 //! (bad selectors, a resourceVersion in the future) are plain HTTP `Status` errors.
 //! With `allowWatchBookmarks=true` a `BOOKMARK` is sent every [`BOOKMARK_EVERY`] of quiet.
+//! Every open stream also ends cleanly when a test calls
+//! [`Server::close_watches`](super::Server::close_watches): the stream checks for that
+//! under the store lock before reading new changes, so a write made after the call is
+//! never sent on a stream it closed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +76,8 @@ pub fn start(
         .filter(|t| *t > 0)
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    // Subscribed before the store is read: a close requested from now on ends this stream.
+    let mut closes = shared.controls().watch_closes();
     let (first, sel, mut rv, bookmark_of) = {
         let store = shared.lock();
         let info = store.registry().require(gr)?;
@@ -119,9 +125,13 @@ pub fn start(
                 _ = signal.changed() => {}
                 _ = tokio::time::sleep(wait) => {}
                 _ = tx.closed() => return,
+                _ = closes.changed() => return,
             }
             let step: Result<(Vec<WatchEvent>, u64), ApiError> = {
                 let store = shared.lock();
+                if closes.has_changed().unwrap_or(true) {
+                    return;
+                }
                 store
                     .watch_from(&gr, ns.as_deref(), rv, &sel)
                     .map(|ev| (ev, store.resource_version()))
