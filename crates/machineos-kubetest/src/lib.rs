@@ -19,12 +19,14 @@
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
+//! | [`disruption`] | PodDisruptionBudget status and eviction decisions |
 //! | [`http`] | the HTTP/1.1 server: discovery, REST verbs, watch streams |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
 pub mod clock;
+pub mod disruption;
 pub mod error;
 pub mod gc;
 pub mod http;
