@@ -412,12 +412,12 @@ mod tests {
         let strict = pdb(json!({"minAvailable": 2}));
         for phase in ["Succeeded", "Failed", "Pending"] {
             assert_eq!(
-                d(&pod("a", true, phase), &[strict.clone()], &pods),
+                d(&pod("a", true, phase), std::slice::from_ref(&strict), &pods),
                 Decision::Delete
             );
         }
         // Refused: 429 with the apiserver's words and a DisruptionBudget cause.
-        match d(&pods[0], &[strict.clone()], &pods) {
+        match d(&pods[0], std::slice::from_ref(&strict), &pods) {
             Decision::Refuse {
                 code,
                 refusal,
@@ -450,10 +450,13 @@ mod tests {
         }
         // An unhealthy pod goes without using a satisfied budget, or always with AlwaysAllow.
         let three = vec![pods[0].clone(), pods[1].clone(), pod("c", false, "Running")];
-        assert_eq!(d(&three[2], &[strict.clone()], &three), Decision::Delete);
+        assert_eq!(
+            d(&three[2], std::slice::from_ref(&strict), &three),
+            Decision::Delete
+        );
         let strict3 = pdb(json!({"minAvailable": 3}));
         assert!(matches!(
-            d(&three[2], &[strict3.clone()], &three),
+            d(&three[2], std::slice::from_ref(&strict3), &three),
             Decision::Refuse { code: 429, .. }
         ));
         let mut always = strict3;
