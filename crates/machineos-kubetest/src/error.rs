@@ -115,6 +115,13 @@ pub enum ApiError {
         "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
     )]
     UnsupportedPatch,
+    /// 415 `UnsupportedMediaType`: a request body in a media type (or of a kind in that
+    /// media type) this server does not decode.
+    #[error("{message}")]
+    UnsupportedMediaType {
+        /// What is not supported.
+        message: String,
+    },
     /// 422 `Invalid` without a kind: a JSON patch that cannot be applied (a failed `test`
     /// op, a missing path). kube-apiserver's generic message, the cause in `details`.
     #[error("the server rejected our request due to an error in our request")]
@@ -179,7 +186,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => 405,
             ApiError::Forbidden { .. } => 403,
             ApiError::TooLarge { .. } => 413,
-            ApiError::UnsupportedPatch => 415,
+            ApiError::UnsupportedPatch | ApiError::UnsupportedMediaType { .. } => 415,
             ApiError::TooLargeResourceVersion { .. } => 504,
         }
     }
@@ -196,7 +203,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::TooLarge { .. } => "RequestEntityTooLarge",
-            ApiError::UnsupportedPatch => "UnsupportedMediaType",
+            ApiError::UnsupportedPatch | ApiError::UnsupportedMediaType { .. } => {
+                "UnsupportedMediaType"
+            }
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
         }
     }
@@ -262,7 +271,8 @@ impl ApiError {
             | ApiError::Gone { .. }
             | ApiError::BadRequest { .. }
             | ApiError::TooLarge { .. }
-            | ApiError::UnsupportedPatch => {}
+            | ApiError::UnsupportedPatch
+            | ApiError::UnsupportedMediaType { .. } => {}
         }
         let mut status = json!({
             "kind": "Status",

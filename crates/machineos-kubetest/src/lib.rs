@@ -24,12 +24,14 @@
 //! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
 //! | [`control`] | test controls: injected faults and delays, request counts per verb and resource |
 //! | [`hooks`] | acting as the kubelet and the Job controller (pod phases, node readiness, Job pods and status) |
+//! | [`disruption`] | PodDisruptionBudget status and eviction decisions |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
 pub mod clock;
 pub mod control;
+pub mod disruption;
 pub mod error;
 pub mod gc;
 pub mod hooks;

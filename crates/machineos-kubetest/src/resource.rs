@@ -9,7 +9,8 @@
 //! CustomResourceDefinition (apiextensions.k8s.io/v1 JSON, as `machineos crds` prints it)
 //! becomes a `ResourceInfo` through [`ResourceInfo::from_crd`]: scope, names, short names,
 //! categories, served versions (storage version first), status subresource, printer
-//! columns (kept for server-side `Table` rendering), and one
+//! columns (kept for server-side `Table` rendering), the `openAPIV3Schema` of each served
+//! version (for `/openapi/v3`), and one
 //! [`machineos_crd_validation::Validator`] per served version.
 //!
 //! Simplifications: built-in kinds are not schema-validated (a real server decodes them
@@ -103,6 +104,8 @@ pub struct ResourceInfo {
     pub default_propagation: Propagation,
     /// `additionalPrinterColumns` of the storage version (custom resources), for Table.
     pub printer_columns: Vec<Value>,
+    /// The `openAPIV3Schema` of each served version (custom resources), for `/openapi/v3`.
+    pub schemas: BTreeMap<String, Value>,
     /// Schema validators per served version (custom resources only).
     pub validators: BTreeMap<String, Arc<Validator>>,
 }
@@ -150,6 +153,7 @@ impl ResourceInfo {
             strategic_merge: true,
             default_propagation: Propagation::Background,
             printer_columns: vec![],
+            schemas: BTreeMap::new(),
             validators: BTreeMap::new(),
         }
     }
@@ -225,6 +229,7 @@ impl ResourceInfo {
         let mut validators = BTreeMap::new();
         let mut status_subresource = false;
         let mut printer_columns = Vec::new();
+        let mut schemas = BTreeMap::new();
         for (i, v) in versions.iter().enumerate() {
             let vname = v.get("name").and_then(Value::as_str).unwrap_or("");
             let storage = v.get("storage").and_then(Value::as_bool) == Some(true);
@@ -250,6 +255,9 @@ impl ResourceInfo {
                 served.push(vname.to_string());
             }
             validators.insert(vname.to_string(), Arc::new(validator));
+            if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+                schemas.insert(vname.to_string(), schema.clone());
+            }
         }
         if validators.is_empty() {
             return Err(required("spec.versions[0].served"));
@@ -275,6 +283,7 @@ impl ResourceInfo {
             strategic_merge: false,
             default_propagation: Propagation::Background,
             printer_columns,
+            schemas,
             validators,
         })
     }

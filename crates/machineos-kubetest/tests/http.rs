@@ -1,6 +1,6 @@
 //! The HTTP layer driven over real sockets: reqwest for the REST verbs, `Status` errors
 //! and watch streams, and the installed `kubectl` (skipped with a message when absent).
-//! kubectl runs with `--validate=false` on `create` because `/openapi/v2` is not served yet.
+//! kubectl runs with its default validation (the server does it, see `http::openapi`).
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -329,13 +329,7 @@ async fn real_kubectl() {
             out
         };
         run(&["get", "configmaps", "-A"]);
-        run(&[
-            "create",
-            "configmap",
-            "x",
-            "--from-literal=a=b",
-            "--validate=false",
-        ]);
+        run(&["create", "configmap", "x", "--from-literal=a=b"]);
         let y = run(&["get", "cm", "x", "-o", "yaml"]);
         assert!(y.contains("a: b") && y.contains("name: x"), "{y}");
         let t = run(&["get", "cm"]);

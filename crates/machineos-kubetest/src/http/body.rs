@@ -77,6 +77,21 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
+/// Parses a YAML request body (`application/yaml`) into JSON, as kube-apiserver's YAML
+/// serializer does (`yaml.YAMLToJSON`), failures a 400 in its words.
+pub fn parse_yaml(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the body of the request is empty"));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        ApiError::bad_request(format!(
+            "error converting YAML to JSON: yaml: invalid UTF-8: {e}"
+        ))
+    })?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
+}
+
 /// Decodes a query string into its (key, value) pairs (`+` is a space, `%XX` a byte).
 pub fn parse_query(q: Option<&str>) -> Vec<(String, String)> {
     q.unwrap_or("")
@@ -152,5 +167,21 @@ mod tests {
         assert_eq!(decode("%"), "%");
         assert_eq!(decode("a%2"), "a%2");
         assert_eq!(decode("%zz"), "%zz");
+    }
+
+    #[test]
+    fn yaml_bodies() {
+        assert_eq!(
+            parse_yaml(b"apiVersion: v1\nkind: ConfigMap\ndata:\n  a: \"1\"\n").unwrap(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"}})
+        );
+        let e = parse_yaml(b"a: b: c\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("error converting YAML to JSON: yaml: "),
+            "{e}"
+        );
+        assert_eq!(e.code(), 400);
+        assert!(parse_yaml(b"  ").is_err());
     }
 }

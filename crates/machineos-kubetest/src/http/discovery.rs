@@ -2,12 +2,16 @@
 //! `/apis` (`APIGroupList`), `/apis/{group}` (`APIGroup`) and `/api/v1`,
 //! `/apis/{group}/{version}` (`APIResourceList`).
 //!
-//! Contract: only the legacy (unaggregated) documents are served, as `application/json`;
-//! a client asking for aggregated discovery (`as=APIGroupDiscoveryList`) with a plain
-//! `application/json` fallback in its `Accept` (kubectl and client-go do) gets the legacy
-//! form and falls back, as against a pre-1.26 server. Every resource lists the verbs
-//! `create delete get list patch update watch` (no `deletecollection` yet) and, when it
-//! has one, its `<plural>/status` subresource with `get patch update`.
+//! Contract: only the legacy (unaggregated) documents are served, as `application/json`.
+//! kubectl v1.32 asks `/api` and `/apis` with `Accept: application/json;g=apidiscovery.k8s.io;
+//! v=v2;as=APIGroupDiscoveryList,…;v=v2beta1;…,application/json` (seen with `-v=8`); given
+//! the plain `APIVersions`/`APIGroupList`, it falls back to fetching each group/version's
+//! `APIResourceList`, as against a pre-1.26 server — so aggregated discovery is not needed
+//! (it would only save requests). Every resource lists the verbs
+//! `create delete deletecollection get list patch update watch` and, when it has one, its
+//! `<plural>/status` subresource with `get patch update`; pods list `pods/eviction`
+//! (`create`, group `policy` version `v1` kind `Eviction`), which `kubectl drain` looks
+//! for before evicting (else it deletes pods outright).
 
 use serde_json::{Value, json};
 
@@ -103,7 +107,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         });
         if let Some(m) = res.as_object_mut() {
             if !r.short_names.is_empty() {
@@ -114,6 +118,17 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             }
         }
         resources.push(res);
+        if r.group.is_empty() && r.plural == "pods" {
+            resources.push(json!({
+                "name": "pods/eviction",
+                "singularName": "",
+                "namespaced": true,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"],
+            }));
+        }
         if r.status_subresource {
             resources.push(json!({
                 "name": format!("{}/status", r.plural),

@@ -27,14 +27,20 @@
 //! | [`rest`] | routing and the REST verbs on resources and `/status` |
 //! | [`watch`] | `?watch=true` streaming responses |
 //! | [`protobuf`] | the protobuf request bodies of kubectl's typed clients |
-//! | [`body`] | response bodies, query strings, request-body limits |
 //! | [`tls`] | certificates, bearer token, authentication, kubeconfig |
+//! | [`body`] | response bodies, query strings, request-body limits, YAML bodies |
+//! | [`table`] | server-side `Table` rendering for `kubectl get` |
+//! | [`openapi`] | `/openapi/v3` documents kubectl's field validation and apply read |
+//! | [`eviction`] | the pod `eviction` subresource |
 
 pub mod body;
 pub mod discovery;
+pub mod eviction;
+pub mod openapi;
 pub mod protobuf;
 pub mod rest;
 pub mod tls;
+pub mod table;
 pub mod watch;
 
 use std::net::SocketAddr;

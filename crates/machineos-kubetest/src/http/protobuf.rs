@@ -5,8 +5,12 @@
 //! Contract: the body is the `k8s\0` magic plus a `runtime.Unknown` envelope (`typeMeta`,
 //! `raw`); `raw` is decoded for ConfigMap, Secret and Namespace with the ObjectMeta fields
 //! `name`, `generateName`, `namespace`, `resourceVersion`, `labels`, `annotations`,
-//! `finalizers`. Any other kind is a 400 saying so (simplification: a real server decodes
-//! protobuf for every built-in kind); a malformed body is a 400.
+//! `finalizers`, and for policy/v1 and v1beta1 `Eviction` (what `kubectl drain` posts)
+//! with its `deleteOptions` (`gracePeriodSeconds`, `preconditions`, `orphanDependents`,
+//! `propagationPolicy`, `dryRun`). Any other kind is a 415 `UnsupportedMediaType` saying
+//! so (simplification: a real server decodes protobuf for every built-in kind; client-go
+//! 1.32 does not fall back to JSON on a 415, so e.g. `kubectl create job` fails against
+//! this server — found with `-v=8`); a malformed body is a 400.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -22,9 +26,44 @@ fn bad(what: &str) -> ApiError {
 }
 
 fn unsupported(kind: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "kubetest decodes protobuf bodies only for ConfigMap, Secret and Namespace, not {kind:?}; send application/json"
-    ))
+    ApiError::UnsupportedMediaType {
+        message: format!(
+            "kubetest decodes protobuf bodies only for ConfigMap, Secret, Namespace and Eviction, not {kind:?}; send application/json"
+        ),
+    }
+}
+
+/// `metav1.DeleteOptions` (generated.proto: 1 gracePeriodSeconds, 2 preconditions
+/// {1 uid, 2 resourceVersion}, 3 orphanDependents, 4 propagationPolicy, 5 dryRun).
+fn delete_options(b: &[u8]) -> Result<Value, ApiError> {
+    let mut m = Map::new();
+    let mut dry = Vec::new();
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Varint(v)) => _ = m.insert("gracePeriodSeconds".into(), json!(v as i64)),
+            (2, Field::Bytes(s)) => {
+                let mut p = Map::new();
+                for (n, f) in fields(s)? {
+                    match (n, f) {
+                        (1, Field::Bytes(x)) => _ = p.insert("uid".into(), json!(string(x)?)),
+                        (2, Field::Bytes(x)) => {
+                            _ = p.insert("resourceVersion".into(), json!(string(x)?))
+                        }
+                        _ => {}
+                    }
+                }
+                m.insert("preconditions".into(), Value::Object(p));
+            }
+            (3, Field::Varint(v)) => _ = m.insert("orphanDependents".into(), json!(v != 0)),
+            (4, Field::Bytes(s)) => _ = m.insert("propagationPolicy".into(), json!(string(s)?)),
+            (5, Field::Bytes(s)) => dry.push(json!(string(s)?)),
+            _ => {}
+        }
+    }
+    if !dry.is_empty() {
+        m.insert("dryRun".into(), Value::Array(dry));
+    }
+    Ok(Value::Object(m))
 }
 
 /// One field: number and value (varint or bytes).
@@ -185,11 +224,15 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
                 }
                 obj["spec"] = json!({"finalizers": fins});
             }
-            ("ConfigMap" | "Secret" | "Namespace", _, _) => {}
+            ("Eviction", 2, Field::Bytes(s)) => obj["deleteOptions"] = delete_options(s)?,
+            ("ConfigMap" | "Secret" | "Namespace" | "Eviction", _, _) => {}
             _ => return Err(unsupported(&kind)),
         }
     }
-    if !matches!(kind.as_str(), "ConfigMap" | "Secret" | "Namespace") {
+    if !matches!(
+        kind.as_str(),
+        "ConfigMap" | "Secret" | "Namespace" | "Eviction"
+    ) {
         return Err(unsupported(&kind));
     }
     for (k, v) in [
@@ -230,5 +273,23 @@ mod tests {
                 "metadata": {"name": "x", "labels": {"app": "web"}}, "data": {"a": "b"}})
         );
         assert!(decode(b"{}").is_err());
+    }
+
+    #[test]
+    fn decodes_an_eviction_and_refuses_other_kinds() {
+        let tm = [ld(1, b"policy/v1"), ld(2, b"Eviction")].concat();
+        let meta = [ld(1, b"p"), ld(3, b"ns")].concat();
+        let opts = [vec![0x08, 30], ld(4, b"Foreground"), ld(5, b"All")].concat();
+        let raw = [ld(1, &meta), ld(2, &opts)].concat();
+        let body = [b"k8s\0".to_vec(), ld(1, &tm), ld(2, &raw)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "deleteOptions": {"gracePeriodSeconds": 30, "propagationPolicy": "Foreground", "dryRun": ["All"]}})
+        );
+        let tm = [ld(1, b"batch/v1"), ld(2, b"Job")].concat();
+        let body = [b"k8s\0".to_vec(), ld(1, &tm), ld(2, &[])].concat();
+        assert_eq!(decode(&body).unwrap_err().code(), 415);
     }
 }

@@ -64,13 +64,30 @@ fn response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<RespBody> {
     r
 }
 
-/// Starts a watch of `gr` in `ns` (or all namespaces).
+/// Rewrites each event's object for the client (a `Table` row, see [`super::table`]); the
+/// flag is true for the first event of the stream.
+pub type Transform = Box<dyn Fn(&Value, bool) -> Value + Send + Sync>;
+
+fn event_frame(e: &WatchEvent, transform: Option<&Transform>, first: &mut bool) -> Bytes {
+    match transform {
+        Some(t) if !matches!(e.kind, crate::watch::EventType::Bookmark) => {
+            let obj = t(&e.object, *first);
+            *first = false;
+            frame(&json!({"type": e.kind.as_str(), "object": obj}))
+        }
+        _ => frame(&e.to_json()),
+    }
+}
+
+/// Starts a watch of `gr` in `ns` (or all namespaces); `transform` rewrites the objects
+/// of `ADDED`/`MODIFIED`/`DELETED` events.
 pub fn start(
     shared: &Arc<Shared>,
     gr: &GroupResource,
     ns: Option<&str>,
     opts: &WatchOptions,
     timeout_seconds: Option<u64>,
+    transform: Option<Transform>,
 ) -> Result<Response<RespBody>, ApiError> {
     let timeout = timeout_seconds
         .filter(|t| *t > 0)
@@ -109,8 +126,10 @@ pub fn start(
     tokio::spawn(async move {
         let deadline = Instant::now() + timeout;
         let mut signal = shared.subscribe();
+        let mut first_event = true;
         for e in &first {
-            if tx.send(frame(&e.to_json())).await.is_err() {
+            let f = event_frame(e, transform.as_ref(), &mut first_event);
+            if tx.send(f).await.is_err() {
                 return;
             }
         }
@@ -140,7 +159,8 @@ pub fn start(
                 Ok((events, now_rv)) => {
                     rv = now_rv;
                     for e in &events {
-                        if tx.send(frame(&e.to_json())).await.is_err() {
+                        let f = event_frame(e, transform.as_ref(), &mut first_event);
+                        if tx.send(f).await.is_err() {
                             return;
                         }
                     }
