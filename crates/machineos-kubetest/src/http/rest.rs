@@ -7,7 +7,9 @@
 //!   `resourceVersion`, `resourceVersionMatch`), or watches with `watch=true|1`
 //!   ([`super::watch`]); a namespaced resource without a namespace lists all namespaces.
 //! * POST creates (201), PUT updates, PATCH takes merge, JSON and strategic merge
-//!   patches by `Content-Type` (415 otherwise), DELETE takes a `DeleteOptions` body or
+//!   patches and server-side apply (`fieldManager`, `force`; 201 when it creates) by
+//!   `Content-Type` (415 otherwise); writes record their field manager in
+//!   `managedFields` ([`crate::store_apply`]), DELETE takes a `DeleteOptions` body or
 //!   `propagationPolicy`/`dryRun` query parameters and answers 200 with a `Status` of
 //!   success when the object is gone, 202 with the object while finalizers hold it.
 //! * `/status` takes GET, PUT and PATCH; `dryRun=All` on every write.
@@ -31,6 +33,7 @@ use crate::list::{ListOptions, WatchOptions};
 use crate::patch::PatchType;
 use crate::resource::{GroupResource, Propagation};
 use crate::store::{DeleteOptions, Deleted, Subresource, WriteOptions};
+use crate::store_apply::{FieldManager, parse_apply_body};
 
 /// A resource request, parsed from the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +206,13 @@ async fn resource(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    // Field manager of writes (managedFields, server-side apply): see store_apply.rs.
+    let fm = FieldManager::from_request(
+        q,
+        req.headers()
+            .get(hyper::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    );
     match (&method, rp.name.as_deref()) {
         (&Method::GET, None) => {
             if matches!(param(q, "watch"), Some("true" | "1")) {
@@ -248,7 +258,7 @@ async fn resource(
             let body = decode_body(&content_type, &read(req).await?)?;
             let o = {
                 let mut s = shared.lock();
-                let o = s.create(gr, ns, &body, opts)?;
+                let o = s.as_manager(&fm, |s| s.create(gr, ns, &body, opts))?;
                 shared.notify(s.resource_version());
                 o
             };
@@ -258,10 +268,10 @@ async fn resource(
             let body = decode_body(&content_type, &read(req).await?)?;
             let o = {
                 let mut s = shared.lock();
-                let o = match sub {
-                    Subresource::Main => s.update(gr, ns, name, &body, opts)?,
-                    Subresource::Status => s.update_status(gr, ns, name, &body, opts)?,
-                };
+                let o = s.as_manager(&fm, |s| match sub {
+                    Subresource::Main => s.update(gr, ns, name, &body, opts),
+                    Subresource::Status => s.update_status(gr, ns, name, &body, opts),
+                })?;
                 shared.notify(s.resource_version());
                 o
             };
@@ -269,14 +279,19 @@ async fn resource(
         }
         (&Method::PATCH, Some(name)) => {
             let kind = PatchType::from_content_type(&content_type)?;
-            let body = parse_json(&read(req).await?)?;
-            let o = {
+            fm.check(kind)?;
+            let bytes = read(req).await?;
+            let body = match kind {
+                PatchType::Apply => parse_apply_body(&bytes)?,
+                _ => parse_json(&bytes)?,
+            };
+            let (code, o) = {
                 let mut s = shared.lock();
-                let o = s.patch(gr, ns, name, kind, &body, sub, opts)?;
+                let o = s.patch_as(&fm, gr, ns, name, kind, &body, sub, opts)?;
                 shared.notify(s.resource_version());
                 o
             };
-            Ok(json_response(200, &o))
+            Ok(json_response(code, &o))
         }
         (&Method::DELETE, Some(name)) if sub == Subresource::Main => {
             let bytes = read(req).await?;

@@ -1,0 +1,1 @@
+//! Store-level tests of server-side apply and managedFields.
