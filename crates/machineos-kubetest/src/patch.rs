@@ -454,7 +454,11 @@ mod tests {
             PatchType::Merge
         );
         assert_eq!(
-            PatchType::from_content_type("application/apply-patch+yaml")
+            PatchType::from_content_type("application/apply-patch+yaml").unwrap(),
+            PatchType::Apply
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/yaml")
                 .unwrap_err()
                 .code(),
             415

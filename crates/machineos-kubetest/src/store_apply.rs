@@ -417,7 +417,7 @@ impl Store {
     }
 
     /// Sets `new`'s `metadata.managedFields` for the write of `old` (none: a create)
-    /// into `new` through `sub`, as [`Store::tracking`] says. Called by the store's
+    /// into `new` through `sub`, as the current tracking says. Called by the store's
     /// create, update and status update just before they commit.
     pub(crate) fn track_managed_fields(
         &self,
