@@ -98,7 +98,10 @@ fn serve(run: usize) -> Served {
         .read_line(&mut line)
         .expect("read the URL");
     let started_in = t.elapsed();
-    assert!(kubeconfig.exists(), "the kubeconfig is written before the URL");
+    assert!(
+        kubeconfig.exists(),
+        "the kubeconfig is written before the URL"
+    );
     Served {
         child,
         url: line.trim().to_string(),
@@ -157,7 +160,8 @@ async fn watch(
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
             Ok(None) => {
-                seen.problems.push(format!("watch ended after {count} events"));
+                seen.problems
+                    .push(format!("watch ended after {count} events"));
                 break;
             }
             Err(e) => {
@@ -174,7 +178,8 @@ async fn watch(
                 continue;
             };
             if ev["type"] != "ADDED" {
-                seen.problems.push(format!("unexpected frame {}", ev["type"]));
+                seen.problems
+                    .push(format!("unexpected frame {}", ev["type"]));
                 continue;
             }
             let rv: u64 = ev["object"]["metadata"]["resourceVersion"]
@@ -182,7 +187,8 @@ async fn watch(
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
             if rv <= last_rv {
-                seen.problems.push(format!("resourceVersion {rv} after {last_rv}"));
+                seen.problems
+                    .push(format!("resourceVersion {rv} after {last_rv}"));
             }
             last_rv = rv;
             let i: Option<usize> = ev["object"]["metadata"]["name"]
@@ -209,7 +215,10 @@ async fn fan_out(o: &Opts) {
     let r = c
         .post(format!("{base}/api/v1/namespaces"))
         .header("content-type", "application/json")
-        .body(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}).to_string())
+        .body(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+                .to_string(),
+        )
         .send()
         .await
         .expect("create namespace");

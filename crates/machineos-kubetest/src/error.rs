@@ -129,6 +129,15 @@ pub enum ApiError {
         /// The patch library's explanation, sent as the one cause.
         cause: String,
     },
+    /// 409 `Conflict` of a server-side apply: fields other managers own would change
+    /// (`conflict.go`'s `NewConflictError`; no name or kind in `details`, as there).
+    #[error("{message}")]
+    ApplyConflict {
+        /// `Apply failed with 1 conflict: conflict with "mgr": .data.x`.
+        message: String,
+        /// Per conflict: the cause's message (`conflict with "mgr"`) and field (`.data.x`).
+        causes: Vec<(String, String)>,
+    },
     /// 504 `Timeout`: a list at a resourceVersion newer than the store's.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion {
@@ -179,7 +188,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } | ApiError::UnknownResource { .. } => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => 409,
             ApiError::Invalid { .. } | ApiError::PatchFailed { .. } => 422,
             ApiError::Gone { .. } => 410,
             ApiError::BadRequest { .. } => 400,
@@ -196,7 +207,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } | ApiError::UnknownResource { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } | ApiError::PatchFailed { .. } => "Invalid",
             ApiError::Gone { .. } => "Expired",
             ApiError::BadRequest { .. } => "BadRequest",
@@ -259,6 +270,15 @@ impl ApiError {
                     "causes".into(),
                     json!([{"reason": "UnexpectedServerResponse", "message": cause}]),
                 );
+            }
+            ApiError::ApplyConflict { causes, .. } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|(message, field)| {
+                        json!({"reason": "FieldManagerConflict", "message": message, "field": field})
+                    })
+                    .collect();
+                details.insert("causes".into(), Value::Array(causes));
             }
             ApiError::TooLargeResourceVersion { .. } => {
                 details.insert(

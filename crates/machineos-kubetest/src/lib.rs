@@ -19,6 +19,8 @@
 //! | [`list`] | list/watch options, resourceVersion semantics, continue tokens |
 //! | [`watch`] | watch events, selector transitions, bookmarks, streaming-list initial events |
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
+//! | [`apply`] | server-side apply: field sets, structured merge, conflicts, managedFields |
+//! | [`store_apply`] | apply and managedFields bookkeeping in the store, field managers of requests |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
 //! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
@@ -29,6 +31,7 @@
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
+pub mod apply;
 pub mod clock;
 pub mod control;
 pub mod disruption;
@@ -44,6 +47,7 @@ pub mod patch;
 pub mod resource;
 pub mod selector;
 pub mod store;
+pub mod store_apply;
 pub mod watch;
 
 pub use error::ApiError;
@@ -54,7 +58,10 @@ pub use selector::Selectors;
 pub use store::{
     DeleteOptions, Deleted, ListResult, Store, StoreConfig, Subresource, WriteOptions,
 };
+pub use store_apply::{ApplyOptions, FieldManager};
 pub use watch::{EventType, WatchEvent};
 
+#[cfg(test)]
+mod store_apply_tests;
 #[cfg(test)]
 mod store_tests;

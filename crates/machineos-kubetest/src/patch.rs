@@ -1,5 +1,8 @@
 //! The three patch types kube-apiserver takes besides apply, as pure functions from the
-//! stored object and the patch document to the patched object.
+//! stored object and the patch document to the patched object. The fourth,
+//! [`PatchType::Apply`] (`application/apply-patch+yaml`, server-side apply), needs a field
+//! manager and the object's managed fields: [`crate::store_apply`] and [`crate::apply`]
+//! implement it, and [`apply()`] refuses it.
 //!
 //! * JSON merge patch (RFC 7386, `application/merge-patch+json`): [`merge_patch`]; maps
 //!   merge, `null` deletes, lists are replaced whole.
@@ -45,6 +48,8 @@ pub enum PatchType {
     Merge,
     /// `application/strategic-merge-patch+json`.
     Strategic,
+    /// `application/apply-patch+yaml`: server-side apply (a YAML or JSON body).
+    Apply,
 }
 
 impl PatchType {
@@ -54,6 +59,7 @@ impl PatchType {
             Some("application/json-patch+json") => Ok(PatchType::Json),
             Some("application/merge-patch+json") => Ok(PatchType::Merge),
             Some("application/strategic-merge-patch+json") => Ok(PatchType::Strategic),
+            Some("application/apply-patch+yaml") => Ok(PatchType::Apply),
             _ => Err(ApiError::UnsupportedPatch),
         }
     }
@@ -65,6 +71,9 @@ pub fn apply(kind: PatchType, original: &Value, patch: &Value) -> Result<Value, 
         PatchType::Json => json_patch(original, patch),
         PatchType::Merge => merge_patch(original, patch),
         PatchType::Strategic => strategic_merge(original, patch),
+        PatchType::Apply => Err(ApiError::bad_request(
+            "server-side apply needs a field manager: use Store::apply",
+        )),
     }
 }
 
@@ -445,7 +454,11 @@ mod tests {
             PatchType::Merge
         );
         assert_eq!(
-            PatchType::from_content_type("application/apply-patch+yaml")
+            PatchType::from_content_type("application/apply-patch+yaml").unwrap(),
+            PatchType::Apply
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/yaml")
                 .unwrap_err()
                 .code(),
             415

@@ -218,6 +218,8 @@ pub struct Store {
     clock: Arc<dyn Clock>,
     ids: Ids,
     history: usize,
+    /// managedFields: who the current write is by (see `store_apply.rs`).
+    pub(crate) tracking: Option<crate::store_apply::Tracking>,
 }
 
 impl std::fmt::Debug for Store {
@@ -253,6 +255,7 @@ impl Store {
             clock: config.clock,
             ids: Ids::new(config.seed),
             history: config.history.max(1),
+            tracking: None, // managedFields (store_apply.rs)
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let r = s.create(
@@ -291,11 +294,11 @@ impl Store {
         rfc3339(self.clock.now())
     }
 
-    fn info(&self, gr: &GroupResource) -> Result<ResourceInfo, ApiError> {
+    pub(crate) fn info(&self, gr: &GroupResource) -> Result<ResourceInfo, ApiError> {
         self.registry.require(gr).cloned()
     }
 
-    fn key(
+    pub(crate) fn key(
         &self,
         info: &ResourceInfo,
         ns: Option<&str>,
@@ -492,6 +495,7 @@ impl Store {
                 Some(_) => {}
             }
         }
+        self.track_managed_fields(&info, None, &mut obj, Subresource::Main); // managedFields (store_apply.rs)
         if opts.dry_run {
             return Ok(obj);
         }
@@ -655,6 +659,7 @@ impl Store {
         } else {
             None
         };
+        self.track_managed_fields(&info, Some(&old), &mut new, Subresource::Main); // managedFields (store_apply.rs)
         self.write(key, old, new, crd, opts)
     }
 
@@ -718,6 +723,7 @@ impl Store {
                 .validate_status_update(&old, &body)
                 .map_err(|e| Self::invalid(&info, name, e.0))?;
         }
+        self.track_managed_fields(&info, Some(&old), &mut new, Subresource::Status); // managedFields (store_apply.rs)
         self.write(key, old, new, None, opts)
     }
 

@@ -39,8 +39,8 @@ pub mod eviction;
 pub mod openapi;
 pub mod protobuf;
 pub mod rest;
-pub mod tls;
 pub mod table;
+pub mod tls;
 pub mod watch;
 
 use std::net::SocketAddr;

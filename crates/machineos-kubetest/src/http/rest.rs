@@ -7,7 +7,9 @@
 //!   `resourceVersion`, `resourceVersionMatch`), or watches with `watch=true|1`
 //!   ([`super::watch`]); a namespaced resource without a namespace lists all namespaces.
 //! * POST creates (201), PUT updates, PATCH takes merge, JSON and strategic merge
-//!   patches by `Content-Type` (415 otherwise), DELETE takes a `DeleteOptions` body or
+//!   patches and server-side apply (`fieldManager`, `force`; 201 when it creates) by
+//!   `Content-Type` (415 otherwise); writes record their field manager in
+//!   `managedFields` ([`crate::store_apply`]), DELETE takes a `DeleteOptions` body or
 //!   `propagationPolicy`/`dryRun` query parameters and answers 200 with a `Status` of
 //!   success when the object is gone, 202 with the object while finalizers hold it.
 //! * `/status` takes GET, PUT and PATCH; `dryRun=All` on every write.
@@ -54,6 +56,7 @@ use crate::list::{ListOptions, WatchOptions};
 use crate::patch::PatchType;
 use crate::resource::{GroupResource, Propagation, ResourceInfo};
 use crate::store::{DeleteOptions, Deleted, Store, Subresource, WriteOptions};
+use crate::store_apply::{FieldManager, parse_apply_body};
 
 /// A resource request, parsed from the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,12 +286,12 @@ fn checked_write(
     skip_status: bool,
     fv: FieldValidation,
     opts: WriteOptions,
-    op: impl Fn(&mut Store, WriteOptions) -> Result<Value, ApiError>,
-) -> Result<(Value, Vec<String>), ApiError> {
+    op: impl Fn(&mut Store, WriteOptions) -> Result<(u16, Value), ApiError>,
+) -> Result<(u16, Value, Vec<String>), ApiError> {
     let mut s = shared.lock();
     let mut unknown = Vec::new();
     if let Some(sent) = sent.filter(|_| info.is_custom() && fv != FieldValidation::Ignore) {
-        let dry = op(&mut s, WriteOptions::DRY_RUN)?;
+        let (code, dry) = op(&mut s, WriteOptions::DRY_RUN)?;
         unknown = unknown_fields(sent, &dry, skip_status);
         if fv == FieldValidation::Strict && !unknown.is_empty() {
             let version = info.versions.first().map_or("v1", String::as_str);
@@ -303,12 +306,12 @@ fn checked_write(
             )));
         }
         if opts.dry_run {
-            return Ok((dry, unknown));
+            return Ok((code, dry, unknown));
         }
     }
-    let o = op(&mut s, opts)?;
+    let (code, o) = op(&mut s, opts)?;
     shared.notify(s.resource_version());
-    Ok((o, unknown))
+    Ok((code, o, unknown))
 }
 
 /// `resp` with one `Warning: 299 - "unknown field \"x\""` header per unknown field.
@@ -390,6 +393,8 @@ async fn resource(
             .to_string()
     };
     let content_type = header(hyper::header::CONTENT_TYPE);
+    // Field manager of writes (managedFields, server-side apply): see store_apply.rs.
+    let fm = FieldManager::from_request(q, Some(header(hyper::header::USER_AGENT).as_str()));
     let as_table = method == Method::GET && wants_table(&header(hyper::header::ACCEPT));
     let include = IncludeObject::parse(param(q, "includeObject"))?;
     let info = shared.lock().registry().require(gr)?.clone();
@@ -483,45 +488,53 @@ async fn resource(
         }
         (&Method::POST, None) => {
             let body = decode_body(&content_type, &read(req).await?)?;
-            let (o, unknown) = checked_write(
+            let (_, o, unknown) = checked_write(
                 shared,
                 &info,
                 Some(&body),
                 info.status_subresource,
                 fv,
                 opts,
-                |s, o| s.create(gr, ns, &body, o),
+                |s, o| {
+                    s.as_manager(&fm, |s| s.create(gr, ns, &body, o))
+                        .map(|o| (201, o))
+                },
             )?;
             Ok(with_warnings(json_response(201, &o), &unknown))
         }
         (&Method::PUT, Some(name)) => {
             let body = decode_body(&content_type, &read(req).await?)?;
             let skip_status = info.status_subresource && sub == Subresource::Main;
-            let (o, unknown) = checked_write(
-                shared,
-                &info,
-                Some(&body),
-                skip_status,
-                fv,
-                opts,
-                |s, o| match sub {
-                    Subresource::Main => s.update(gr, ns, name, &body, o),
-                    Subresource::Status => s.update_status(gr, ns, name, &body, o),
-                },
-            )?;
+            let (_, o, unknown) =
+                checked_write(shared, &info, Some(&body), skip_status, fv, opts, |s, o| {
+                    s.as_manager(&fm, |s| match sub {
+                        Subresource::Main => s.update(gr, ns, name, &body, o),
+                        Subresource::Status => s.update_status(gr, ns, name, &body, o),
+                    })
+                    .map(|o| (200, o))
+                })?;
             Ok(with_warnings(json_response(200, &o), &unknown))
         }
         (&Method::PATCH, Some(name)) => {
             let kind = PatchType::from_content_type(&content_type)?;
-            let body = parse_json(&read(req).await?)?;
-            // fieldValidation: a merge or strategic patch names object fields.
-            let sent = matches!(kind, PatchType::Merge | PatchType::Strategic).then_some(&body);
+            fm.check(kind)?;
+            let bytes = read(req).await?;
+            let body = match kind {
+                PatchType::Apply => parse_apply_body(&bytes)?,
+                _ => parse_json(&bytes)?,
+            };
+            // fieldValidation: a merge, strategic or apply patch names object fields.
+            let sent = matches!(
+                kind,
+                PatchType::Merge | PatchType::Strategic | PatchType::Apply
+            )
+            .then_some(&body);
             let skip_status = info.status_subresource && sub == Subresource::Main;
-            let (o, unknown) =
+            let (code, o, unknown) =
                 checked_write(shared, &info, sent, skip_status, fv, opts, |s, o| {
-                    s.patch(gr, ns, name, kind, &body, sub, o)
+                    s.patch_as(&fm, gr, ns, name, kind, &body, sub, o)
                 })?;
-            Ok(with_warnings(json_response(200, &o), &unknown))
+            Ok(with_warnings(json_response(code, &o), &unknown))
         }
         (&Method::DELETE, None) => {
             let bytes = read(req).await?;
