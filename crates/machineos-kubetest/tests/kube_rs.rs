@@ -553,9 +553,8 @@ async fn two_lease_candidates_elect_one_leader_and_the_other_takes_over() {
 }
 
 /// kube-lease-manager locks an orphaned lease with a server-side apply patch and relies on
-/// its field-manager conflicts; this server has no server-side apply yet.
+/// its field-manager conflicts.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs server-side apply (merged later)"]
 async fn kube_lease_manager_elects_one_leader_of_two() {
     use kube_lease_manager::LeaseManagerBuilder;
     let s = tls_server().await;
@@ -593,9 +592,9 @@ async fn kube_lease_manager_elects_one_leader_of_two() {
     }
 }
 
-/// Server-side apply from kube-rs: implemented by another change.
+/// Server-side apply from kube-rs (`Patch::Apply`): ownership, a conflict with another
+/// manager (409), `force`, and a field the manager stops applying removed.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs server-side apply (merged later)"]
 async fn server_side_apply_from_kube_rs() {
     let s = tls_server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(client(&s).await);
@@ -615,4 +614,47 @@ async fn server_side_apply_from_kube_rs() {
         mf.iter()
             .any(|m| m.manager.as_deref() == Some("machineos-test"))
     );
+    let other = Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ssa"}, "data": {"k": "w"}}));
+    let err = api
+        .patch("ssa", &PatchParams::apply("other"), &other)
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{s:?}");
+            assert!(s.message.contains("conflict with \"machineos-test\""), "{s:?}");
+        }
+        e => panic!("expected a 409, got {e}"),
+    }
+    let o = api
+        .patch("ssa", &PatchParams::apply("other").force(), &other)
+        .await
+        .unwrap();
+    assert_eq!(o.data.unwrap()["k"], "w");
+    // The first manager now applies another key only: `k` belongs to "other" and stays.
+    let o = api
+        .patch(
+            "ssa",
+            &pp,
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ssa"}, "data": {"j": "x"}})),
+        )
+        .await
+        .unwrap();
+    let data = o.data.unwrap();
+    assert_eq!((data["k"].as_str(), data["j"].as_str()), ("w", "x"));
+    // ... and then stops applying `j`: it is removed.
+    let o = api
+        .patch(
+            "ssa",
+            &pp,
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ssa"}})),
+        )
+        .await
+        .unwrap();
+    let data = o.data.unwrap();
+    assert!(!data.contains_key("j"), "{data:?}");
+    assert_eq!(data["k"], "w");
 }
