@@ -56,7 +56,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match rt.block_on(serve(port, tls, out)) {
+    let result = rt.block_on(serve(port, tls, out));
+    // Not a plain drop: that waits for the blocking thread still reading stdin, so a
+    // SIGTERM would never end the process.
+    rt.shutdown_background();
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kubetest: {e}");
