@@ -27,6 +27,7 @@
 //! | [`control`] | test controls: injected faults and delays, request counts per verb and resource |
 //! | [`hooks`] | acting as the kubelet and the Job controller (pod phases, node readiness, Job pods and status) |
 //! | [`disruption`] | PodDisruptionBudget status and eviction decisions |
+//! | [`kubectl`] | test support: running the installed `kubectl` (or any child) with a deadline |
 //!
 //! Custom resources are validated by `machineos-crd-validation` (schema, defaults,
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
@@ -41,6 +42,7 @@ pub mod hooks;
 pub mod http;
 pub mod json;
 pub mod key;
+pub mod kubectl;
 pub mod list;
 pub mod meta;
 pub mod patch;

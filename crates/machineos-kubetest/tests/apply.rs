@@ -5,23 +5,16 @@
 //! apply by another field manager, `--force-conflicts`, and removal of a field dropped
 //! from the manifest. kubectl runs with `--validate=false` until `/openapi` is served.
 
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use machineos_kubetest::clock::SystemClock;
-use machineos_kubetest::http::Server;
-use machineos_kubetest::{Store, StoreConfig};
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::kubectl::{self, Kubectl};
 use serde_json::{Value, json};
 
 const APPLY: &str = "application/apply-patch+yaml";
 
 async fn server() -> Server {
-    let store = Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    });
-    Server::start(Arc::new(Mutex::new(store)), 0).await.unwrap()
+    Server::start(new_store(), 0).await.unwrap()
 }
 
 async fn send(rb: reqwest::RequestBuilder) -> (u16, Value) {
@@ -132,56 +125,23 @@ async fn kube_rs_wire_format() {
     assert_eq!(v["data"].get("z"), None);
 }
 
-/// Runs kubectl against `url` with a deadline.
-fn kubectl(url: &str, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let mut child = Command::new("/usr/bin/kubectl")
-        .args(["--server", url, "--request-timeout=10s"])
-        .args(args)
-        .env("HOME", home)
-        .env("KUBECONFIG", home.join("none"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("kubectl {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_apply_server_side() {
-    if !std::path::Path::new("/usr/bin/kubectl").exists() {
+    if !kubectl::available() {
         eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
         return;
     }
     let s = server().await;
-    let url = s.url();
     let home = std::env::temp_dir().join(format!("kubetest-apply-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
-    let h = home.clone();
+    let k = Kubectl::with_server(s.url(), &home).request_timeout(Duration::from_secs(10));
     tokio::task::spawn_blocking(move || {
         let file = |name: &str, text: &str| {
-            let p = h.join(name);
+            let p = k.home().join(name);
             std::fs::write(&p, text).unwrap();
             p.to_string_lossy().into_owned()
         };
-        let run = |args: &[&str]| {
-            let (ok, out, err) = kubectl(&url, &h, args);
-            assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
-            out
-        };
+        let run = |args: &[&str]| k.ok(args).unwrap_or_else(|e| panic!("{e}"));
         // --validate=false only because this server does not serve /openapi/v2|v3 yet
         // (kubectl downloads it to validate client-side); the apply itself needs none.
         let ssa = ["apply", "--server-side", "--validate=false"];
@@ -207,8 +167,11 @@ async fn kubectl_apply_server_side() {
             "cm2.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  a: \"changed\"\n",
         );
-        let (ok, out, err) = kubectl(&url, &h, &args(&with(&["-f", &cm2, "--field-manager=ops"])));
-        assert!(!ok, "a conflicting apply must fail:\n{out}");
+        let out = k
+            .run(&args(&with(&["-f", &cm2, "--field-manager=ops"])))
+            .unwrap();
+        assert!(!out.success, "a conflicting apply must fail:\n{}", out.stdout);
+        let err = out.stderr;
         assert!(
             err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
             "{err}"
@@ -242,8 +205,11 @@ async fn kubectl_apply_server_side() {
         let out = run(&args(&with(&["-f", &p1])));
         assert!(out.contains("serverside-applied"), "{out}");
         let p2 = file("p2.yaml", &pool("  maxUnavailable: 2\n"));
-        let (ok, _, err) = kubectl(&url, &h, &args(&with(&["-f", &p2, "--field-manager=ops"])));
-        assert!(!ok);
+        let out = k
+            .run(&args(&with(&["-f", &p2, "--field-manager=ops"])))
+            .unwrap();
+        assert!(!out.success);
+        let err = out.stderr;
         assert!(
             err.contains(r#"conflict with "kubectl": .spec.maxUnavailable"#),
             "{err}"

@@ -3,24 +3,16 @@
 //! sockets with reqwest, the `kubetest` binary and the installed `kubectl`.
 
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use machineos_kubetest::clock::SystemClock;
 use machineos_kubetest::control::{Fault, RequestMatch};
 use machineos_kubetest::hooks::{self, JobController, JobOutcome, PodPhase};
-use machineos_kubetest::http::Server;
-use machineos_kubetest::{GroupResource, Store, StoreConfig, WriteOptions};
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::kubectl::{self, Kubectl};
+use machineos_kubetest::{GroupResource, WriteOptions};
 use serde_json::{Value, json};
 
 const W: WriteOptions = WriteOptions { dry_run: false };
-
-fn store() -> Arc<Mutex<Store>> {
-    Arc::new(Mutex::new(Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    })))
-}
 
 fn tls_client(s: &Server) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(s.ca_pem().unwrap().as_bytes()).unwrap();
@@ -59,7 +51,7 @@ async fn send(rb: reqwest::RequestBuilder) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_with_a_bearer_token_and_anonymous_auth_as_kube_apiserver_defaults() {
-    let s = Server::start_tls(store(), 0).await.unwrap();
+    let s = Server::start_tls(new_store(), 0).await.unwrap();
     assert!(s.url().starts_with("https://127.0.0.1:"));
     let c = tls_client(&s);
     let token = s.token().unwrap().to_string();
@@ -121,7 +113,7 @@ async fn tls_with_a_bearer_token_and_anonymous_auth_as_kube_apiserver_defaults()
 #[tokio::test(flavor = "multi_thread")]
 async fn without_anonymous_auth_every_request_needs_the_token() {
     let s = Server::start_with(
-        store(),
+        new_store(),
         machineos_kubetest::http::ServerOptions {
             tls: true,
             anonymous_auth: false,
@@ -140,30 +132,6 @@ async fn without_anonymous_auth_every_request_needs_the_token() {
     )
     .await;
     assert_eq!(code, 200);
-}
-
-/// Runs `cmd` to completion with a deadline.
-fn run(mut cmd: Command, what: &str) -> (bool, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{what} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -196,13 +164,11 @@ fn the_binary_serves_tls_and_writes_a_kubeconfig_kubectl_uses() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
-    if std::path::Path::new("/usr/bin/kubectl").exists() {
-        let mut cmd = Command::new("/usr/bin/kubectl");
-        cmd.args(["--request-timeout=10s", "get", "namespaces", "-o", "name"])
-            .env("KUBECONFIG", &kc)
-            .env("HOME", &dir);
-        let (ok, out, err) = run(cmd, "kubectl get namespaces");
-        assert!(ok, "{out}\n{err}");
+    if kubectl::available() {
+        let k = Kubectl::with_kubeconfig(&kc, &dir).request_timeout(Duration::from_secs(10));
+        let out = k
+            .ok(&["get", "namespaces", "-o", "name"])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.contains("namespace/default"), "{out}");
         // The same with a wrong token: kubectl reports the server's 401.
         let bad = dir.join("bad");
@@ -211,12 +177,10 @@ fn the_binary_serves_tls_and_writes_a_kubeconfig_kubectl_uses() {
             .find(|l| l.trim_start().starts_with("token: "))
             .unwrap();
         std::fs::write(&bad, text.replace(token_line, "    token: wrong")).unwrap();
-        let mut cmd = Command::new("/usr/bin/kubectl");
-        cmd.args(["--request-timeout=10s", "get", "configmaps"])
-            .env("KUBECONFIG", &bad)
-            .env("HOME", &dir);
-        let (ok, out, err) = run(cmd, "kubectl get configmaps (bad token)");
-        assert!(!ok, "{out}");
+        let k = Kubectl::with_kubeconfig(&bad, &dir).request_timeout(Duration::from_secs(10));
+        let out = k.run(&["get", "configmaps"]).unwrap();
+        assert!(!out.success, "{}", out.stdout);
+        let err = out.stderr;
         assert!(
             err.contains("Unauthorized") || err.contains("provide credentials"),
             "{err}"
@@ -226,17 +190,15 @@ fn the_binary_serves_tls_and_writes_a_kubeconfig_kubectl_uses() {
     }
     // Closing stdin stops the server.
     drop(child.stdin.take());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "kubetest did not stop");
-        std::thread::sleep(Duration::from_millis(20));
+    if let Err(e) = kubectl::wait(&mut child, "kubetest", Duration::from_secs(30)) {
+        panic!("kubetest did not stop: {e}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn injected_faults_answer_n_requests_with_a_status() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let cms = format!("{}/api/v1/namespaces/default/configmaps", s.url());
     s.controls().fail_next(
@@ -285,7 +247,7 @@ async fn injected_faults_answer_n_requests_with_a_status() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn delays_hold_matching_requests_only() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let d = Duration::from_millis(300);
     s.controls()
@@ -302,7 +264,7 @@ async fn delays_hold_matching_requests_only() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_counts_name_verbs_as_the_audit_log() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let base = format!("{}/api/v1/namespaces/default/configmaps", s.url());
     send(c.post(&base).js(&json!({"metadata": {"name": "a"}}))).await;
@@ -373,7 +335,7 @@ async fn frames_until(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn close_watches_ends_every_stream_and_compaction_makes_old_versions_gone() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let base = format!("{}/api/v1/namespaces/default/configmaps", s.url());
     let (_, cm) = send(c.post(&base).js(&json!({"metadata": {"name": "a"}}))).await;
@@ -471,7 +433,7 @@ fn cond_types(job: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_job_hooks_run_a_job_to_success_or_failure_and_watches_see_it() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let sh = s.shared();
     let created = s
@@ -599,7 +561,7 @@ async fn the_job_hooks_run_a_job_to_success_or_failure_and_watches_see_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_automatic_job_controller_finishes_every_new_job() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = plain_client();
     let _ctl = JobController::spawn(
         s.shared().clone(),
@@ -637,7 +599,7 @@ async fn the_automatic_job_controller_finishes_every_new_job() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn node_readiness_and_pod_phases_through_status() {
-    let s = Server::start(store(), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let sh = s.shared();
     let n = hooks::ensure_node(sh, "worker-0").unwrap();
     let ready = |n: &Value| {

@@ -2,21 +2,14 @@
 //! and watch streams, and the installed `kubectl` (skipped with a message when absent).
 //! kubectl runs with its default validation (the server does it, see `http::openapi`).
 
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use machineos_kubetest::clock::SystemClock;
-use machineos_kubetest::http::Server;
-use machineos_kubetest::{Store, StoreConfig};
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::kubectl::{self, Kubectl};
 use serde_json::{Value, json};
 
 async fn server() -> Server {
-    let store = Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    });
-    Server::start(Arc::new(Mutex::new(store)), 0).await.unwrap()
+    Server::start(new_store(), 0).await.unwrap()
 }
 
 fn client() -> reqwest::Client {
@@ -280,54 +273,18 @@ async fn watch_streams_changes_and_times_out() {
     assert_eq!(f[0]["object"]["code"], 410);
 }
 
-/// Runs kubectl with a deadline; `None` when kubectl is not installed.
-fn kubectl(url: &str, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let mut child = Command::new("/usr/bin/kubectl")
-        .args(["--server", url, "--request-timeout=10s"])
-        .args(args)
-        .env("HOME", home)
-        .env("KUBECONFIG", home.join("none"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("kubectl {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn real_kubectl() {
-    if !std::path::Path::new("/usr/bin/kubectl").exists() {
+    if !kubectl::available() {
         eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
         return;
     }
     let s = server().await;
-    let url = s.url();
     let home = std::env::temp_dir().join(format!("kubetest-http-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
-    let h = home.clone();
+    let k = Kubectl::with_server(s.url(), &home).request_timeout(Duration::from_secs(10));
     tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str]| {
-            let (ok, out, err) = kubectl(&url, &h, args);
-            assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
-            out
-        };
+        let run = |args: &[&str]| k.ok(args).unwrap_or_else(|e| panic!("{e}"));
         run(&["get", "configmaps", "-A"]);
         run(&["create", "configmap", "x", "--from-literal=a=b"]);
         let y = run(&["get", "cm", "x", "-o", "yaml"]);
@@ -347,7 +304,8 @@ async fn real_kubectl() {
             r#"{"data":{"c":"d"}}"#,
         ]);
         run(&["delete", "cm", "x"]);
-        let (ok, _, err) = kubectl(&url, &h, &["get", "cm", "x"]);
+        let out = k.run(&["get", "cm", "x"]).unwrap();
+        let (ok, err) = (out.success, out.stderr);
         assert!(
             !ok && err.contains("NotFound") || err.contains("not found"),
             "{err}"

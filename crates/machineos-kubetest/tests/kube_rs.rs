@@ -21,24 +21,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store as Reader};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use machineos_kubetest::clock::SystemClock;
 use machineos_kubetest::control::{Fault, RequestMatch};
 use machineos_kubetest::hooks;
-use machineos_kubetest::http::Server;
-use machineos_kubetest::{GroupResource, Store, StoreConfig, WriteOptions};
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::{GroupResource, WriteOptions};
 use serde_json::json;
 
 /// A generous deadline for "eventually".
 const EVENTUALLY: Duration = Duration::from_secs(60);
 
 async fn tls_server() -> Server {
-    let store = Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    });
-    Server::start_tls(Arc::new(Mutex::new(store)), 0)
-        .await
-        .unwrap()
+    Server::start_tls(new_store(), 0).await.unwrap()
 }
 
 /// A kube client configured from the server's kubeconfig (CA data and token), as from a
@@ -623,7 +616,10 @@ async fn server_side_apply_from_kube_rs() {
     match err {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{s:?}");
-            assert!(s.message.contains("conflict with \"machineos-test\""), "{s:?}");
+            assert!(
+                s.message.contains("conflict with \"machineos-test\""),
+                "{s:?}"
+            );
         }
         e => panic!("expected a 409, got {e}"),
     }

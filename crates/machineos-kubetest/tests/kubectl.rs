@@ -11,17 +11,16 @@
 //! `deletecollection`, `includeObject`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use machineos_kubetest::clock::SystemClock;
-use machineos_kubetest::http::Server;
-use machineos_kubetest::{GroupResource, Store, StoreConfig, WriteOptions};
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::kubectl::{self, Kubectl};
+use machineos_kubetest::{GroupResource, Store, WriteOptions};
 use serde_json::{Value, json};
 
-const KUBECTL: &str = "/usr/bin/kubectl";
 const W: WriteOptions = WriteOptions { dry_run: false };
 const GROUP: &str = "machineconfiguration.openshift.io";
 
@@ -30,13 +29,14 @@ struct Cluster {
     rt: tokio::runtime::Runtime,
     server: Option<Server>,
     dir: tempfile::TempDir,
+    kubectl: Kubectl,
 }
 
 impl Cluster {
     /// `None` (after printing why) when kubectl is absent.
     fn start(test: &str) -> Option<Cluster> {
-        if !Path::new(KUBECTL).exists() {
-            eprintln!("SKIPPED {test}: {KUBECTL} is not installed");
+        if !kubectl::available() {
+            eprintln!("SKIPPED {test}: {} is not installed", kubectl::INSTALLED);
             return None;
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -44,13 +44,7 @@ impl Cluster {
             .enable_all()
             .build()
             .unwrap();
-        let store = Store::new(StoreConfig {
-            clock: Arc::new(SystemClock),
-            ..StoreConfig::default()
-        });
-        let server = rt
-            .block_on(Server::start(Arc::new(Mutex::new(store)), 0))
-            .unwrap();
+        let server = rt.block_on(Server::start(new_store(), 0)).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let kc = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
@@ -59,10 +53,12 @@ current-context: t\nusers:\n- name: t\n  user: {{}}\n",
             server.url()
         );
         std::fs::write(dir.path().join("kubeconfig"), kc).unwrap();
+        let kubectl = Kubectl::with_kubeconfig(dir.path().join("kubeconfig"), dir.path());
         Some(Cluster {
             rt,
             server: Some(server),
             dir,
+            kubectl,
         })
     }
 
@@ -83,15 +79,10 @@ current-context: t\nusers:\n- name: t\n  user: {{}}\n",
         p.to_string_lossy().into_owned()
     }
 
+    /// kubectl with `args`, to spawn (stdin null, outputs piped).
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(KUBECTL);
-        c.arg("--kubeconfig")
-            .arg(self.path("kubeconfig"))
-            .arg("--request-timeout=20s")
-            .args(args)
-            .env("HOME", self.dir.path())
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
+        let mut c = self.kubectl.command(args);
+        c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
@@ -99,21 +90,8 @@ current-context: t\nusers:\n- name: t\n  user: {{}}\n",
 
     /// Runs kubectl to completion (killed after a minute): (success, stdout, stderr).
     fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let mut child = self.command(args).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("kubectl {args:?} hung");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let out = self.kubectl.run(args).unwrap_or_else(|e| panic!("{e}"));
+        (out.success, out.stdout, out.stderr)
     }
 
     /// Runs kubectl, asserting success; its stdout.
@@ -183,16 +161,9 @@ fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, want: &str
 }
 
 fn wait_exit(child: &mut Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st.success();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("kubectl did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    match kubectl::wait(child, "kubectl", Duration::from_secs(90)) {
+        Ok(st) => st.success(),
+        Err(e) => panic!("kubectl did not exit: {e}"),
     }
 }
 
@@ -764,11 +735,7 @@ async fn send(rb: reqwest::RequestBuilder) -> (u16, Value, reqwest::header::Head
 
 #[tokio::test(flavor = "multi_thread")]
 async fn yaml_bodies_tables_deletecollection_and_eviction_over_http() {
-    let store = Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    });
-    let s = Server::start(Arc::new(Mutex::new(store)), 0).await.unwrap();
+    let s = Server::start(new_store(), 0).await.unwrap();
     let c = reqwest::Client::new();
     let base = format!("{}/api/v1/namespaces/default/configmaps", s.url());
     let yaml = |b: &str| {

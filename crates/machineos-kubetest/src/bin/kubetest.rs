@@ -6,11 +6,8 @@
 //! start, both in the kubeconfig (`certificate-authority-data`, `token`).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-use machineos_kubetest::clock::SystemClock;
-use machineos_kubetest::http::{Server, ServerOptions};
-use machineos_kubetest::{Store, StoreConfig};
+use machineos_kubetest::http::{Server, ServerOptions, new_store};
 use tokio::io::AsyncReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -70,16 +67,12 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn serve(port: u16, tls: bool, out: Option<String>) -> std::io::Result<()> {
-    let store = Store::new(StoreConfig {
-        clock: Arc::new(SystemClock),
-        ..StoreConfig::default()
-    });
     let opts = ServerOptions {
         port,
         tls,
         ..ServerOptions::default()
     };
-    let server = Server::start_with(Arc::new(Mutex::new(store)), opts).await?;
+    let server = Server::start_with(new_store(), opts).await?;
     if let Some(f) = out {
         server.write_kubeconfig(Path::new(&f)).await?;
     }

@@ -12,6 +12,7 @@
 //!   ([`tls`]): the middleware authenticates every request first (401/403 as
 //!   kube-apiserver with its default anonymous auth), then counts it and applies the
 //!   injected faults and delays of [`Server::controls`] ([`crate::control`]), then routes.
+//! * [`new_store`] is the store a served server starts with (the system clock).
 //! * [`Server::kubeconfig`] / [`Server::write_kubeconfig`] give clients the URL, CA and
 //!   token; kube-rs tests build their client from it with
 //!   `kube::config::Kubeconfig::from_yaml` and `kube::Config::from_custom_kubeconfig`.
@@ -59,6 +60,16 @@ use crate::control::{self, Controls};
 use crate::store::Store;
 use body::{RespBody, json_response};
 use tls::{Auth, TlsIdentity};
+
+/// An empty store on the system clock ([`crate::clock::SystemClock`], otherwise
+/// [`crate::StoreConfig::default`]), shared as a [`Server`] serves it: what `kubetest
+/// serve` serves and what tests start their servers on.
+pub fn new_store() -> Arc<Mutex<Store>> {
+    Arc::new(Mutex::new(Store::new(crate::StoreConfig {
+        clock: Arc::new(crate::clock::SystemClock),
+        ..crate::StoreConfig::default()
+    })))
+}
 
 /// How a server is started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
