@@ -1271,6 +1271,31 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": data})
     }
 
+    /// `manager` applies `config` over `live`: no force, every field in scope, at T1.
+    fn ssa(
+        s: &Schema,
+        live: &Value,
+        config: &Value,
+        m: &mut Managed,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let who = who(manager, Operation::Apply);
+        apply(s, live, config, m, &who, false, Scope::All, T1)
+    }
+
+    /// `manager` writes `new` over `live` (an update, every field in scope) at `now`.
+    fn write(s: &Schema, live: &Value, new: &Value, m: &mut Managed, manager: &str, now: &str) {
+        update(
+            s,
+            live,
+            new,
+            m,
+            &who(manager, Operation::Update),
+            Scope::All,
+            now,
+        );
+    }
+
     /// A CRD-like schema: `spec.items` a map list by `name`, `spec.tags` a set,
     /// `spec.atomicList` without list type, `spec.sel` an atomic map, `spec.labels` a
     /// string map, `spec.ports` keyed by `port` and `protocol` (default TCP).
@@ -1470,15 +1495,7 @@ mod tests {
         let s = Schema::Builtin;
         let mut m = Managed::default();
         let created = cm(json!({"a": "1", "b": "2"}));
-        update(
-            &s,
-            &json!({}),
-            &created,
-            &mut m,
-            &who("create", Operation::Update),
-            Scope::All,
-            T0,
-        );
+        write(&s, &json!({}), &created, &mut m, "create", T0);
         assert_eq!(
             m.encode().unwrap(),
             json!([{"manager": "create", "operation": "Update", "apiVersion": "v1", "time": T0,
@@ -1486,15 +1503,7 @@ mod tests {
         );
         // Another writer changes a and removes b: a moves, b leaves everyone.
         let edited = cm(json!({"a": "9"}));
-        update(
-            &s,
-            &created,
-            &edited,
-            &mut m,
-            &who("edit", Operation::Update),
-            Scope::All,
-            T1,
-        );
+        write(&s, &created, &edited, &mut m, "edit", T1);
         assert_eq!(
             entry(&m, "create").fields.to_fields_v1(),
             json!({"f:data": {}})
@@ -1506,26 +1515,10 @@ mod tests {
         assert_eq!(entry(&m, "edit").time.as_deref(), Some(T1));
         // A write that changes nothing leaves the entries as they were.
         let before = m.clone();
-        update(
-            &s,
-            &edited,
-            &edited,
-            &mut m,
-            &who("noop", Operation::Update),
-            Scope::All,
-            T1,
-        );
+        write(&s, &edited, &edited, &mut m, "noop", T1);
         assert_eq!(m, before);
         // Removing data altogether empties "create", whose entry goes.
-        update(
-            &s,
-            &edited,
-            &cm(json!(null)),
-            &mut m,
-            &who("edit", Operation::Update),
-            Scope::All,
-            T1,
-        );
+        write(&s, &edited, &cm(json!(null)), &mut m, "edit", T1);
         assert!(m.0.iter().all(|e| e.manager != "create"), "{m:?}");
         // Status is not owned through the main endpoint of a kind with a status subresource.
         let mut m = Managed::default();
@@ -1551,28 +1544,10 @@ mod tests {
         let s = Schema::Builtin;
         let mut m = Managed::default();
         let live = cm(json!({"a": "1"}));
-        update(
-            &s,
-            &json!({}),
-            &live,
-            &mut m,
-            &who("kubectl-create", Operation::Update),
-            Scope::All,
-            T0,
-        );
+        write(&s, &json!({}), &live, &mut m, "kubectl-create", T0);
 
         // Same value: shared ownership, no conflict.
-        let applied = apply(
-            &s,
-            &live,
-            &cm(json!({"a": "1", "b": "2"})),
-            &mut m,
-            &who("ssa", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
-        )
-        .unwrap();
+        let applied = ssa(&s, &live, &cm(json!({"a": "1", "b": "2"})), &mut m, "ssa").unwrap();
         assert_eq!(applied["data"], json!({"a": "1", "b": "2"}));
         assert_eq!(
             entry(&m, "ssa").fields.to_fields_v1(),
@@ -1586,17 +1561,7 @@ mod tests {
 
         // A different value is a conflict with the updater and with the other applier.
         let live = applied;
-        let err = apply(
-            &s,
-            &live,
-            &cm(json!({"a": "2"})),
-            &mut m.clone(),
-            &who("other", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
-        )
-        .unwrap_err();
+        let err = ssa(&s, &live, &cm(json!({"a": "2"})), &mut m.clone(), "other").unwrap_err();
         let st = err.to_status();
         assert_eq!(
             (st["code"].clone(), st["reason"].clone()),
@@ -1613,15 +1578,12 @@ mod tests {
                 {"reason": "FieldManagerConflict", "message": "conflict with \"ssa\"", "field": ".data.a"}
             ])
         );
-        let one = apply(
+        let one = ssa(
             &s,
             &cm(json!({"b": "2"})),
             &cm(json!({"b": "3"})),
             &mut m.clone(),
-            &who("other", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
+            "other",
         )
         .unwrap_err();
         assert_eq!(
@@ -1660,28 +1622,17 @@ mod tests {
         // its entry goes.
         let live = forced;
         let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
-        let out = apply(
-            &s,
-            &live,
-            &bare,
-            &mut m,
-            &who("ssa", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
-        )
-        .unwrap();
+        let out = ssa(&s, &live, &bare, &mut m, "ssa").unwrap();
         assert_eq!(out["data"], json!({"a": "2"}));
         assert!(m.0.iter().all(|e| e.manager != "ssa"));
         // other stops applying a while an updater co-owns it: a stays.
         let mut m2 = m.clone();
-        update(
+        write(
             &s,
             &out,
             &cm(json!({"a": "2", "c": "3"})),
             &mut m2,
-            &who("editor", Operation::Update),
-            Scope::All,
+            "editor",
             T1,
         );
         m2.0.iter_mut()
@@ -1692,30 +1643,24 @@ mod tests {
                 PathElement::Field("data".into()),
                 PathElement::Field("a".into()),
             ]);
-        let kept = apply(
+        let kept = ssa(
             &s,
             &cm(json!({"a": "2", "c": "3"})),
             &json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "x"}}),
             &mut m2,
-            &who("other", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
+            "other",
         )
         .unwrap();
         assert_eq!(kept["data"], json!({"a": "2", "c": "3"}));
         // Emptied by removal: the map goes.
-        let gone = apply(
+        let gone = ssa(
             &s,
             &out,
             &json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "x"}}),
             &mut m,
-            &who("other", Operation::Apply),
-            false,
-            Scope::All,
-            T1,
+            "other",
         )
         .unwrap();
         assert_eq!(gone.get("data"), None, "{gone}");
@@ -1726,8 +1671,7 @@ mod tests {
     fn apply_removes_list_items_by_key() {
         let s = crd_schema();
         let mut m = Managed::default();
-        let a = who("a", Operation::Apply);
-        let v1 = apply(
+        let v1 = ssa(
             &s,
             &json!({}),
             &obj(
@@ -1735,23 +1679,16 @@ mod tests {
             "tags": ["t1", "t2"]}),
             ),
             &mut m,
-            &a,
-            false,
-            Scope::All,
-            T0,
+            "a",
         )
         .unwrap();
         // Another applier adds a field inside item y.
-        let b = who("b", Operation::Apply);
-        let v2 = apply(
+        let v2 = ssa(
             &s,
             &v1,
             &obj(json!({"items": [{"name": "y", "w": "b"}]})),
             &mut m,
-            &b,
-            false,
-            Scope::All,
-            T0,
+            "b",
         )
         .unwrap();
         assert_eq!(
@@ -1759,31 +1696,18 @@ mod tests {
             json!({"name": "y", "v": "2", "w": "b"})
         );
         // a drops x, y and t2: x goes, y stays with b's field and its key, t2 goes.
-        let v3 = apply(
-            &s,
-            &v2,
-            &obj(json!({"tags": ["t1"]})),
-            &mut m,
-            &a,
-            false,
-            Scope::All,
-            T0,
-        )
-        .unwrap();
+        let v3 = ssa(&s, &v2, &obj(json!({"tags": ["t1"]})), &mut m, "a").unwrap();
         assert_eq!(
             v3["spec"],
             json!({"items": [{"name": "y", "w": "b"}], "tags": ["t1"]})
         );
         // A conflict inside a keyed item names it by key.
-        let err = apply(
+        let err = ssa(
             &s,
             &v3,
             &obj(json!({"items": [{"name": "y", "w": "c"}]})),
             &mut m.clone(),
-            &a,
-            false,
-            Scope::All,
-            T0,
+            "a",
         )
         .unwrap_err();
         assert_eq!(

@@ -232,12 +232,10 @@ impl Store {
         fm: &FieldManager,
         f: impl FnOnce(&mut Store) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
-        let prev = self.tracking.replace(Tracking::Update(fm.name()));
-        let r = f(self);
-        self.tracking = prev;
-        r
+        self.with_tracking(Tracking::Update(fm.name()), f)
     }
 
+    /// Runs `f` with the store's managedFields tracking set to `t`, then restores it.
     fn with_tracking<T>(
         &mut self,
         t: Tracking,
@@ -326,39 +324,31 @@ impl Store {
         let wo = WriteOptions {
             dry_run: opts.dry_run,
         };
-        let Some(live) = self.objects.get(&key).cloned() else {
-            if sub == Subresource::Status {
+        let live = self.objects.get(&key).cloned();
+        let mut managed = match &live {
+            Some(live) => {
+                Managed::decode(live.pointer("/metadata/managedFields")).unwrap_or_default()
+            }
+            // Created by the apply: through the main endpoint only, named as on the URL.
+            None if sub == Subresource::Status => {
                 return Err(ApiError::NotFound {
                     gr: gr.clone(),
                     name: name.to_string(),
                 });
             }
-            let named = s("/metadata/name");
-            if named != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({named}) does not match the name on the URL ({name})"
-                )));
+            None => {
+                let named = s("/metadata/name");
+                if named != name {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({named}) does not match the name on the URL ({name})"
+                    )));
+                }
+                Managed::default()
             }
-            let mut managed = Managed::default();
-            let obj = apply::apply(
-                &schema,
-                &json!({}),
-                config,
-                &mut managed,
-                &who,
-                opts.force,
-                scope(&info, sub),
-                &now,
-            )?;
-            let o =
-                self.with_tracking(Tracking::Applied(managed), |st| st.create(gr, ns, &obj, wo))?;
-            return Ok((o, true));
         };
-        let mut managed =
-            Managed::decode(live.pointer("/metadata/managedFields")).unwrap_or_default();
         let merged = apply::apply(
             &schema,
-            &live,
+            live.as_ref().unwrap_or(&json!({})),
             config,
             &mut managed,
             &who,
@@ -366,11 +356,13 @@ impl Store {
             scope(&info, sub),
             &now,
         )?;
+        let created = live.is_none();
         let o = self.with_tracking(Tracking::Applied(managed), |st| match sub {
+            _ if created => st.create(gr, ns, &merged, wo),
             Subresource::Main => st.update(gr, ns, name, &merged, wo),
             Subresource::Status => st.update_status(gr, ns, name, &merged, wo),
         })?;
-        Ok((o, false))
+        Ok((o, created))
     }
 
     /// The merge types of `info`'s objects in `version`: the CRD's schema for a custom

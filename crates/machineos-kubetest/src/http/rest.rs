@@ -325,12 +325,17 @@ fn with_warnings(mut resp: Response<RespBody>, unknown: &[String]) -> Response<R
     resp
 }
 
-/// Reads `DeleteOptions` from a request body (if any) and the query into `d`.
+/// `DeleteOptions` from a request body (if any) and the query; `dry_run` from the
+/// query's `dryRun`, or'ed with the body's.
 fn delete_options(
     body: Option<&Value>,
     q: &[(String, String)],
-    d: &mut DeleteOptions,
-) -> Result<(), ApiError> {
+    dry_run: bool,
+) -> Result<DeleteOptions, ApiError> {
+    let mut d = DeleteOptions {
+        dry_run,
+        ..DeleteOptions::default()
+    };
     if let Some(body) = body {
         if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
             d.propagation = Some(Propagation::parse(p)?);
@@ -353,7 +358,22 @@ fn delete_options(
     if let Some(p) = param(q, "propagationPolicy") {
         d.propagation = Some(Propagation::parse(p)?);
     }
-    Ok(())
+    Ok(d)
+}
+
+/// [`delete_options`] of a DELETE request: its JSON body, absent when empty or blank.
+async fn read_delete_options(
+    req: Request<Incoming>,
+    q: &[(String, String)],
+    dry_run: bool,
+) -> Result<DeleteOptions, ApiError> {
+    let bytes = read(req).await?;
+    let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(parse_json(&bytes)?)
+    };
+    delete_options(body.as_ref(), q, dry_run)
 }
 
 fn now() -> i64 {
@@ -407,11 +427,7 @@ async fn resource(
             return Err(method_not_allowed(&rp, &verb_of(&method, false)));
         }
         let body = decode_body(&content_type, &read(req).await?)?;
-        let mut d = DeleteOptions {
-            dry_run: opts.dry_run,
-            ..DeleteOptions::default()
-        };
-        delete_options(body.get("deleteOptions"), q, &mut d)?;
+        let d = delete_options(body.get("deleteOptions"), q, opts.dry_run)?;
         return super::eviction::evict(shared, ns, name, &body, &d);
     }
     match (&method, rp.name.as_deref()) {
@@ -537,17 +553,7 @@ async fn resource(
             Ok(with_warnings(json_response(code, &o), &unknown))
         }
         (&Method::DELETE, None) => {
-            let bytes = read(req).await?;
-            let mut d = DeleteOptions {
-                dry_run: opts.dry_run,
-                ..DeleteOptions::default()
-            };
-            let body = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(parse_json(&bytes)?)
-            };
-            delete_options(body.as_ref(), q, &mut d)?;
+            let d = read_delete_options(req, q, opts.dry_run).await?;
             let lo = ListOptions {
                 label_selector: owned(q, "labelSelector"),
                 field_selector: owned(q, "fieldSelector"),
@@ -578,17 +584,7 @@ async fn resource(
             Ok(json_response(200, &out.to_json()))
         }
         (&Method::DELETE, Some(name)) if sub == Subresource::Main => {
-            let bytes = read(req).await?;
-            let mut d = DeleteOptions {
-                dry_run: opts.dry_run,
-                ..DeleteOptions::default()
-            };
-            let body = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(parse_json(&bytes)?)
-            };
-            delete_options(body.as_ref(), q, &mut d)?;
+            let d = read_delete_options(req, q, opts.dry_run).await?;
             let out = {
                 let mut s = shared.lock();
                 let out = s.delete(gr, ns, name, &d)?;
