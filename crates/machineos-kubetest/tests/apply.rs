@@ -11,17 +11,13 @@ use machineos_kubetest::http::{Server, new_store};
 use machineos_kubetest::kubectl::{self, Kubectl};
 use serde_json::{Value, json};
 
+mod common;
+use common::send;
+
 const APPLY: &str = "application/apply-patch+yaml";
 
 async fn server() -> Server {
     Server::start(new_store(), 0).await.unwrap()
-}
-
-async fn send(rb: reqwest::RequestBuilder) -> (u16, Value) {
-    let r = rb.send().await.unwrap();
-    let code = r.status().as_u16();
-    let b = r.bytes().await.unwrap();
-    (code, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,6 +12,9 @@ use machineos_kubetest::kubectl::{self, Kubectl};
 use machineos_kubetest::{GroupResource, WriteOptions};
 use serde_json::{Value, json};
 
+mod common;
+use common::send;
+
 const W: WriteOptions = WriteOptions { dry_run: false };
 
 fn tls_client(s: &Server) -> reqwest::Client {
@@ -40,13 +43,6 @@ impl JsonBody for reqwest::RequestBuilder {
         self.header("content-type", "application/json")
             .body(serde_json::to_vec(v).unwrap())
     }
-}
-
-async fn send(rb: reqwest::RequestBuilder) -> (u16, Value) {
-    let r = rb.send().await.unwrap();
-    let code = r.status().as_u16();
-    let b = r.bytes().await.unwrap();
-    (code, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]

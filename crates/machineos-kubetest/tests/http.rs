@@ -8,6 +8,9 @@ use machineos_kubetest::http::{Server, new_store};
 use machineos_kubetest::kubectl::{self, Kubectl};
 use serde_json::{Value, json};
 
+mod common;
+use common::send;
+
 async fn server() -> Server {
     Server::start(new_store(), 0).await.unwrap()
 }
@@ -17,13 +20,6 @@ fn client() -> reqwest::Client {
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap()
-}
-
-async fn send(rb: reqwest::RequestBuilder) -> (u16, Value) {
-    let r = rb.send().await.unwrap();
-    let code = r.status().as_u16();
-    let b = r.bytes().await.unwrap();
-    (code, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
 
 fn json_body(rb: reqwest::RequestBuilder, ct: &str, v: &Value) -> reqwest::RequestBuilder {
