@@ -3,7 +3,8 @@
 //! `data:` URLs, MachineConfig YAML/JSON (through rendering, spec 2 configs included), the
 //! YAML Go writes for any JSON (rendered names), image manifests, indexes and
 //! configs, image references, auth files, registry answers, base layers (tar, plain and
-//! gzip) and the base index cache format. This binary's allocator is capped: an input that
+//! gzip), the base index cache format, and the test API server's request bodies, selectors
+//! and tokens through its store. This binary's allocator is capped: an input that
 //! makes a parser hold unbounded memory aborts the run.
 
 use std::io::Write;
@@ -397,6 +398,130 @@ fn base_index_cache_files_decode() {
             return check(&fixed).or(raw);
         }
         raw
+    });
+    assert!(stats.accepted > 0);
+}
+
+/// Every error of the test API server says something (its `Status` message).
+fn api_err(e: machineos_kubetest::ApiError) -> String {
+    let st = e.to_status();
+    let msg = st["message"].as_str().unwrap_or("").to_string();
+    assert!(!msg.is_empty(), "an error without a message: {st}");
+    assert!(
+        st["code"].as_u64().is_some_and(|c| (400..600).contains(&c)),
+        "{st}"
+    );
+    msg
+}
+
+/// A store with machineos's CRDs and one ConfigMap and MachineConfig to update and patch.
+fn kubetest_store() -> machineos_kubetest::Store {
+    use machineos_kubetest::{GroupResource, Store, StoreConfig, WriteOptions};
+    let mut s = Store::new(StoreConfig::default());
+    let crds = GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
+    for crd in machineos_api::crds() {
+        let v = serde_json::to_value(&crd).unwrap();
+        s.create(&crds, None, &v, WriteOptions::default()).unwrap();
+    }
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "seed", "labels": {"a": "b"}}, "data": {"k": "v"}});
+    s.create(
+        &GroupResource::new("", "configmaps"),
+        Some("default"),
+        &cm,
+        WriteOptions::default(),
+    )
+    .unwrap();
+    let mc = serde_json::json!({"apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig", "metadata": {"name": "seed"},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}}}});
+    s.create(
+        &GroupResource::new("machineconfiguration.openshift.io", "machineconfigs"),
+        None,
+        &mc,
+        WriteOptions::default(),
+    )
+    .unwrap();
+    s
+}
+
+/// The test API server's request inputs: bodies as JSON, YAML, apply documents and
+/// protobuf; the bodies through create, update, every patch type and server-side apply of
+/// a built-in kind and a custom resource (schema, CEL); selectors, continue tokens and
+/// resourceVersions. No panic, every refusal a `Status` with a message.
+#[test]
+fn kubetest_requests() {
+    use machineos_kubetest::http::{body, protobuf};
+    use machineos_kubetest::list::{ContinueToken, parse_rv};
+    use machineos_kubetest::selector::{FieldSelector, LabelSelector};
+    use machineos_kubetest::store_apply::{ApplyOptions, parse_apply_body};
+    use machineos_kubetest::{GroupResource, PatchType, Subresource, WriteOptions};
+    cap_memory();
+    let mut seeds: Vec<Vec<u8>> = [
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","labels":{"a":"b"},"finalizers":["f/g"]},"data":{"k":"v"}}"#,
+        r#"[{"op":"add","path":"/data/x","value":"y"},{"op":"test","path":"/data/k","value":"v"}]"#,
+        r#"{"metadata":{"$patch":"replace"},"data":{"$retainKeys":["k"],"k":null},"$setElementOrder/x":[]}"#,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  a: '1'\n",
+        "app in (a,b),!x,tier!=db,k",
+        "metadata.name=x,spec.nodeName!=",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    for f in files(&repo().join("examples/machineconfigs"), "yaml") {
+        if let Ok(v) = body::parse_yaml(&f) {
+            seeds.push(serde_json::to_vec(&v).unwrap());
+        }
+    }
+    let store = std::cell::RefCell::new(kubetest_store());
+    let runs = std::cell::Cell::new(0u32);
+    let cms = GroupResource::new("", "configmaps");
+    let mcs = GroupResource::new("machineconfiguration.openshift.io", "machineconfigs");
+    let stats = fuzz("kubetest", seeds, |bytes| {
+        runs.set(runs.get() + 1);
+        if runs.get() % 200 == 0 {
+            *store.borrow_mut() = kubetest_store();
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let _ = LabelSelector::parse(&text).map_err(api_err);
+        let _ = FieldSelector::parse(&text).map_err(api_err);
+        let _ = ContinueToken::decode(&text).map_err(api_err);
+        let _ = parse_rv(&text).map_err(api_err);
+        let _ = protobuf::decode(bytes).map_err(api_err);
+        let _ = body::parse_yaml(bytes).map_err(api_err);
+        let _ = parse_apply_body(bytes).map_err(api_err);
+        let v = body::parse_json(bytes).map_err(api_err)?;
+        let mut s = store.borrow_mut();
+        let mut any = false;
+        for (gr, ns) in [(&cms, Some("default")), (&mcs, None)] {
+            let w = WriteOptions::default();
+            any |= s
+                .create(gr, ns, &v, WriteOptions::DRY_RUN)
+                .map_err(api_err)
+                .is_ok();
+            any |= s.create(gr, ns, &v, w).map_err(api_err).is_ok();
+            any |= s.update(gr, ns, "seed", &v, w).map_err(api_err).is_ok();
+            for kind in [PatchType::Merge, PatchType::Json, PatchType::Strategic] {
+                any |= s
+                    .patch(gr, ns, "seed", kind, &v, Subresource::Main, w)
+                    .map_err(api_err)
+                    .is_ok();
+            }
+            let ao = ApplyOptions {
+                manager: "fuzz".into(),
+                force: runs.get() % 2 == 0,
+                dry_run: false,
+            };
+            any |= s
+                .apply(gr, ns, "seed", &v, Subresource::Main, &ao)
+                .map_err(api_err)
+                .is_ok();
+        }
+        if any {
+            Ok(())
+        } else {
+            Err("every write refused".into())
+        }
     });
     assert!(stats.accepted > 0);
 }

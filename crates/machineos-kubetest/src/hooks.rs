@@ -4,7 +4,7 @@
 //! that does it for every new Job with a chosen outcome.
 //!
 //! Contract:
-//! * Every function goes through the [`Store`](crate::Store) API under the server's
+//! * Every function goes through the [`Store`] API under the server's
 //!   lock (never held across an `.await`) and signals watchers
 //!   ([`Shared::notify`]), so watches, lists and kubectl see each change as the real
 //!   components' writes: pod and node status through the `status` subresource, pods
