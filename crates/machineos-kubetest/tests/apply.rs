@@ -3,7 +3,7 @@
 //! reqwest, and the installed `kubectl apply --server-side` (skipped with a message when
 //! absent) on a ConfigMap and on a machineos custom resource: create, a conflicting
 //! apply by another field manager, `--force-conflicts`, and removal of a field dropped
-//! from the manifest. kubectl runs with `--validate=false` until `/openapi` is served.
+//! from the manifest.
 
 use std::time::Duration;
 
@@ -138,9 +138,7 @@ async fn kubectl_apply_server_side() {
             p.to_string_lossy().into_owned()
         };
         let run = |args: &[&str]| k.ok(args).unwrap_or_else(|e| panic!("{e}"));
-        // --validate=false only because this server does not serve /openapi/v2|v3 yet
-        // (kubectl downloads it to validate client-side); the apply itself needs none.
-        let ssa = ["apply", "--server-side", "--validate=false"];
+        let ssa = ["apply", "--server-side"];
         let with = |extra: &[&str]| -> Vec<String> {
             ssa.iter().chain(extra).map(|s| s.to_string()).collect()
         };
