@@ -479,7 +479,7 @@ fn kubetest_requests() {
     let mcs = GroupResource::new("machineconfiguration.openshift.io", "machineconfigs");
     let stats = fuzz("kubetest", seeds, |bytes| {
         runs.set(runs.get() + 1);
-        if runs.get() % 200 == 0 {
+        if runs.get().is_multiple_of(200) {
             *store.borrow_mut() = kubetest_store();
         }
         let text = String::from_utf8_lossy(bytes);
@@ -509,7 +509,7 @@ fn kubetest_requests() {
             }
             let ao = ApplyOptions {
                 manager: "fuzz".into(),
-                force: runs.get() % 2 == 0,
+                force: runs.get().is_multiple_of(2),
                 dry_run: false,
             };
             any |= s
