@@ -1,5 +1,6 @@
 //! How objects are named: a [`GroupResource`] (what a URL names) and an [`ObjectKey`]
-//! (resource, namespace, name), whose order is a real server's list order.
+//! (resource, namespace, name), whose order is a real server's list order; and which
+//! endpoint of an object a write goes to ([`Subresource`]).
 
 use std::fmt;
 
@@ -43,4 +44,13 @@ pub struct ObjectKey {
     pub namespace: Option<String>,
     /// The name.
     pub name: String,
+}
+
+/// Which endpoint a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself.
+    Main,
+    /// `/status`.
+    Status,
 }

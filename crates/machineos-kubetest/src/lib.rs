@@ -20,7 +20,8 @@
 //! | [`watch`] | watch events, selector transitions, bookmarks, streaming-list initial events |
 //! | [`patch`] | JSON merge patch, JSON patch, strategic merge patch |
 //! | [`apply`] | server-side apply: field sets, structured merge, conflicts, managedFields |
-//! | [`store_apply`] | apply and managedFields bookkeeping in the store, field managers of requests |
+//! | [`store_apply`] | the apply verb of the store, field managers of requests |
+//! | [`managed`] | managedFields bookkeeping of every write |
 //! | [`error`] | `ApiError` and its `Status` |
 //! | [`clock`] | injectable clock and id source |
 //! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
@@ -44,6 +45,7 @@ pub mod json;
 pub mod key;
 pub mod kubectl;
 pub mod list;
+pub mod managed;
 pub mod meta;
 pub mod patch;
 pub mod resource;

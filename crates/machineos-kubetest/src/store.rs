@@ -52,11 +52,14 @@ use std::sync::Arc;
 use machineos_crd_validation::{BadValue, ErrorType, Errors, FieldError};
 use serde_json::{Map, Value, json};
 
+use crate::apply::Schema;
 use crate::clock::{Clock, Ids, ManualClock, rfc3339};
 use crate::error::ApiError;
+pub use crate::key::Subresource;
 use crate::list::{
     CONTINUE_EXPIRED, ContinueToken, ListOptions, ReadAt, WatchOptions, WatchStart, parse_rv,
 };
+use crate::managed;
 use crate::meta::{
     self, MAX_GENERATE_NAME_PREFIX, check_size, finalizers, is_deleting, meta_mut, meta_str,
 };
@@ -144,15 +147,6 @@ impl Deleted {
     }
 }
 
-/// Which endpoint a write goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subresource {
-    /// The object itself.
-    Main,
-    /// `/status`.
-    Status,
-}
-
 /// A page of a list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListResult {
@@ -219,7 +213,7 @@ pub struct Store {
     ids: Ids,
     history: usize,
     /// managedFields: who the current write is by (see `store_apply.rs`).
-    pub(crate) tracking: Option<crate::store_apply::Tracking>,
+    pub(crate) tracking: Option<crate::managed::Tracking>,
 }
 
 impl std::fmt::Debug for Store {
@@ -319,6 +313,48 @@ impl Store {
             namespace,
             name: name.to_string(),
         })
+    }
+
+    /// The merge types of `info`'s objects in `version`: the CRD's schema for a custom
+    /// resource, the built-in table otherwise.
+    pub(crate) fn merge_schema(&self, info: &ResourceInfo, version: &str) -> Schema {
+        if !info.is_custom() {
+            return Schema::Builtin;
+        }
+        let key = ObjectKey {
+            gr: crd_gr(),
+            namespace: None,
+            name: format!("{}.{}", info.plural, info.group),
+        };
+        let schema = self.objects.get(&key).and_then(|crd| {
+            crd.pointer("/spec/versions")?
+                .as_array()?
+                .iter()
+                .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+        });
+        Schema::custom_resource(&schema.unwrap_or_else(|| json!({})))
+    }
+
+    /// Sets `new`'s `metadata.managedFields` for this write (see [`crate::managed`]).
+    fn track_managed_fields(
+        &self,
+        info: &ResourceInfo,
+        old: Option<&Value>,
+        new: &mut Value,
+        sub: Subresource,
+    ) {
+        let now = self.now();
+        managed::track(
+            self.tracking.as_ref(),
+            |version| self.merge_schema(info, version),
+            &now,
+            info,
+            old,
+            new,
+            sub,
+        );
     }
 
     /// The stored object, or 404.

@@ -2,7 +2,7 @@
 //! field manager of every create, update and patch ([`Store::as_manager`],
 //! [`Store::patch_as`]), and the request side of it ([`FieldManager`]: the `fieldManager`
 //! and `force` query parameters, the User-Agent). The field sets, merge and conflicts
-//! themselves are [`crate::apply`]'s.
+//! themselves are [`crate::apply`]'s; the bookkeeping on every write is [`crate::managed`]'s.
 //!
 //! Contract, following kube-apiserver's `handlers/patch.go` (`applyPatcher`),
 //! `handlers/rest.go` (`managerOrUserAgent`) and the field manager's `decodeLiveOrNew`:
@@ -39,21 +39,12 @@
 use machineos_crd_validation::{BadValue, ErrorType, FieldError};
 use serde_json::{Value, json};
 
-use crate::apply::{self, Managed, Manager, Operation, Schema, Scope};
+use crate::apply::{self, Managed, Manager, Operation};
 use crate::error::ApiError;
-use crate::meta::meta_mut;
+use crate::managed::{Tracking, scope, subresource_name};
 use crate::patch::PatchType;
-use crate::resource::{GroupResource, ObjectKey, ResourceInfo, crd_gr};
+use crate::resource::GroupResource;
 use crate::store::{Store, Subresource, WriteOptions};
-
-/// Who the store's current write is by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tracking {
-    /// A create, update or non-apply patch by this manager.
-    Update(String),
-    /// A server-side apply: the entries it computed, stored as they are.
-    Applied(Managed),
-}
 
 /// The field manager of a request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -201,29 +192,6 @@ pub fn parse_apply_body(bytes: &[u8]) -> Result<Value, ApiError> {
     )))
 }
 
-fn scope(info: &ResourceInfo, sub: Subresource) -> Scope {
-    match (sub, info.status_subresource) {
-        (Subresource::Status, _) => Scope::Status,
-        (Subresource::Main, true) => Scope::NotStatus,
-        (Subresource::Main, false) => Scope::All,
-    }
-}
-
-fn subresource_name(sub: Subresource) -> String {
-    match sub {
-        Subresource::Main => String::new(),
-        Subresource::Status => "status".into(),
-    }
-}
-
-fn set_managed_fields(obj: &mut Value, v: Option<Value>) {
-    let m = meta_mut(obj);
-    match v {
-        Some(v) => m.insert("managedFields".into(), v),
-        None => m.remove("managedFields"),
-    };
-}
-
 impl Store {
     /// Runs `f` (creates, updates, non-apply patches) as writes by `fm`: their
     /// managedFields record it (see the module documentation).
@@ -363,103 +331,5 @@ impl Store {
             Subresource::Status => st.update_status(gr, ns, name, &merged, wo),
         })?;
         Ok((o, created))
-    }
-
-    /// The merge types of `info`'s objects in `version`: the CRD's schema for a custom
-    /// resource, the built-in table otherwise.
-    pub(crate) fn merge_schema(&self, info: &ResourceInfo, version: &str) -> Schema {
-        if !info.is_custom() {
-            return Schema::Builtin;
-        }
-        let key = ObjectKey {
-            gr: crd_gr(),
-            namespace: None,
-            name: format!("{}.{}", info.plural, info.group),
-        };
-        let schema = self.objects.get(&key).and_then(|crd| {
-            crd.pointer("/spec/versions")?
-                .as_array()?
-                .iter()
-                .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-        });
-        Schema::custom_resource(&schema.unwrap_or_else(|| json!({})))
-    }
-
-    /// The entries a non-apply write starts from (`decodeLiveOrNew`).
-    fn live_or_new(old: Option<&Value>, new: &Value, sub: Subresource) -> Managed {
-        let live = || {
-            Managed::decode(old.and_then(|o| o.pointer("/metadata/managedFields")))
-                .unwrap_or_default()
-        };
-        if sub == Subresource::Status {
-            return live();
-        }
-        let sent = new.pointer("/metadata/managedFields");
-        if let Some(Value::Array(a)) = sent
-            && (a.is_empty() || (a.len() == 1 && a[0] == json!({})))
-        {
-            return Managed::default();
-        }
-        match Managed::decode(sent) {
-            Ok(m) if !m.0.is_empty() => m,
-            _ => live(),
-        }
-    }
-
-    /// Sets `new`'s `metadata.managedFields` for the write of `old` (none: a create)
-    /// into `new` through `sub`, as the current tracking says. Called by the store's
-    /// create, update and status update just before they commit.
-    pub(crate) fn track_managed_fields(
-        &self,
-        info: &ResourceInfo,
-        old: Option<&Value>,
-        new: &mut Value,
-        sub: Subresource,
-    ) {
-        match &self.tracking {
-            None => {
-                let sent = new.pointer("/metadata/managedFields").map(|v| !v.is_null());
-                if sent != Some(true) {
-                    let kept = old
-                        .and_then(|o| o.pointer("/metadata/managedFields"))
-                        .cloned();
-                    if kept.is_some() || sent.is_some() {
-                        set_managed_fields(new, kept);
-                    }
-                }
-            }
-            Some(Tracking::Applied(m)) => set_managed_fields(new, m.encode()),
-            Some(Tracking::Update(manager)) => {
-                let mut managed = Self::live_or_new(old, new, sub);
-                let api_version = new
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let version = api_version
-                    .rsplit_once('/')
-                    .map_or(api_version.as_str(), |(_, v)| v);
-                let schema = self.merge_schema(info, version);
-                let who = Manager {
-                    name: manager.clone(),
-                    operation: Operation::Update,
-                    api_version: api_version.clone(),
-                    subresource: subresource_name(sub),
-                };
-                let empty = json!({});
-                apply::update(
-                    &schema,
-                    old.unwrap_or(&empty),
-                    new,
-                    &mut managed,
-                    &who,
-                    scope(info, sub),
-                    &self.now(),
-                );
-                set_managed_fields(new, managed.encode());
-            }
-        }
     }
 }
