@@ -1,4 +1,4 @@
-//! managedFields bookkeeping of every write (the store calls [`track`] just before a
+//! managedFields bookkeeping of every write (the store calls `track` just before a
 //! create, update or status update commits): who the current write is by ([`Tracking`]), and
 //! the entries that gives the object — kept as they were for writes by no manager (the
 //! library API), the entries a server-side apply computed, or an `Update` entry for the
