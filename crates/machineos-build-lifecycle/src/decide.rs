@@ -1,0 +1,1146 @@
+//! [`decide`]: for each pool, what should happen next — the MCO BuildController's
+//! reconcile (MCO `pkg/controller/build/reconciler.go`, reference §2.2–§2.7) as a pure
+//! function of [`Observed`] state.
+//!
+//! Per pool, in order:
+//! 1. **Opt-in and configuration** ([`resolve`]): a MachineOSConfig, or the legacy label +
+//!    `on-cluster-build-config` ConfigMap as an implicit one (no `imageBuilderType` → the
+//!    native builder; `custom-pod-builder` → Job, `openshift-image-builder` → OpenShift
+//!    Build). A missing or invalid ConfigMap, Secret or field, or a backend this controller
+//!    does not run yet, becomes `ImageBuildDegraded=True` (reason `InvalidConfiguration` or
+//!    `BuilderNotSupported`) and a Warning Event `ConfigReconcileFailed` naming the object
+//!    and field, and a permanent [`Requeue`]; nothing is built natively in its place.
+//! 2. **Identity**: the target build `<pool>-<hash>` of the inputs ([`crate::identity`]).
+//! 3. **One active build per MachineOSConfig**: every other unfinished build becomes
+//!    Interrupted (and is cancelled on its backend) before the target is created — the MCO
+//!    deletes them (`deleteOtherBuildsForMachineOSConfig`); machineos keeps them, Interrupted,
+//!    for retention to collect, so their history stays readable.
+//! 4. **The target**: absent → check the registry for `repo:<name>` (present → a build
+//!    record that is Succeeded at once, the image reused; absent → create and start it;
+//!    an error → wait, never rebuild on an auth or 5xx error, as the MCO). Present → follow
+//!    its backend through Prepared → Building → Succeeded | Failed with [`transition`];
+//!    a Succeeded build that the MachineOSConfig does not point at yet is checked in the
+//!    registry before it is adopted (gone → deleted and rebuilt).
+//! 5. **Rebuild annotation**: a terminal target is deleted (and rebuilt on the next pass,
+//!    without reuse); the annotation is removed when the new build is created, or at once if
+//!    the target is already running.
+//! 6. **Gate**: while the pool is degraded for another reason (`NodeDegraded`,
+//!    `RenderDegraded`, `PinnedImageSetsDegraded`, `PoolSynchronizerDegraded`), nothing new is
+//!    created or started; running builds are still followed and recorded.
+//! 7. **Records**: on success the MachineOSConfig status (or, legacy, the pool annotation
+//!    `newestImageEquivalentConfig`), a MachineOSImage, `ImageBuildDegraded=False`; on
+//!    failure `ImageBuildDegraded=True` with the MCO's message shape and Events
+//!    `BuildFailed` + `BuildDegraded`. Legacy pools also get the four legacy conditions with
+//!    exactly one True. Conditions are set and Events recorded only on change.
+//! 8. **Retention** ([`crate::retention`]) last.
+
+use std::collections::BTreeMap;
+
+use machineos_diagnostics::Retry;
+
+use crate::action::{Action, BuildStatusUpdate, EventType, ObjectRef, Requeue};
+use crate::identity::{BuildInputs, PushTarget, build_name, parse_push_spec, valid_tag};
+use crate::observed::{
+    Backend, BackendStatus, BuildObserved, Observed, OptIn, PoolCondition, PoolObserved,
+    RegistryImage, RegistryObservation, SecretState, Timestamp,
+};
+use crate::phase::{Phase, transition};
+use crate::retention::RetentionPolicy;
+use crate::vocab::{self, event};
+
+/// Decide what to do next, for every pool, then retention.
+pub fn decide(observed: &Observed, now: Timestamp) -> Vec<Action> {
+    let mut out = Vec::new();
+    for p in &observed.pools {
+        let ctx = context(observed, p);
+        decide_pool(observed, p, &ctx, now, &mut out);
+        if let PoolContext::Ready { eff, target, .. } = &ctx {
+            out.extend(crate::retention::for_pool(
+                observed,
+                p,
+                eff,
+                Some(target),
+                now,
+            ));
+        }
+    }
+    out
+}
+
+/// A pool's opt-in, validated: an implicit MachineOSConfig for the legacy path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// The MachineOSConfig's name (the pool's for a legacy opt-in).
+    pub machine_os_config: String,
+    /// The owner of the pool's builds: the MachineOSConfig, or the pool (legacy).
+    pub owner: ObjectRef,
+    /// The legacy path.
+    pub legacy: bool,
+    /// Which backend builds.
+    pub backend: Backend,
+    /// Repository to push to.
+    pub push_repository: String,
+    /// The push spec's own tag, if it had one.
+    pub extra_tag: Option<String>,
+    /// Push Secret.
+    pub push_secret: String,
+    /// Base pull Secret.
+    pub base_image_pull_secret: Option<String>,
+    /// Containerfiles by architecture.
+    pub containerfiles: BTreeMap<String, String>,
+    /// The rebuild annotation is set.
+    pub rebuild: bool,
+    /// Retention.
+    pub retention: RetentionPolicy,
+}
+
+/// A configuration error, naming the object and the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The object at fault.
+    pub object: Box<ObjectRef>,
+    /// The field (JSON path or ConfigMap key), empty when the object itself is missing.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// `InvalidConfiguration` or `BuilderNotSupported`.
+    pub reason: &'static str,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.object;
+        match &o.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", o.kind, o.name)?,
+            None => write!(f, "{} {}", o.kind, o.name)?,
+        }
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl machineos_diagnostics::Classify for ConfigError {
+    fn reason(&self) -> &'static str {
+        self.reason
+    }
+    fn retry(&self) -> Retry {
+        Retry::Permanent
+    }
+}
+
+/// Where a pool stands before any build decision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PoolContext {
+    /// Not opted in: nothing to do.
+    NotOptedIn,
+    /// Bad configuration.
+    Invalid(ConfigError),
+    /// Opted in, waiting for an input (rendered config, base image).
+    Waiting(Box<Effective>, Requeue),
+    /// Ready: the target build is known.
+    Ready {
+        /// The configuration.
+        eff: Box<Effective>,
+        /// The inputs.
+        inputs: BuildInputs,
+        /// `<pool>-<hash>`.
+        target: String,
+    },
+}
+
+/// Validate the opt-in and compute the target build.
+pub fn context(observed: &Observed, p: &PoolObserved) -> PoolContext {
+    let eff = match resolve(observed, p) {
+        Ok(None) => return PoolContext::NotOptedIn,
+        Ok(Some(e)) => e,
+        Err(e) => return PoolContext::Invalid(e),
+    };
+    let wait = |reason| Requeue {
+        pool: p.pool.name.clone(),
+        reason,
+        retry: Retry::Transient,
+        after_seconds: Some(30),
+    };
+    let rendered = match (&p.pool.rendered_config, &p.rendered) {
+        (Some(want), Some(r)) if *want == r.name => r,
+        _ => return PoolContext::Waiting(Box::new(eff), wait("WaitingForRenderedConfig")),
+    };
+    let Some(base) = &p.base_image else {
+        return PoolContext::Waiting(Box::new(eff), wait("WaitingForBaseImage"));
+    };
+    let inputs = BuildInputs {
+        rendered_config: rendered.content_digest.clone(),
+        base_image: base.clone(),
+        extensions_image: rendered.extensions_image.clone(),
+        containerfiles: eff.containerfiles.clone(),
+        builder: Some(eff.backend),
+        push_repository: eff.push_repository.clone(),
+    };
+    let target = build_name(&p.pool.name, &inputs);
+    PoolContext::Ready {
+        eff: Box::new(eff),
+        inputs,
+        target,
+    }
+}
+
+const CONTAINERFILE_ARCHES: [&str; 5] = ["ARM64", "AMD64", "PPC64LE", "S390X", "NoArch"];
+const MAX_CONTAINERFILE: usize = 4096;
+
+/// The pool's opt-in, validated; `Ok(None)` when it has not opted in.
+pub fn resolve(observed: &Observed, p: &PoolObserved) -> Result<Option<Effective>, ConfigError> {
+    let pool = &p.pool;
+    let ns = observed.namespace.as_str();
+    let eff = match &p.opt_in {
+        None => return Ok(None),
+        Some(OptIn::MachineOSConfig(m)) => {
+            let obj = ObjectRef {
+                uid: Some(m.uid.clone()),
+                ..ObjectRef::cluster("MachineOSConfig", &m.name)
+            };
+            let err = |field: &str, message: String| ConfigError {
+                object: Box::new(ObjectRef::cluster("MachineOSConfig", &m.name)),
+                field: field.to_owned(),
+                message,
+                reason: vocab::REASON_INVALID_CONFIGURATION,
+            };
+            let backend = match m.image_builder_type.as_str() {
+                "Native" => Backend::Native,
+                "Job" => Backend::Job,
+                other => {
+                    return Err(err(
+                        "spec.imageBuilder.imageBuilderType",
+                        format!(
+                            "unsupported value {other:?}: supported values: \"Native\", \"Job\""
+                        ),
+                    ));
+                }
+            };
+            let (repo, tag) = parse_push_spec(&m.rendered_image_push_spec)
+                .map_err(|e| err("spec.renderedImagePushSpec", e))?;
+            secret(observed, &m.rendered_image_push_secret, true)
+                .map_err(|e| err("spec.renderedImagePushSecret.name", e))?;
+            if let Some(s) = &m.base_image_pull_secret {
+                secret(observed, s, true).map_err(|e| err("spec.baseImagePullSecret.name", e))?;
+            }
+            let mut containerfiles = BTreeMap::new();
+            for (i, (arch, content)) in m.containerfiles.iter().enumerate() {
+                let arch = if arch.is_empty() {
+                    "NoArch"
+                } else {
+                    arch.as_str()
+                };
+                if !CONTAINERFILE_ARCHES.contains(&arch) {
+                    return Err(err(
+                        &format!("spec.containerFile[{i}].containerfileArch"),
+                        format!(
+                            "unsupported value {arch:?}: supported values: {CONTAINERFILE_ARCHES:?}"
+                        ),
+                    ));
+                }
+                if content.len() > MAX_CONTAINERFILE {
+                    return Err(err(
+                        &format!("spec.containerFile[{i}].content"),
+                        format!(
+                            "is {} bytes long, more than {MAX_CONTAINERFILE}",
+                            content.len()
+                        ),
+                    ));
+                }
+                if containerfiles
+                    .insert(arch.to_owned(), content.clone())
+                    .is_some()
+                {
+                    return Err(err(
+                        &format!("spec.containerFile[{i}].containerfileArch"),
+                        format!("duplicate value {arch:?}"),
+                    ));
+                }
+            }
+            let retention = RetentionPolicy::from_annotations(&m.annotations)
+                .map_err(|(key, e)| err(&format!("metadata.annotations[{key}]"), e))?;
+            Effective {
+                machine_os_config: m.name.clone(),
+                owner: obj,
+                legacy: false,
+                backend,
+                push_repository: repo,
+                extra_tag: tag,
+                push_secret: m.rendered_image_push_secret.clone(),
+                base_image_pull_secret: m.base_image_pull_secret.clone(),
+                containerfiles,
+                rebuild: m.annotations.contains_key(vocab::REBUILD_ANNOTATION),
+                retention,
+            }
+        }
+        Some(OptIn::Legacy(l)) => {
+            let cm = ObjectRef::namespaced("ConfigMap", ns, vocab::ON_CLUSTER_BUILD_CONFIG);
+            let err = |field: &str, message: String| ConfigError {
+                object: Box::new(cm.clone()),
+                field: field.to_owned(),
+                message,
+                reason: vocab::REASON_INVALID_CONFIGURATION,
+            };
+            let Some(data) = &l.config_map else {
+                return Err(err(
+                    "",
+                    format!(
+                        "not found; pool {} has the label {} and needs it",
+                        pool.name,
+                        vocab::LAYERING_ENABLED_LABEL
+                    ),
+                ));
+            };
+            let key = |k: &str| data.get(k).filter(|v| !v.is_empty());
+            let field = |k: &str| format!("data.{k}");
+            let spec = key(vocab::KEY_FINAL_IMAGE_PULLSPEC).ok_or_else(|| {
+                err(
+                    &field(vocab::KEY_FINAL_IMAGE_PULLSPEC),
+                    "is required".into(),
+                )
+            })?;
+            let (repo, tag) = parse_push_spec(spec)
+                .map_err(|e| err(&field(vocab::KEY_FINAL_IMAGE_PULLSPEC), e))?;
+            let push = key(vocab::KEY_FINAL_IMAGE_PUSH_SECRET).ok_or_else(|| {
+                err(
+                    &field(vocab::KEY_FINAL_IMAGE_PUSH_SECRET),
+                    "is required".into(),
+                )
+            })?;
+            secret(observed, push, true)
+                .map_err(|e| err(&field(vocab::KEY_FINAL_IMAGE_PUSH_SECRET), e))?;
+            let pull = key(vocab::KEY_BASE_IMAGE_PULL_SECRET);
+            if let Some(s) = pull {
+                secret(observed, s, true)
+                    .map_err(|e| err(&field(vocab::KEY_BASE_IMAGE_PULL_SECRET), e))?;
+            }
+            let backend = match key(vocab::KEY_IMAGE_BUILDER_TYPE).map(String::as_str) {
+                None => Backend::Native,
+                Some("custom-pod-builder") => Backend::Job,
+                Some("openshift-image-builder") => Backend::OpenShiftBuild,
+                Some(other) => {
+                    return Err(err(
+                        &field(vocab::KEY_IMAGE_BUILDER_TYPE),
+                        format!(
+                            "unsupported value {other:?}: supported values: \"custom-pod-builder\", \"openshift-image-builder\", or none for the native builder"
+                        ),
+                    ));
+                }
+            };
+            Effective {
+                machine_os_config: pool.name.clone(),
+                owner: ObjectRef {
+                    uid: Some(pool.uid.clone()),
+                    ..ObjectRef::cluster("MachineConfigPool", &pool.name)
+                },
+                legacy: true,
+                backend,
+                push_repository: repo,
+                extra_tag: tag,
+                push_secret: push.clone(),
+                base_image_pull_secret: pull.cloned(),
+                containerfiles: BTreeMap::new(),
+                rebuild: false,
+                retention: RetentionPolicy::default(),
+            }
+        }
+    };
+    // The build's name is also its image tag: at most 128 characters.
+    if !valid_tag(&format!("{}-{}", pool.name, "0".repeat(32))) {
+        return Err(ConfigError {
+            object: Box::new(ObjectRef::cluster("MachineConfigPool", &pool.name)),
+            field: "metadata.name".into(),
+            message: "is too long for a build name that is also an image tag (<pool>-<32 hex> must be at most 128 characters)".into(),
+            reason: vocab::REASON_INVALID_CONFIGURATION,
+        });
+    }
+    if !observed.supported_backends.contains(&eff.backend) {
+        let supported: Vec<&str> = observed
+            .supported_backends
+            .iter()
+            .map(|b| b.as_str())
+            .collect();
+        let (object, field) = if eff.legacy {
+            (
+                ObjectRef::namespaced("ConfigMap", ns, vocab::ON_CLUSTER_BUILD_CONFIG),
+                format!("data.{}", vocab::KEY_IMAGE_BUILDER_TYPE),
+            )
+        } else {
+            (
+                ObjectRef::cluster("MachineOSConfig", &eff.machine_os_config),
+                "spec.imageBuilder.imageBuilderType".to_owned(),
+            )
+        };
+        return Err(ConfigError {
+            object: Box::new(object),
+            field,
+            message: format!(
+                "the {} builder is not supported yet by this controller (supported: {}); no build was started",
+                eff.backend.as_str(),
+                supported.join(", ")
+            ),
+            reason: vocab::REASON_BUILDER_NOT_SUPPORTED,
+        });
+    }
+    Ok(Some(eff))
+}
+
+fn secret(observed: &Observed, name: &str, required: bool) -> Result<(), String> {
+    let ns = &observed.namespace;
+    if name.is_empty() {
+        return if required {
+            Err("is required".into())
+        } else {
+            Ok(())
+        };
+    }
+    match observed.secrets.get(name) {
+        Some(SecretState::Usable) => Ok(()),
+        Some(SecretState::Invalid(why)) => Err(format!("Secret {ns}/{name} is not usable: {why}")),
+        None => Err(format!("Secret {ns}/{name} not found")),
+    }
+}
+
+struct PoolOut<'a> {
+    observed: &'a Observed,
+    p: &'a PoolObserved,
+    now: Timestamp,
+    actions: Vec<Action>,
+    events: Vec<Action>,
+    requeue: Option<Requeue>,
+}
+
+impl PoolOut<'_> {
+    fn event(&mut self, object: ObjectRef, type_: EventType, reason: &str, message: String) {
+        self.events.push(Action::Event {
+            object,
+            type_,
+            reason: reason.to_owned(),
+            message,
+        });
+    }
+
+    fn build_ref(&self, name: &str) -> ObjectRef {
+        ObjectRef::cluster("MachineOSBuild", name)
+    }
+
+    fn requeue(&mut self, reason: &'static str, retry: Retry, after_seconds: Option<u64>) {
+        self.requeue = Some(Requeue {
+            pool: self.p.pool.name.clone(),
+            reason,
+            retry,
+            after_seconds,
+        });
+    }
+
+    /// Set pool conditions that differ from what is observed; `BuildRecovered`/`BuildDegraded`
+    /// Events on `ImageBuildDegraded` flips.
+    fn pool_conditions(&mut self, want: Vec<PoolCondition>) {
+        let pool = &self.p.pool;
+        for c in want {
+            let old = pool.condition(&c.type_);
+            if old == Some(&c) {
+                continue;
+            }
+            if c.type_ == vocab::IMAGE_BUILD_DEGRADED {
+                let was = old.is_some_and(|o| o.status == "True");
+                let pref = ObjectRef::cluster("MachineConfigPool", &pool.name);
+                if was && c.status == "False" {
+                    self.event(
+                        pref,
+                        EventType::Normal,
+                        event::BUILD_RECOVERED,
+                        format!("Pool {} image build recovered", pool.name),
+                    );
+                } else if !was && c.status == "True" {
+                    self.event(
+                        pref,
+                        EventType::Warning,
+                        event::BUILD_DEGRADED,
+                        c.message.clone(),
+                    );
+                }
+            }
+            self.actions.push(Action::SetPoolCondition {
+                pool: pool.name.clone(),
+                condition: c,
+            });
+        }
+    }
+
+    fn finish(self, out: &mut Vec<Action>) {
+        out.extend(self.actions);
+        out.extend(self.events);
+        out.extend(self.requeue.map(Action::Requeue));
+    }
+}
+
+fn cond(type_: &str, status: bool, reason: &str, message: String) -> PoolCondition {
+    PoolCondition {
+        type_: type_.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+    }
+}
+
+/// The pool conditions for a target build in `phase` (MCO `syncBuildFailureStatus`; the
+/// legacy four with exactly one True, as the first BuildController kept them).
+fn pool_conditions_for(
+    pool: &str,
+    eff: &Effective,
+    build: &str,
+    phase: Phase,
+    message: &str,
+) -> Vec<PoolCondition> {
+    let legacy_true = match phase {
+        Phase::Initial | Phase::Prepared => vocab::BUILD_PENDING,
+        Phase::Building => vocab::BUILDING,
+        Phase::Succeeded => vocab::BUILD_SUCCESS,
+        Phase::Failed => vocab::BUILD_FAILED,
+        Phase::Interrupted => return Vec::new(),
+    };
+    let degraded = phase == Phase::Failed;
+    let msg = if degraded {
+        format!(
+            "Failed to build OS image for pool {pool} (MachineOSBuild: {build}): Failed: {message}"
+        )
+    } else {
+        format!("MachineOSBuild {build}: {}", phase.reason_message().1)
+    };
+    let mut v = vec![cond(
+        vocab::IMAGE_BUILD_DEGRADED,
+        degraded,
+        legacy_true,
+        msg.clone(),
+    )];
+    if eff.legacy {
+        for t in vocab::LEGACY_POOL_CONDITIONS {
+            let on = t == legacy_true;
+            v.push(cond(t, on, t, if on { msg.clone() } else { String::new() }));
+        }
+    }
+    v
+}
+
+fn decide_pool(
+    observed: &Observed,
+    p: &PoolObserved,
+    ctx: &PoolContext,
+    now: Timestamp,
+    out: &mut Vec<Action>,
+) {
+    let mut o = PoolOut {
+        observed,
+        p,
+        now,
+        actions: Vec::new(),
+        events: Vec::new(),
+        requeue: None,
+    };
+    match ctx {
+        PoolContext::NotOptedIn => {}
+        PoolContext::Invalid(e) => {
+            let c = cond(vocab::IMAGE_BUILD_DEGRADED, true, e.reason, e.to_string());
+            if p.pool.condition(vocab::IMAGE_BUILD_DEGRADED) != Some(&c) {
+                o.actions.push(Action::SetPoolCondition {
+                    pool: p.pool.name.clone(),
+                    condition: c,
+                });
+                o.event(
+                    (*e.object).clone(),
+                    EventType::Warning,
+                    event::CONFIG_RECONCILE_FAILED,
+                    e.to_string(),
+                );
+            }
+            o.requeue(e.reason, Retry::Permanent, None);
+        }
+        PoolContext::Waiting(_, r) => o.requeue = Some(r.clone()),
+        PoolContext::Ready {
+            eff,
+            inputs,
+            target,
+        } => ready(&mut o, eff, inputs, target),
+    }
+    o.finish(out);
+}
+
+fn sorted_builds(p: &PoolObserved) -> Vec<&BuildObserved> {
+    let mut b: Vec<&BuildObserved> = p.builds.iter().collect();
+    b.sort_by(|x, y| (x.created, &x.name).cmp(&(y.created, &y.name)));
+    b
+}
+
+fn status(
+    b: &BuildObserved,
+    to: Phase,
+    message: Option<&str>,
+    start: Option<Timestamp>,
+    end: Option<Timestamp>,
+    digested: Option<String>,
+    backend: Backend,
+) -> Option<Action> {
+    // Every status write passes the transition gate; an illegal one is never emitted.
+    let to = transition(b.phase, to).ok()?;
+    Some(Action::SetBuildStatus(BuildStatusUpdate {
+        build: b.name.clone(),
+        from: b.phase,
+        to,
+        conditions: to.conditions(message, b.generation),
+        build_start: b.build_start.or(start),
+        build_end: b.build_end.or(end),
+        digested_image: b.digested_image.clone().or(digested),
+        builder: backend,
+    }))
+}
+
+fn ready(o: &mut PoolOut<'_>, eff: &Effective, inputs: &BuildInputs, target: &str) {
+    let p = o.p;
+    let pool = p.pool.name.as_str();
+    let builds = sorted_builds(p);
+    let existing = builds.iter().copied().find(|b| b.name == target);
+    let degraded = p.pool.degraded_for_another_reason().cloned();
+    let push = PushTarget {
+        repository: eff.push_repository.clone(),
+        tag: target.to_owned(),
+        extra_tag: eff.extra_tag.clone(),
+    };
+    let mosc_ref = eff.owner.clone();
+
+    // Will the target be (or is it) the active build after this pass?
+    let mut create = false;
+    let mut reuse: Option<RegistryImage> = None;
+    match existing {
+        Some(t) if eff.rebuild && t.phase.is_terminal() => {
+            o.actions.push(Action::DeleteBuild {
+                build: t.name.clone(),
+            });
+            o.event(
+                mosc_ref.clone(),
+                EventType::Normal,
+                event::REBUILD_REQUESTED,
+                format!("Rebuild requested: deleting MachineOSBuild {}", t.name),
+            );
+            o.requeue("RebuildRequested", Retry::Transient, Some(1));
+            interrupt_others(o, &builds, target, eff.backend);
+            return;
+        }
+        Some(t) if t.phase == Phase::Interrupted => {
+            // The current inputs' build was cancelled: start it over (after deletion).
+            if degraded.is_none() {
+                o.actions.push(Action::DeleteBuild {
+                    build: t.name.clone(),
+                });
+                o.requeue("RestartingInterruptedBuild", Retry::Transient, Some(1));
+            } else {
+                o.requeue("PoolDegraded", Retry::Permanent, None);
+            }
+            return;
+        }
+        Some(_) => {
+            if eff.rebuild {
+                // Already running: the rebuild is honoured by this build.
+                o.actions.push(Action::RemoveRebuildAnnotation {
+                    machine_os_config: eff.machine_os_config.clone(),
+                });
+            }
+        }
+        None => {
+            if degraded.is_some() {
+                o.requeue("PoolDegraded", Retry::Permanent, None);
+                return;
+            }
+            if eff.rebuild {
+                create = true;
+            } else {
+                match p.registry.get(target) {
+                    None => {
+                        o.actions.push(Action::CheckRegistry {
+                            build: target.to_owned(),
+                            pullspec: push.pullspec(),
+                            push_secret: eff.push_secret.clone(),
+                        });
+                        o.requeue("CheckingRegistry", Retry::Transient, Some(1));
+                        return;
+                    }
+                    Some(RegistryObservation::Absent) => create = true,
+                    Some(RegistryObservation::Present(img)) => {
+                        create = true;
+                        reuse = Some(img.clone());
+                    }
+                    Some(RegistryObservation::Error { message, transient }) => {
+                        registry_error(o, eff, &push, message, *transient);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    interrupt_others(o, &builds, target, eff.backend);
+
+    let base = inputs.base_image.clone();
+    let rendered = p.pool.rendered_config.clone().unwrap_or_default();
+    if create {
+        o.actions.push(Action::CreateBuild {
+            name: target.to_owned(),
+            rendered_config: rendered.clone(),
+            machine_os_config: eff.machine_os_config.clone(),
+            rendered_image_push_spec: push.pullspec(),
+            labels: vec![
+                (vocab::TARGET_POOL_LABEL.to_owned(), pool.to_owned()),
+                (
+                    vocab::RENDERED_MACHINE_CONFIG_LABEL.to_owned(),
+                    rendered.clone(),
+                ),
+                (
+                    vocab::MACHINE_OS_CONFIG_LABEL.to_owned(),
+                    eff.machine_os_config.clone(),
+                ),
+            ],
+            annotations: vec![
+                (
+                    vocab::RENDERED_IMAGE_PUSH_SECRET_ANNOTATION.to_owned(),
+                    eff.push_secret.clone(),
+                ),
+                (
+                    vocab::BUILDER_ANNOTATION.to_owned(),
+                    eff.backend.as_str().to_owned(),
+                ),
+            ],
+            owner: mosc_ref.clone(),
+        });
+        let fresh = BuildObserved {
+            name: target.to_owned(),
+            generation: 1,
+            created: o.now,
+            rendered_config: rendered.clone(),
+            ..Default::default()
+        };
+        if let Some(img) = reuse {
+            o.actions.extend(status(
+                &fresh,
+                Phase::Succeeded,
+                Some("Build Ready: image reused from the registry"),
+                None,
+                None,
+                Some(img.image.clone()),
+                eff.backend,
+            ));
+            o.event(
+                o.build_ref(target),
+                EventType::Normal,
+                event::BUILD_COMPLETED,
+                format!(
+                    "MachineOSBuild {target}: image {} already in the registry, reused",
+                    img.image
+                ),
+            );
+            succeeded(o, eff, &fresh, &img, &base, &inputs.extensions_image);
+        } else {
+            o.actions.push(start(eff, inputs, target, &push));
+            o.event(
+                o.build_ref(target),
+                EventType::Normal,
+                event::BUILD_STARTED,
+                format!(
+                    "MachineOSBuild {target} started on the {} builder",
+                    eff.backend.as_str()
+                ),
+            );
+            if eff.rebuild {
+                o.actions.push(Action::RemoveRebuildAnnotation {
+                    machine_os_config: eff.machine_os_config.clone(),
+                });
+                o.event(
+                    mosc_ref.clone(),
+                    EventType::Normal,
+                    event::REBUILD_REQUESTED,
+                    format!("Rebuild requested: MachineOSBuild {target} started"),
+                );
+            }
+            let conds = pool_conditions_for(pool, eff, target, Phase::Initial, "");
+            o.pool_conditions(conds);
+        }
+        return;
+    }
+
+    let Some(t) = existing else { return };
+    follow(o, eff, inputs, t, &push, degraded.is_some());
+}
+
+fn start(eff: &Effective, inputs: &BuildInputs, target: &str, push: &PushTarget) -> Action {
+    Action::StartBuild {
+        build: target.to_owned(),
+        backend: eff.backend,
+        inputs: inputs.clone(),
+        push: push.clone(),
+        push_secret: eff.push_secret.clone(),
+        base_image_pull_secret: eff.base_image_pull_secret.clone(),
+    }
+}
+
+fn registry_error(
+    o: &mut PoolOut<'_>,
+    eff: &Effective,
+    push: &PushTarget,
+    message: &str,
+    transient: bool,
+) {
+    if transient {
+        o.requeue("RegistryUnavailable", Retry::Transient, Some(30));
+        return;
+    }
+    let c = cond(
+        vocab::IMAGE_BUILD_DEGRADED,
+        true,
+        "RegistryCheckFailed",
+        format!(
+            "checking {} with Secret {}/{} failed: {message}",
+            push.pullspec(),
+            o.observed.namespace,
+            eff.push_secret
+        ),
+    );
+    let msg = c.message.clone();
+    if o.p.pool.condition(vocab::IMAGE_BUILD_DEGRADED) != Some(&c) {
+        o.actions.push(Action::SetPoolCondition {
+            pool: o.p.pool.name.clone(),
+            condition: c,
+        });
+        o.event(
+            eff.owner.clone(),
+            EventType::Warning,
+            event::CONFIG_RECONCILE_FAILED,
+            msg,
+        );
+    }
+    o.requeue("RegistryCheckFailed", Retry::Permanent, None);
+}
+
+/// Other unfinished builds: record what their backend finished with, else interrupt them.
+fn interrupt_others(
+    o: &mut PoolOut<'_>,
+    builds: &[&BuildObserved],
+    target: &str,
+    backend: Backend,
+) {
+    for b in builds
+        .iter()
+        .filter(|b| b.name != target && b.phase.is_active())
+    {
+        match &b.backend {
+            Some(BackendStatus::Succeeded { image, at }) => {
+                let start = b.build_start.unwrap_or(b.created);
+                o.actions.extend(status(
+                    b,
+                    Phase::Succeeded,
+                    None,
+                    Some(start),
+                    Some((*at).max(start + 1)),
+                    Some(image.image.clone()),
+                    backend,
+                ));
+            }
+            Some(BackendStatus::Failed { message, at }) => {
+                let start = b.build_start.unwrap_or(b.created);
+                o.actions.extend(status(
+                    b,
+                    Phase::Failed,
+                    Some(message),
+                    Some(start),
+                    Some((*at).max(start + 1)),
+                    None,
+                    backend,
+                ));
+            }
+            running => {
+                if running.is_some() {
+                    o.actions.push(Action::CancelBuild {
+                        build: b.name.clone(),
+                    });
+                }
+                let start = b.build_start;
+                let end = start.map(|s| o.now.max(s + 1));
+                let msg = format!("Build Interrupted: superseded by MachineOSBuild {target}");
+                o.actions.extend(status(
+                    b,
+                    Phase::Interrupted,
+                    Some(&msg),
+                    None,
+                    end,
+                    None,
+                    backend,
+                ));
+                o.event(
+                    o.build_ref(&b.name),
+                    EventType::Normal,
+                    event::BUILD_INTERRUPTED,
+                    msg,
+                );
+            }
+        }
+    }
+}
+
+/// The target exists: follow its backend, or make sure its success is recorded.
+fn follow(
+    o: &mut PoolOut<'_>,
+    eff: &Effective,
+    inputs: &BuildInputs,
+    t: &BuildObserved,
+    push: &PushTarget,
+    degraded: bool,
+) {
+    let pool = o.p.pool.name.clone();
+    let name = t.name.as_str();
+    match t.phase {
+        Phase::Succeeded => {
+            let recorded = match &o.p.opt_in {
+                Some(OptIn::MachineOSConfig(m)) => {
+                    m.current_build.as_deref() == Some(name)
+                        && m.current_image_pull_spec.is_some()
+                        && m.current_image_pull_spec == t.digested_image
+                }
+                _ => {
+                    o.p.pool
+                        .annotations
+                        .get(vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION)
+                        == t.digested_image.as_ref()
+                }
+            };
+            // The MachineOSImage needs the per-architecture digests, which only the registry
+            // (or the backend) knows: without the record, look again.
+            let recorded = recorded && o.observed.machine_os_images.iter().any(|i| i.name == name);
+            let image = match (&t.digested_image, recorded) {
+                (Some(d), true) => RegistryImage {
+                    image: d.clone(),
+                    architectures: registry_arches(o.p, name),
+                },
+                // Not adopted yet: the image must still be in the registry (MCO §2.7).
+                _ => match o.p.registry.get(name) {
+                    None => {
+                        o.actions.push(Action::CheckRegistry {
+                            build: name.to_owned(),
+                            pullspec: push.pullspec(),
+                            push_secret: eff.push_secret.clone(),
+                        });
+                        o.requeue("CheckingRegistry", Retry::Transient, Some(1));
+                        return;
+                    }
+                    Some(RegistryObservation::Present(img)) => img.clone(),
+                    Some(RegistryObservation::Absent) => {
+                        if !degraded {
+                            o.actions.push(Action::DeleteBuild {
+                                build: name.to_owned(),
+                            });
+                            o.event(o.build_ref(name), EventType::Normal, event::BUILD_DELETED, format!("MachineOSBuild {name}: its image {} is gone from the registry; building it again", push.pullspec()));
+                            o.requeue("ImageGone", Retry::Transient, Some(1));
+                        }
+                        return;
+                    }
+                    Some(RegistryObservation::Error { message, transient }) => {
+                        registry_error(o, eff, push, message, *transient);
+                        return;
+                    }
+                },
+            };
+            succeeded(
+                o,
+                eff,
+                t,
+                &image,
+                &inputs.base_image,
+                &inputs.extensions_image,
+            );
+        }
+        Phase::Failed => {
+            let message = failed_message(t);
+            let conds = pool_conditions_for(&pool, eff, name, Phase::Failed, &message);
+            o.pool_conditions(conds);
+            o.requeue("BuildFailed", Retry::Permanent, None);
+        }
+        Phase::Interrupted => {}
+        Phase::Initial | Phase::Prepared | Phase::Building => match &t.backend {
+            None => {
+                if degraded {
+                    o.requeue("PoolDegraded", Retry::Permanent, None);
+                } else {
+                    // Created but never started, or lost with a restarted controller: start
+                    // (or adopt) it; a native build of the same inputs pushes the same digest.
+                    o.actions.push(start(eff, inputs, name, push));
+                    o.requeue("BuildRunning", Retry::Transient, Some(10));
+                }
+            }
+            Some(BackendStatus::Pending) => {
+                if t.phase == Phase::Initial {
+                    o.actions.extend(status(
+                        t,
+                        Phase::Prepared,
+                        None,
+                        None,
+                        None,
+                        None,
+                        eff.backend,
+                    ));
+                    o.event(
+                        o.build_ref(name),
+                        EventType::Normal,
+                        event::BUILD_PREPARING,
+                        format!("MachineOSBuild {name} prepared and pending"),
+                    );
+                }
+                let conds = pool_conditions_for(&pool, eff, name, Phase::Prepared, "");
+                o.pool_conditions(conds);
+                o.requeue("BuildPending", Retry::Transient, Some(10));
+            }
+            Some(BackendStatus::Running { since }) => {
+                if t.phase != Phase::Building {
+                    o.actions.extend(status(
+                        t,
+                        Phase::Building,
+                        None,
+                        Some(*since),
+                        None,
+                        None,
+                        eff.backend,
+                    ));
+                    o.event(
+                        o.build_ref(name),
+                        EventType::Normal,
+                        event::BUILD_BUILDING,
+                        format!("MachineOSBuild {name} building"),
+                    );
+                }
+                let conds = pool_conditions_for(&pool, eff, name, Phase::Building, "");
+                o.pool_conditions(conds);
+                o.requeue("BuildRunning", Retry::Transient, Some(10));
+            }
+            Some(BackendStatus::Succeeded { image, at }) => {
+                let start = t.build_start.unwrap_or(t.created);
+                let end = (*at).max(start + 1);
+                o.actions.extend(status(
+                    t,
+                    Phase::Succeeded,
+                    None,
+                    Some(start),
+                    Some(end),
+                    Some(image.image.clone()),
+                    eff.backend,
+                ));
+                o.event(
+                    o.build_ref(name),
+                    EventType::Normal,
+                    event::BUILD_COMPLETED,
+                    format!("MachineOSBuild {name} succeeded: {}", image.image),
+                );
+                succeeded(
+                    o,
+                    eff,
+                    t,
+                    image,
+                    &inputs.base_image,
+                    &inputs.extensions_image,
+                );
+            }
+            Some(BackendStatus::Failed { message, at }) => {
+                let start = t.build_start.unwrap_or(t.created);
+                let end = (*at).max(start + 1);
+                o.actions.extend(status(
+                    t,
+                    Phase::Failed,
+                    Some(message),
+                    Some(start),
+                    Some(end),
+                    None,
+                    eff.backend,
+                ));
+                o.event(
+                    o.build_ref(name),
+                    EventType::Warning,
+                    event::BUILD_FAILED,
+                    format!("MachineOSBuild {name} failed: {message}"),
+                );
+                let conds = pool_conditions_for(&pool, eff, name, Phase::Failed, message);
+                o.pool_conditions(conds);
+                o.requeue("BuildFailed", Retry::Permanent, None);
+            }
+        },
+    }
+}
+
+fn registry_arches(p: &PoolObserved, name: &str) -> Vec<(String, String)> {
+    match p.registry.get(name) {
+        Some(RegistryObservation::Present(img)) => img.architectures.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn failed_message(t: &BuildObserved) -> String {
+    match &t.backend {
+        Some(BackendStatus::Failed { message, .. }) => message.clone(),
+        _ => "Build Failed".to_owned(),
+    }
+}
+
+/// Record a success: MachineOSConfig status (or the legacy pool annotation), the
+/// MachineOSImage, the pool conditions.
+fn succeeded(
+    o: &mut PoolOut<'_>,
+    eff: &Effective,
+    t: &BuildObserved,
+    image: &RegistryImage,
+    base: &str,
+    extensions: &Option<String>,
+) {
+    let p = o.p;
+    let name = t.name.as_str();
+    match &p.opt_in {
+        Some(OptIn::MachineOSConfig(m)) => {
+            if m.current_build.as_deref() != Some(name)
+                || m.current_image_pull_spec.as_deref() != Some(image.image.as_str())
+                || m.observed_generation != Some(m.generation)
+            {
+                o.actions.push(Action::UpdateMachineOSConfigStatus {
+                    machine_os_config: m.name.clone(),
+                    current_image_pull_spec: image.image.clone(),
+                    machine_os_build: name.to_owned(),
+                    observed_generation: m.generation,
+                });
+            }
+        }
+        _ => {
+            let key = vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION;
+            if p.pool.annotations.get(key) != Some(&image.image) {
+                o.actions.push(Action::SetPoolAnnotation {
+                    pool: p.pool.name.clone(),
+                    key: key.to_owned(),
+                    value: image.image.clone(),
+                });
+            }
+        }
+    }
+    if !o.observed.machine_os_images.iter().any(|i| i.name == name) {
+        o.actions.push(Action::CreateMachineOSImage {
+            name: name.to_owned(),
+            pool: p.pool.name.clone(),
+            rendered_config: if t.rendered_config.is_empty() {
+                p.pool.rendered_config.clone().unwrap_or_default()
+            } else {
+                t.rendered_config.clone()
+            },
+            build: name.to_owned(),
+            image: image.clone(),
+            base_image: base.to_owned(),
+            extensions_image: extensions.clone(),
+            owner: ObjectRef::cluster("MachineOSBuild", name),
+        });
+    }
+    let conds = pool_conditions_for(&p.pool.name, eff, name, Phase::Succeeded, "");
+    o.pool_conditions(conds);
+}

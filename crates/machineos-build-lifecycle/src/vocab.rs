@@ -1,0 +1,112 @@
+//! The MCO's names, reused verbatim so existing manifests, dashboards and runbooks keep
+//! working: labels and annotations (MCO `pkg/controller/build/constants/constants.go`,
+//! `pkg/controller/common/constants.go`), MachineOSBuild condition types, reasons and
+//! messages (MCO `pkg/apihelpers/machineosbuild.go`), pool condition types (openshift/api
+//! `machineconfiguration/v1/types.go`) and Event reasons (MCO `ocl_events.go`); see
+//! `shared/reference/mco-layering.md` §1.1–§1.3, §1.7, §2.2–§2.8.
+//!
+//! Names machineos adds are marked as such: the `Native` builder type, the retention
+//! annotations and the condition reasons for configuration errors (the MCO has no reason for
+//! those; it logs them).
+
+/// The pool label of the first BuildController: the pool opts in to layering.
+pub const LAYERING_ENABLED_LABEL: &str = "machineconfiguration.openshift.io/layering-enabled";
+/// The legacy ConfigMap that makes a labelled pool an implicit MachineOSConfig.
+pub const ON_CLUSTER_BUILD_CONFIG: &str = "on-cluster-build-config";
+/// Legacy ConfigMap key: the Secret to pull the base image with.
+pub const KEY_BASE_IMAGE_PULL_SECRET: &str = "baseImagePullSecretName";
+/// Legacy ConfigMap key: the Secret to push the built image with.
+pub const KEY_FINAL_IMAGE_PUSH_SECRET: &str = "finalImagePushSecretName";
+/// Legacy ConfigMap key: where to push the built image.
+pub const KEY_FINAL_IMAGE_PULLSPEC: &str = "finalImagePullspec";
+/// Legacy ConfigMap key: which builder (`openshift-image-builder` | `custom-pod-builder`).
+pub const KEY_IMAGE_BUILDER_TYPE: &str = "imageBuilderType";
+
+/// MachineOSConfig annotation: the user asks for a rebuild; removed when honoured.
+pub const REBUILD_ANNOTATION: &str = "machineconfiguration.openshift.io/rebuild";
+/// MachineOSConfig annotation: the MachineOSBuild currently associated with it.
+pub const CURRENT_MACHINE_OS_BUILD_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/current-machine-os-build";
+/// Legacy pool annotation: the digested pullspec of the newest image for the pool's config.
+pub const NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/newestImageEquivalentConfig";
+
+/// MachineOSBuild label: the pool it builds for.
+pub const TARGET_POOL_LABEL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
+/// MachineOSBuild label: the rendered MachineConfig it builds.
+pub const RENDERED_MACHINE_CONFIG_LABEL: &str =
+    "machineconfiguration.openshift.io/rendered-machine-config";
+/// MachineOSBuild label: its MachineOSConfig.
+pub const MACHINE_OS_CONFIG_LABEL: &str = "machineconfiguration.openshift.io/machine-os-config";
+/// MachineOSBuild annotation: the Secret its image was pushed with (to inspect and delete it).
+pub const RENDERED_IMAGE_PUSH_SECRET_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/rendered-image-push-secret";
+/// machineos' MachineOSBuild annotation: the builder backend that runs it.
+pub const BUILDER_ANNOTATION: &str = "machineos.io/builder";
+
+/// machineos' MachineOSConfig annotation: how many Succeeded builds retention keeps.
+pub const RETAIN_SUCCEEDED_ANNOTATION: &str = "machineos.io/retain-succeeded-builds";
+/// machineos' MachineOSConfig annotation: for how many seconds Failed and Interrupted builds
+/// are kept after they ended.
+pub const RETAIN_FAILED_SECONDS_ANNOTATION: &str = "machineos.io/retain-failed-builds-seconds";
+
+/// MachineOSBuild condition types, in the order the MCO writes them.
+pub const BUILD_CONDITION_TYPES: [&str; 5] =
+    ["Prepared", "Building", "Succeeded", "Failed", "Interrupted"];
+
+/// Pool condition: the image build of the pool is failing (reasons reuse the legacy types).
+pub const IMAGE_BUILD_DEGRADED: &str = "ImageBuildDegraded";
+/// Legacy pool condition (and `ImageBuildDegraded` reason): a build is pending.
+pub const BUILD_PENDING: &str = "BuildPending";
+/// Legacy pool condition (and reason): a build is running.
+pub const BUILDING: &str = "Building";
+/// Legacy pool condition (and reason): the build succeeded.
+pub const BUILD_SUCCESS: &str = "BuildSuccess";
+/// Legacy pool condition (and reason): the build failed.
+pub const BUILD_FAILED: &str = "BuildFailed";
+/// The legacy pool conditions, which the first BuildController kept with exactly one True.
+pub const LEGACY_POOL_CONDITIONS: [&str; 4] =
+    [BUILD_PENDING, BUILDING, BUILD_SUCCESS, BUILD_FAILED];
+/// Pool conditions that mean "degraded for another reason": no new build starts while one is
+/// True (MCO `reconciler.go`; `ImageBuildDegraded` itself does not block, so a retry can).
+pub const BLOCKING_POOL_CONDITIONS: [&str; 4] = [
+    "NodeDegraded",
+    "RenderDegraded",
+    "PinnedImageSetsDegraded",
+    "PoolSynchronizerDegraded",
+];
+
+/// machineos' `ImageBuildDegraded` reason: a ConfigMap, Secret or MachineOSConfig field is
+/// missing or invalid.
+pub const REASON_INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+/// machineos' `ImageBuildDegraded` reason: the builder type names a backend this controller
+/// does not run yet.
+pub const REASON_BUILDER_NOT_SUPPORTED: &str = "BuilderNotSupported";
+
+/// Event reasons (component `machineosbuilder`, MCO `ocl_events.go`).
+pub mod event {
+    /// A build was started on its backend.
+    pub const BUILD_STARTED: &str = "BuildStarted";
+    /// A build is prepared and pending.
+    pub const BUILD_PREPARING: &str = "BuildPreparing";
+    /// A build is running.
+    pub const BUILD_BUILDING: &str = "BuildBuilding";
+    /// A build succeeded.
+    pub const BUILD_COMPLETED: &str = "BuildCompleted";
+    /// A build failed.
+    pub const BUILD_FAILED: &str = "BuildFailed";
+    /// A build was interrupted.
+    pub const BUILD_INTERRUPTED: &str = "BuildInterrupted";
+    /// A build was deleted.
+    pub const BUILD_DELETED: &str = "BuildDeleted";
+    /// The configuration could not be reconciled.
+    pub const CONFIG_RECONCILE_FAILED: &str = "ConfigReconcileFailed";
+    /// The user asked for a rebuild.
+    pub const REBUILD_REQUESTED: &str = "RebuildRequested";
+    /// The pool's rendered config changed.
+    pub const POOL_CONFIG_CHANGED: &str = "PoolConfigChanged";
+    /// The pool's image build is degraded.
+    pub const BUILD_DEGRADED: &str = "BuildDegraded";
+    /// The pool's image build recovered.
+    pub const BUILD_RECOVERED: &str = "BuildRecovered";
+}
