@@ -1,4 +1,4 @@
-//! What [`crate::decide`] asks the executor to do, as data, in the order to do it.
+//! What [`crate::decide()`] asks the executor to do, as data, in the order to do it.
 //!
 //! Each action is one API or registry operation the executor can carry out idempotently
 //! (create → AlreadyExists is success; delete → NotFound is success; status writes are

@@ -1,5 +1,5 @@
-//! [`apply`]: the executor's effects on the observed state, modelled purely — what the world
-//! looks like after the actions of [`crate::decide`] have been carried out and nothing else
+//! [`apply()`]: the executor's effects on the observed state, modelled purely — what the world
+//! looks like after the actions of [`crate::decide()`] have been carried out and nothing else
 //! happened (no backend progress, registry answers "absent" for what was asked).
 //!
 //! The tests use it to check that deciding again asks for nothing twice; an executor can use

@@ -1,4 +1,4 @@
-//! [`decide`]: for each pool, what should happen next — the MCO BuildController's
+//! [`decide()`]: for each pool, what should happen next — the MCO BuildController's
 //! reconcile (MCO `pkg/controller/build/reconciler.go`, reference §2.2–§2.7) as a pure
 //! function of [`Observed`] state.
 //!
@@ -32,7 +32,7 @@
 //!    failure `ImageBuildDegraded=True` with the MCO's message shape and Events
 //!    `BuildFailed` + `BuildDegraded`. Legacy pools also get the four legacy conditions with
 //!    exactly one True. Conditions are set and Events recorded only on change.
-//! 8. **Retention** ([`crate::retention`]) last.
+//! 8. **Retention** ([`crate::retention()`]) last.
 
 use std::collections::BTreeMap;
 

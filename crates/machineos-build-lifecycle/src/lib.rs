@@ -1,5 +1,5 @@
 //! The MachineOSBuild lifecycle of machineos' BuildController, as a pure decision function:
-//! [`decide`]`(&Observed, now) -> Vec<Action>`.
+//! [`decide()`]`(&Observed, now) -> Vec<Action>`.
 //!
 //! Contract:
 //! * **Pure.** No I/O, no clock, no randomness: the same [`Observed`] and `now` give the same
@@ -9,7 +9,7 @@
 //!   style): a build's state is a [`Phase`]; its changes go through [`phase::transition`],
 //!   which refuses every transition the MCO's API refuses (nothing leaves a terminal phase).
 //! * **Idempotent.** Deciding again on the state the actions produced asks for no new build
-//!   and no second start ([`apply`] is the model of what the executor does, used by the tests
+//!   and no second start ([`apply()`] is the model of what the executor does, used by the tests
 //!   and usable as a dry run). Conditions and Events are emitted only when something changes.
 //! * **MCO vocabulary.** Labels, annotations, condition types, reasons and Event reasons are
 //!   the MCO's ([`vocab`]), from `pkg/controller/build/**` as summarised in
@@ -17,7 +17,7 @@
 //!   builder, retention, the MachineOSImage record) the module that does says so.
 //! * **Never panics on bad input**: a missing or invalid ConfigMap, Secret or MachineOSConfig
 //!   field becomes a pool condition and an Event naming the object and the field
-//!   ([`decide`]'s configuration checks), plus a [`Requeue`] that says not to retry until the
+//!   ([`decide()`]'s configuration checks), plus a [`Requeue`] that says not to retry until the
 //!   input changes.
 //!
 //! It depends on no Kubernetes crate on purpose: the decisions are tested in milliseconds

@@ -4,7 +4,7 @@
 //! the cluster-wide MachineOSImages and image references in use (for retention).
 //!
 //! Raw user input stays raw here (the builder type and push spec as strings, the legacy
-//! ConfigMap as its data map, Secrets as a presence/type observation) so that [`crate::decide`]
+//! ConfigMap as its data map, Secrets as a presence/type observation) so that [`crate::decide()`]
 //! validates it and reports a bad field as a condition naming the object and the field,
 //! instead of the executor failing to deserialize it. The API objects themselves
 //! (`machineos-api`) are mapped to these types by the executor.
@@ -18,7 +18,7 @@ use crate::phase::Phase;
 /// Seconds since the Unix epoch (the executor converts `metav1.Time`).
 pub type Timestamp = i64;
 
-/// Everything [`crate::decide`] looks at.
+/// Everything [`crate::decide()`] looks at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Observed {
     /// The controller's namespace (its ConfigMaps, Secrets and Events), `machineos` by default.

@@ -7,7 +7,7 @@
 //! Prepared → Building or terminal, Building → terminal; nothing leaves a terminal phase
 //! (openshift/api's CEL rules on `status.conditions` reject it too), and Building never goes
 //! back to Prepared. [`transition`] is the one gate every status change in
-//! [`crate::decide`] passes through.
+//! [`crate::decide()`] passes through.
 
 use serde::Serialize;
 

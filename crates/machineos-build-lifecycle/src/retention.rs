@@ -69,7 +69,7 @@ pub fn digest_of(image: &str) -> &str {
     image.rsplit_once('@').map_or(image, |(_, d)| d)
 }
 
-/// Retention for every valid, opted-in pool (what [`crate::decide`] appends).
+/// Retention for every valid, opted-in pool (what [`crate::decide()`] appends).
 pub fn retention(observed: &Observed, now: Timestamp) -> Vec<Action> {
     let mut out = Vec::new();
     for p in &observed.pools {

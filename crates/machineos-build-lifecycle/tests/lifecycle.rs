@@ -195,7 +195,7 @@ fn a_config_edit_makes_a_new_build_and_interrupts_the_old_one_first() {
     assert_ne!(new, old);
     let rounds = converge(&mut o, 6);
     let a: Vec<Action> = rounds.concat();
-    let pos = |f: &dyn Fn(&Action) -> bool| a.iter().position(|x| f(x)).unwrap();
+    let pos = |f: &dyn Fn(&Action) -> bool| a.iter().position(f).unwrap();
     let cancel = pos(&|x| matches!(x, Action::CancelBuild { build } if *build == old));
     let interrupted = pos(
         &|x| matches!(x, Action::SetBuildStatus(u) if u.build == old && u.to == Phase::Interrupted),
@@ -619,7 +619,8 @@ fn configuration_errors_are_a_condition_and_an_event_naming_the_object_and_field
             "metadata.name: is too long",
         ),
     ];
-    let legacy_cases: Vec<(&str, Option<&[(&str, &str)]>, &str, &str)> = vec![
+    type LegacyCase<'a> = (&'a str, Option<&'a [(&'a str, &'a str)]>, &'a str, &'a str);
+    let legacy_cases: Vec<LegacyCase> = vec![
         (
             "missing ConfigMap",
             None,
