@@ -33,6 +33,15 @@
 //!    `BuildFailed` + `BuildDegraded`. Legacy pools also get the four legacy conditions with
 //!    exactly one True. Conditions are set and Events recorded only on change.
 //! 8. **Retention** ([`crate::retention()`]) last.
+//!
+//! Events are the MCO's reasons (`BuildStarted`, `BuildPreparing`, `BuildBuilding`,
+//! `BuildCompleted`, `BuildFailed`, `BuildInterrupted`, `BuildDeleted`, `RebuildRequested`,
+//! `PoolConfigChanged`, `BuildDegraded`, `BuildRecovered`, `ConfigReconcileFailed`).
+//!
+//! Not decided here: a pool that no longer opts in (its MachineOSConfig deleted) gets no
+//! action — its builds go with their owner through Kubernetes garbage collection, and the
+//! deletion of their registry images on that path is the executor's (the MCO's
+//! `deleteMachineOSConfig`).
 
 use std::collections::BTreeMap;
 
@@ -744,6 +753,17 @@ fn ready(o: &mut PoolOut<'_>, eff: &Effective, inputs: &BuildInputs, target: &st
             succeeded(o, eff, &fresh, &img, &base, &inputs.extensions_image);
         } else {
             o.actions.push(start(eff, inputs, target, &push));
+            if let Some(prev) = builds.iter().rev().find(|b| b.rendered_config != rendered) {
+                o.event(
+                    ObjectRef::cluster("MachineConfigPool", pool),
+                    EventType::Normal,
+                    event::POOL_CONFIG_CHANGED,
+                    format!(
+                        "Pool {pool} moved from {} to {rendered}: MachineOSBuild {target}",
+                        prev.rendered_config
+                    ),
+                );
+            }
             o.event(
                 o.build_ref(target),
                 EventType::Normal,

@@ -34,8 +34,21 @@ pub struct Observed {
     /// MachineImages. Retention never deletes an image whose digest is here.
     pub images_in_use: Vec<String>,
     /// The builder backends this controller runs; a build for another one gets a
-    /// "not supported yet" condition. Until the Job/Build backends land: `[Native]`.
+    /// "not supported yet" condition. Until the Job/Build backends land: `[Native]`
+    /// ([`Observed::new`]; the `Default` value supports none).
     pub supported_backends: Vec<Backend>,
+}
+
+impl Observed {
+    /// An empty observation for a controller in `namespace` that runs the native builder
+    /// only (what this controller runs until the Job and OpenShift Build backends land).
+    pub fn new(namespace: &str) -> Self {
+        Observed {
+            namespace: namespace.to_owned(),
+            supported_backends: vec![Backend::Native],
+            ..Default::default()
+        }
+    }
 }
 
 /// One pool and everything about its builds.

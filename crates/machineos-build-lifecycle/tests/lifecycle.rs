@@ -222,6 +222,10 @@ fn a_config_edit_makes_a_new_build_and_interrupts_the_old_one_first() {
             .iter()
             .any(|(r, m)| r == "BuildInterrupted" && m.contains(&new))
     );
+    assert!(
+        events(&a).iter().any(|(r, m)| r == "PoolConfigChanged"
+            && m.contains("rendered-worker-1 to rendered-worker-2"))
+    );
     let active: Vec<_> = o.pools[0]
         .builds
         .iter()

@@ -51,14 +51,12 @@ pub fn pool(name: &str, rendered: u32) -> PoolObserved {
 
 pub fn world(pools: Vec<PoolObserved>) -> Observed {
     Observed {
-        namespace: NS.into(),
         pools,
         secrets: BTreeMap::from([
             ("push".into(), SecretState::Usable),
             ("pull".into(), SecretState::Usable),
         ]),
-        supported_backends: vec![Backend::Native],
-        ..Default::default()
+        ..Observed::new(NS)
     }
 }
 
