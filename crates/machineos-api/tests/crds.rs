@@ -195,7 +195,8 @@ const EXPECT: &[Expect] = &[
         schema: &[
             (
                 "/properties/spec/properties/imageBuilder/properties/imageBuilderType/enum",
-                || json!(["Job"]),
+                // The MCO's Job, then machineos's own Native.
+                || json!(["Job", "Native"]),
             ),
             (
                 "/properties/spec/properties/containerFile/items/properties/containerfileArch/enum",

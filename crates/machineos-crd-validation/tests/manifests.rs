@@ -38,6 +38,17 @@ fn verdict(
     v.validate_create(obj).map_err(|e| e.to_string())
 }
 
+/// The one deliberate difference (machineos-api's `tests/upstream_crds.rs`): MachineOSConfig's
+/// `imageBuilderType` enum lists machineos's `Native` after the MCO's `Job`, so a refusal of
+/// another value names one more supported value. Same verdict; the message compared without it.
+fn without_own_builders(message: &str) -> String {
+    // Only imageBuilderType's enum has both values.
+    message.replace(
+        r#"supported values: "Job", "Native""#,
+        r#"supported values: "Job""#,
+    )
+}
+
 #[test]
 fn manifests_are_accepted_exactly_where_openshift_accepts_them() {
     let Some(shipped) = shipped_crds() else {
@@ -74,7 +85,7 @@ fn manifests_are_accepted_exactly_where_openshift_accepts_them() {
             }
             objects += 1;
             let theirs = verdict(&shipped, &crd, &obj);
-            let mine = verdict(&ours, &crd, &obj);
+            let mine = verdict(&ours, &crd, &obj).map_err(|e| without_own_builders(&e));
             match &theirs {
                 Ok(_) => accepted += 1,
                 Err(_) => refused += 1,
