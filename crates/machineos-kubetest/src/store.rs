@@ -47,6 +47,7 @@
 //!   [`StoreConfig::history`] events; [`Store::compact`] drops history on demand.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use machineos_crd_validation::{BadValue, ErrorType, Errors, FieldError};
@@ -980,6 +981,19 @@ impl Store {
         state
     }
 
+    /// The key a continue token's `ns/name` (or `name`) text names.
+    fn token_key(gr: &GroupResource, namespaced: bool, text: &str) -> ObjectKey {
+        let (namespace, name) = match text.split_once('/') {
+            Some((ns, name)) if namespaced => (Some(ns.to_string()), name.to_string()),
+            _ => (None, text.to_string()),
+        };
+        ObjectKey {
+            gr: gr.clone(),
+            namespace,
+            name,
+        }
+    }
+
     fn key_text(k: &ObjectKey) -> String {
         match &k.namespace {
             Some(ns) => format!("{ns}/{}", k.name),
@@ -1032,16 +1046,29 @@ impl Store {
                 (x, None)
             }
         };
+        // Where the page starts: after the continue token's key, else at the first key of
+        // the resource (in the namespace). Keys, not their "ns/name" text, are compared:
+        // the text order differs ("a-b/x" < "a/x", but namespace "a" < "a-b").
+        let lower = match &start {
+            Some(text) => Bound::Excluded(Self::token_key(gr, info.namespaced, text)),
+            None => Bound::Included(ObjectKey {
+                gr: gr.clone(),
+                namespace: ns.map(str::to_string),
+                name: String::new(),
+            }),
+        };
+        let in_scope =
+            |k: &ObjectKey| k.gr == *gr && (ns.is_none() || k.namespace.as_deref() == ns);
         let state;
         let objects: Box<dyn Iterator<Item = (&ObjectKey, &Value)>> = if list_rv == self.rv {
             Box::new(
                 self.objects
-                    .iter()
-                    .filter(|(k, _)| k.gr == *gr && (ns.is_none() || k.namespace.as_deref() == ns)),
+                    .range((lower, Bound::Unbounded))
+                    .take_while(|(k, _)| in_scope(k)),
             )
         } else {
             state = self.state_at(gr, ns, list_rv);
-            Box::new(state.iter())
+            Box::new(state.range((lower, Bound::Unbounded)))
         };
         let limit = opts
             .limit
@@ -1051,12 +1078,12 @@ impl Store {
         let mut last = None;
         let mut remaining = 0u64;
         for (k, v) in objects {
-            if start.as_ref().is_some_and(|s| Self::key_text(k) <= *s) || !sel.matches(v) {
+            if !sel.matches(v) {
                 continue;
             }
             if items.len() < limit {
                 items.push(v.clone());
-                last = Some(Self::key_text(k));
+                last = Some(k);
             } else {
                 remaining += 1;
             }
@@ -1069,7 +1096,13 @@ impl Store {
             items,
             resource_version: list_rv,
             continue_token: match (more, last) {
-                (true, Some(start)) => Some(ContinueToken { rv: list_rv, start }.encode()),
+                (true, Some(k)) => Some(
+                    ContinueToken {
+                        rv: list_rv,
+                        start: Self::key_text(k),
+                    }
+                    .encode(),
+                ),
                 _ => None,
             },
             remaining_item_count: (more && selectors_empty).then_some(remaining),
