@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::{Action, EventType, ObjectRef};
 use crate::decide::{Effective, PoolContext, context};
-use crate::observed::{Observed, OptIn, PoolObserved, Timestamp};
+use crate::observed::{BuildObserved, Observed, OptIn, PoolObserved, Timestamp};
 use crate::vocab;
 
 /// A retention policy.
@@ -69,6 +69,16 @@ pub fn digest_of(image: &str) -> &str {
     image.rsplit_once('@').map_or(image, |(_, d)| d)
 }
 
+/// The names of the builds whose image is `image` (compared by digest).
+fn builds_with_image<'a>(builds: &'a [BuildObserved], image: &str) -> Vec<&'a str> {
+    let d = digest_of(image);
+    builds
+        .iter()
+        .filter(|b| b.digested_image.as_deref().map(digest_of) == Some(d))
+        .map(|b| b.name.as_str())
+        .collect()
+}
+
 /// Retention for every valid, opted-in pool (what [`crate::decide()`] appends).
 pub fn retention(observed: &Observed, now: Timestamp) -> Vec<Action> {
     let mut out = Vec::new();
@@ -99,18 +109,12 @@ pub fn for_pool(
         .map(|i| digest_of(i))
         .collect();
     let mut protected: BTreeSet<&str> = BTreeSet::new();
+    let builds_with_image = |image: &str| builds_with_image(&p.builds, image);
     match &p.opt_in {
         Some(OptIn::MachineOSConfig(m)) => {
             protected.extend(m.current_build.as_deref());
             if let Some(i) = &m.current_image_pull_spec {
-                protected.extend(
-                    p.builds
-                        .iter()
-                        .filter(|b| {
-                            b.digested_image.as_deref().map(digest_of) == Some(digest_of(i))
-                        })
-                        .map(|b| b.name.as_str()),
-                );
+                protected.extend(builds_with_image(i));
             }
         }
         _ => {
@@ -119,14 +123,7 @@ pub fn for_pool(
                 .annotations
                 .get(vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION)
             {
-                protected.extend(
-                    p.builds
-                        .iter()
-                        .filter(|b| {
-                            b.digested_image.as_deref().map(digest_of) == Some(digest_of(i))
-                        })
-                        .map(|b| b.name.as_str()),
-                );
+                protected.extend(builds_with_image(i));
             }
         }
     }
