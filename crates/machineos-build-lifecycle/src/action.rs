@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::identity::{BuildInputs, PushTarget};
 use crate::observed::{Backend, PoolCondition, RegistryImage, Timestamp};
-use crate::phase::Phase;
+use crate::phase::{Condition, Phase};
 
 /// An object an action or Event is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -44,22 +44,6 @@ impl ObjectRef {
             uid: None,
         }
     }
-}
-
-/// One `metav1.Condition` of a MachineOSBuild (the executor stamps `lastTransitionTime` when
-/// the status changes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Condition {
-    /// type.
-    pub type_: String,
-    /// `True` or `False`.
-    pub status: String,
-    /// reason.
-    pub reason: String,
-    /// message.
-    pub message: String,
-    /// observedGeneration.
-    pub observed_generation: i64,
 }
 
 /// Event type.

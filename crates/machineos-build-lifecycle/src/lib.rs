@@ -26,6 +26,7 @@
 
 pub mod action;
 pub mod apply;
+pub mod config;
 pub mod decide;
 pub mod identity;
 pub mod observed;
@@ -33,8 +34,9 @@ pub mod phase;
 pub mod retention;
 pub mod vocab;
 
-pub use action::{Action, BuildStatusUpdate, Condition, EventType, ObjectRef, Requeue};
+pub use action::{Action, BuildStatusUpdate, EventType, ObjectRef, Requeue};
 pub use apply::apply;
+pub use config::RetentionPolicy;
 pub use decide::decide;
 pub use identity::{BuildInputs, PushTarget, build_name};
 pub use observed::{
@@ -42,5 +44,5 @@ pub use observed::{
     MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition, PoolObserved, RegistryImage,
     RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };
-pub use phase::{Phase, TransitionError};
-pub use retention::{RetentionPolicy, retention};
+pub use phase::{Condition, Phase, TransitionError};
+pub use retention::retention;

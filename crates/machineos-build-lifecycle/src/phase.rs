@@ -11,7 +11,21 @@
 
 use serde::Serialize;
 
-use crate::action::Condition;
+/// One `metav1.Condition` of a MachineOSBuild (the executor stamps `lastTransitionTime` when
+/// the status changes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// type.
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    /// reason.
+    pub reason: String,
+    /// message.
+    pub message: String,
+    /// observedGeneration.
+    pub observed_generation: i64,
+}
 
 /// Where a build is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -15,54 +15,12 @@
 //! shares its digest (two builds can share one image when it was reused). Digests are
 //! compared without the repository, so a reference through a mirror still protects it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::action::{Action, EventType, ObjectRef};
-use crate::decide::{Effective, PoolContext, context};
+use crate::config::{Effective, PoolContext, context};
 use crate::observed::{BuildObserved, Observed, OptIn, PoolObserved, Timestamp};
 use crate::vocab;
-
-/// A retention policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetentionPolicy {
-    /// How many Succeeded builds to keep, newest first.
-    pub keep_succeeded: usize,
-    /// For how many seconds after they ended to keep Failed and Interrupted builds.
-    pub keep_failed_seconds: i64,
-}
-
-impl Default for RetentionPolicy {
-    fn default() -> Self {
-        RetentionPolicy {
-            keep_succeeded: 5,
-            keep_failed_seconds: 86_400,
-        }
-    }
-}
-
-impl RetentionPolicy {
-    /// The policy a MachineOSConfig's annotations give; `Err((key, why))` on a bad value.
-    pub fn from_annotations(a: &BTreeMap<String, String>) -> Result<Self, (String, String)> {
-        let mut p = RetentionPolicy::default();
-        if let Some(v) = a.get(vocab::RETAIN_SUCCEEDED_ANNOTATION) {
-            p.keep_succeeded = v.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
-                (
-                    vocab::RETAIN_SUCCEEDED_ANNOTATION.to_owned(),
-                    format!("{v:?} is not a whole number of at least 1"),
-                )
-            })?;
-        }
-        if let Some(v) = a.get(vocab::RETAIN_FAILED_SECONDS_ANNOTATION) {
-            p.keep_failed_seconds = v.parse().ok().filter(|&n: &i64| n >= 0).ok_or_else(|| {
-                (
-                    vocab::RETAIN_FAILED_SECONDS_ANNOTATION.to_owned(),
-                    format!("{v:?} is not a whole number of seconds"),
-                )
-            })?;
-        }
-        Ok(p)
-    }
-}
 
 /// The digest part of `repo@sha256:…` (the whole string when it has none).
 pub fn digest_of(image: &str) -> &str {

@@ -8,7 +8,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use machineos_build_lifecycle::decide::{PoolContext, context};
+use machineos_build_lifecycle::config::{PoolContext, context};
 use machineos_build_lifecycle::*;
 use proptest::prelude::*;
 

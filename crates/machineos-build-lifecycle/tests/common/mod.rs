@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use machineos_build_lifecycle::decide::{PoolContext, context};
+use machineos_build_lifecycle::config::{PoolContext, context};
 use machineos_build_lifecycle::*;
 
 pub const NS: &str = "machineos";
