@@ -205,6 +205,20 @@ async fn watch(
     seen
 }
 
+/// GET `url`, its body as JSON.
+async fn get_json(c: &reqwest::Client, url: &str) -> Value {
+    let body = c
+        .get(url)
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("GET body");
+    serde_json::from_slice(&body).expect("a JSON body")
+}
+
 async fn fan_out(o: &Opts) {
     let served = serve(usize::MAX);
     let base = served.url.clone();
@@ -224,15 +238,7 @@ async fn fan_out(o: &Opts) {
         .expect("create namespace");
     assert_eq!(r.status().as_u16(), 201);
     let coll = format!("{base}/api/v1/namespaces/bench/configmaps");
-    let list: Value = c
-        .get(&coll)
-        .send()
-        .await
-        .expect("list")
-        .bytes()
-        .await
-        .map(|b| serde_json::from_slice(&b).expect("list json"))
-        .expect("list body");
+    let list = get_json(&c, &coll).await;
     let rv = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or("0")
@@ -313,30 +319,14 @@ async fn fan_out(o: &Opts) {
     let mut paged = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let v: Value = c
-            .get(&coll)
-            .send()
-            .await
-            .expect("list")
-            .bytes()
-            .await
-            .map(|b| serde_json::from_slice(&b).expect("list json"))
-            .expect("list body");
+        let v = get_json(&c, &coll).await;
         whole.push(t.elapsed());
         assert_eq!(v["items"].as_array().map(Vec::len), Some(o.objects));
         let t = Instant::now();
         let mut token = String::new();
         let mut n = 0;
         loop {
-            let v: Value = c
-                .get(format!("{coll}?limit=500&continue={token}"))
-                .send()
-                .await
-                .expect("page")
-                .bytes()
-                .await
-                .map(|b| serde_json::from_slice(&b).expect("page json"))
-                .expect("page body");
+            let v = get_json(&c, &format!("{coll}?limit=500&continue={token}")).await;
             n += v["items"].as_array().map_or(0, Vec::len);
             match v["metadata"]["continue"].as_str() {
                 Some(t) if !t.is_empty() => token = t.to_string(),
