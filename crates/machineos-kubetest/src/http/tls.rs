@@ -264,26 +264,14 @@ current-context: kubetest\nusers:\n- name: kubetest\n  user:\n{user}"
     )
 }
 
-/// Writes `contents` to `path` atomically: a temporary file in the same directory,
-/// then a rename over `path`, so a reader never sees a partial kubeconfig.
+/// Writes `contents` to `path` atomically with `machineos_image::atomic` (temporary file in
+/// the same directory, synced, renamed over `path`), on a blocking thread, mode 0600: a
+/// reader never sees a partial kubeconfig, and no other user reads its token.
 pub async fn write_atomically(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "kubeconfig".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    tokio::fs::write(&tmp, contents).await?;
-    match tokio::fs::rename(&tmp, path).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&tmp).await;
-            Err(e)
-        }
-    }
+    let (path, contents) = (path.to_path_buf(), contents.as_bytes().to_vec());
+    tokio::task::spawn_blocking(move || machineos_image::atomic::write(&path, &contents, 0o600))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]
