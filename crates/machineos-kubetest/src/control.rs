@@ -100,12 +100,8 @@ pub fn request_info(method: &str, path: &str, query: Option<&str>) -> RequestInf
         .as_ref()
         .map(|s| format!("/{s}"))
         .unwrap_or_default();
-    let group = if rp.gr.group.is_empty() {
-        String::new()
-    } else {
-        format!(".{}", rp.gr.group)
-    };
-    info.resource = Some(format!("{}{group}{sub}", rp.gr.resource));
+    // GroupResource's Display is `plural[.group]`.
+    info.resource = Some(format!("{}{sub}", rp.gr));
     info.rbac_resource = Some(format!("{}{sub}", rp.gr.resource));
     info.group = rp.gr.group;
     info.namespace = rp.namespace;
