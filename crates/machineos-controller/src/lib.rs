@@ -1,0 +1,7 @@
+//! `machineos controller`: the cluster side of machineos on kube-rs — the render controller,
+//! the BuildController (the MachineOSBuild lifecycle of [`machineos_build_lifecycle`]) and the
+//! native builder backend, with leader election, metrics and health endpoints.
+//!
+//! Contract (filled in as the modules land):
+//! * The decisions are [`machineos_build_lifecycle::decide()`]'s; this crate observes the API
+//!   server and the registry into its `Observed` and carries its actions out, nothing more.
