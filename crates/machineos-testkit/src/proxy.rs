@@ -145,7 +145,8 @@ struct Shared {
 
 /// The token protocol of Docker Hub, quay.io and friends, played by the proxy: `/v2/`
 /// requests need `Authorization: Bearer <token>` with a scope that covers them (pull for
-/// reads; pull and push for writes; pull on the source too for a cross-repository mount),
+/// reads; push for writes; delete for a `DELETE`, as distribution asks; `*` covers every
+/// action; pull on the source too for a cross-repository mount),
 /// else `401` with a `Bearer` challenge; `GET /token?service=…&scope=…` with the right Basic
 /// credential hands out a token for the scopes asked.
 struct TokenAuth {
@@ -156,13 +157,15 @@ struct TokenAuth {
 }
 
 impl TokenAuth {
-    /// Whether `granted` lets `actions` (`pull`, `push`) happen on repository `name`.
+    /// Whether `granted` lets `action` (`pull`, `push`, `delete`) happen on repository
+    /// `name` (a scope's `*` allows every action).
     fn allows(granted: &[String], name: &str, action: &str) -> bool {
         granted.iter().any(|scope| {
             let mut parts = scope.rsplitn(2, ':');
             let actions = parts.next().unwrap_or("");
             let repo = parts.next().unwrap_or("");
-            repo == format!("repository:{name}") && actions.split(',').any(|a| a == action)
+            repo == format!("repository:{name}")
+                && actions.split(',').any(|a| a == action || a == "*")
         })
     }
 }
@@ -760,10 +763,10 @@ fn token_gate<B>(
         .filter_map(|m| rest.rfind(m).map(|i| &rest[..i]))
         .next()
         .unwrap_or("");
-    let action = if matches!(req.method().as_str(), "GET" | "HEAD") {
-        "pull"
-    } else {
-        "push"
+    let action = match req.method().as_str() {
+        "GET" | "HEAD" => "pull",
+        "DELETE" => "delete",
+        _ => "push",
     };
     let granted = req
         .headers()
@@ -787,10 +790,10 @@ fn token_gate<B>(
         "UNAUTHORIZED",
         "a bearer token with the right scope is needed",
     );
-    let scope = if action == "pull" {
-        format!("repository:{name}:pull")
-    } else {
-        format!("repository:{name}:pull,push")
+    let scope = match action {
+        "pull" => format!("repository:{name}:pull"),
+        "delete" => format!("repository:{name}:delete"),
+        _ => format!("repository:{name}:pull,push"),
     };
     if let Ok(v) = HeaderValue::from_str(&format!(
         "Bearer realm=\"http://{proxy}/token\",service=\"machineos-test\",scope=\"{scope}\""
@@ -886,6 +889,19 @@ fn json_error(status: StatusCode, code: &str, message: &str) -> Response<ProxyBo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_scopes_cover_their_actions() {
+        let granted = vec![
+            "repository:a/b:pull,push".to_string(),
+            "repository:c:*".to_string(),
+        ];
+        assert!(TokenAuth::allows(&granted, "a/b", "push"));
+        assert!(!TokenAuth::allows(&granted, "a/b", "delete"));
+        assert!(TokenAuth::allows(&granted, "c", "delete"));
+        assert!(TokenAuth::allows(&granted, "c", "pull"));
+        assert!(!TokenAuth::allows(&granted, "a", "pull"));
+    }
 
     #[test]
     fn rules_fire_in_order_and_count_per_rule() {

@@ -27,7 +27,8 @@ const PORT_ATTEMPTS: usize = 5;
 /// How many lines of the registry's log go into a startup error.
 const LOG_TAIL_LINES: usize = 40;
 
-/// How a [`TestRegistry`] is configured. `Default` is plain HTTP, no auth, absolute URLs.
+/// How a [`TestRegistry`] is configured. `Default` is plain HTTP, no auth, absolute URLs,
+/// manifest deletes enabled.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegistryOptions {
     /// Serve HTTPS with a certificate for `127.0.0.1`, `localhost` and `::1`, signed by a
@@ -37,6 +38,9 @@ pub struct RegistryOptions {
     pub auth: Option<(String, String)>,
     /// Set `http.relativeurls`, so `Location` headers are relative paths.
     pub relative_urls: bool,
+    /// Leave `storage.delete` off, so `DELETE` of a manifest answers `405 UNSUPPORTED`, as
+    /// on a registry whose operator disabled deletes.
+    pub deletes_disabled: bool,
 }
 
 impl RegistryOptions {
@@ -60,6 +64,12 @@ impl RegistryOptions {
     /// Make the registry emit relative `Location` headers.
     pub fn with_relative_urls(mut self) -> Self {
         self.relative_urls = true;
+        self
+    }
+
+    /// Make the registry refuse manifest deletes (`405 UNSUPPORTED`).
+    pub fn without_deletes(mut self) -> Self {
+        self.deletes_disabled = true;
         self
     }
 }
@@ -125,6 +135,7 @@ impl TestRegistry {
             let config = render_config(
                 addr,
                 &storage_dir,
+                !opts.deletes_disabled,
                 opts.relative_urls,
                 tls.as_ref(),
                 htpasswd.as_deref(),
@@ -366,6 +377,7 @@ fn yaml_str(s: &str) -> String {
 fn render_config(
     addr: SocketAddr,
     storage_dir: &Path,
+    deletes: bool,
     relative_urls: bool,
     tls: Option<&TlsFiles>,
     htpasswd: Option<&Path>,
@@ -381,7 +393,7 @@ storage:
   filesystem:
     rootdirectory: {storage}
   delete:
-    enabled: true
+    enabled: {deletes}
   maintenance:
     uploadpurging:
       enabled: false
@@ -529,6 +541,7 @@ mod tests {
         let config = render_config(
             "127.0.0.1:5000".parse().unwrap(),
             Path::new("/tmp/a \"b\""),
+            false,
             true,
             Some(&tls),
             Some(Path::new("/h/htpasswd")),
@@ -538,6 +551,10 @@ mod tests {
             "{config}"
         );
         assert!(config.contains("relativeurls: true"));
+        assert!(
+            config.contains("  delete:\n    enabled: false\n"),
+            "{config}"
+        );
         assert!(config.contains("  tls:\n    certificate: \"/t/server.crt\""));
         assert!(config.contains("realm: \"machineos-test\""));
     }
