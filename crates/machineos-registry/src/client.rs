@@ -30,6 +30,9 @@ use crate::retry::{RetryPolicy, with_retry};
 use crate::scheme::{Scheme, may_use_plain_http};
 use crate::stream::verified;
 
+mod lifecycle;
+pub use lifecycle::{DeleteOutcome, ImageInfo, MAX_CONFIG};
+
 /// Every manifest media type a build can read.
 pub const ACCEPTED_MANIFEST_TYPES: &[&str] = &[
     "application/vnd.oci.image.manifest.v1+json",
@@ -146,6 +149,16 @@ pub enum RegistryError {
         /// What we expected.
         want: Digest,
     },
+    /// The registry served a manifest, index or image config that cannot be read as one.
+    #[error("{op} {image}: {detail}")]
+    Invalid {
+        /// The operation.
+        op: String,
+        /// The image.
+        image: String,
+        /// What is wrong with what was served.
+        detail: String,
+    },
     /// A CA certificate could not be used.
     #[error("setting up TLS: {0}")]
     Tls(String),
@@ -165,7 +178,8 @@ impl From<AuthError> for RegistryError {
 
 impl Classify for RegistryError {
     /// `AuthDenied` (credentials refused) or `AuthRequired` (none found), `ImageNotFound`,
-    /// `BlobNotFound` or `RepositoryNotFound`, `DigestMismatch`, `InvalidCACertificate`,
+    /// `BlobNotFound` or `RepositoryNotFound`, `DigestMismatch`, `InvalidManifest` (an
+    /// unreadable manifest, index or image config), `InvalidCACertificate`,
     /// `RegistryClientSetupFailed`; a failed request has its last failure's reason (see
     /// [`TransportError`]'s), and unreadable credentials their [`AuthError`]'s.
     fn reason(&self) -> &'static str {
@@ -182,6 +196,7 @@ impl Classify for RegistryError {
             },
             RegistryError::Request { error, .. } => error.reason(),
             RegistryError::DigestMismatch { .. } => "DigestMismatch",
+            RegistryError::Invalid { .. } => "InvalidManifest",
             RegistryError::Tls(_) => "InvalidCACertificate",
             RegistryError::Setup(_) => "RegistryClientSetupFailed",
             RegistryError::Credentials(e) => e.reason(),
@@ -190,7 +205,7 @@ impl Classify for RegistryError {
 
     /// A failed request is transient when its last failure is (the retries ran out, or the
     /// deadline passed); unreadable credentials as their I/O error says; refusals, missing
-    /// objects, wrong digests and a bad setup are permanent.
+    /// objects, wrong digests, unreadable manifests and a bad setup are permanent.
     fn retry(&self) -> Retry {
         match self {
             RegistryError::Request { error, .. } => error.retry(),
@@ -198,6 +213,7 @@ impl Classify for RegistryError {
             RegistryError::Unauthorized { .. }
             | RegistryError::NotFound { .. }
             | RegistryError::DigestMismatch { .. }
+            | RegistryError::Invalid { .. }
             | RegistryError::Tls(_)
             | RegistryError::Setup(_) => Retry::Permanent,
         }
