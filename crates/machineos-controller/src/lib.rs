@@ -5,3 +5,14 @@
 //! Contract (filled in as the modules land):
 //! * The decisions are [`machineos_build_lifecycle::decide()`]'s; this crate observes the API
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
+
+pub mod controller;
+pub mod execute;
+pub mod health;
+pub mod kinds;
+pub mod leader;
+pub mod metrics;
+pub mod native;
+pub mod observe;
+pub mod registry_ops;
+pub mod render;

@@ -1,0 +1,868 @@
+//! The controller's loop: caches (kube-runtime reflectors) of every kind it reads, and a
+//! level-triggered pass — render, observe, decide, execute — whenever a cache changes, a
+//! build changes state, or a requeue falls due.
+//!
+//! * **Level-triggered, one pass for all pools.** The lifecycle decides from the whole
+//!   observed state, so the loop does not track which event concerned which object: any
+//!   change wakes it (a [`Notify`] permit, so no wake-up is lost), bursts coalesce, and each
+//!   pool is decided on the caches' current contents. Pools are decided one at a time; an
+//!   action that fails stops that pool's remaining actions (they are decided again) and
+//!   requeues it with backoff, without holding up the other pools.
+//! * **Only the leader acts.** A standby keeps its caches warm, serves `/metrics` and
+//!   `/readyz`, and runs no pass (see [`crate::leader`]).
+//! * **Registry answers and base image digests** are kept in memory (answers for 30 s, so a
+//!   deleted image is noticed; base digests until the reference changes). A registry check
+//!   the lifecycle asks for is done at once and the pool decided again in the same pass.
+//! * **Restart-safe by construction**: nothing but the API server and the registry holds
+//!   state that matters. A restarted controller sees a Building build with no backend and
+//!   starts it again (the native build is deterministic), a Succeeded build not yet recorded
+//!   is checked in the registry and recorded, and creates are idempotent by name.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use machineos_build_lifecycle::{
+    Action, Backend, Observed, Phase, PoolObserved, RegistryObservation, Timestamp, decide,
+};
+use machineos_diagnostics::{Classify, Retry};
+use machineos_image::Platform;
+use machineos_render::RenderDefaults;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::execute::{self, Events, ExecError};
+use crate::health::Health;
+use crate::kinds;
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::native::{NativeBackend, NativeJob, NativeSettings, RegistrySettings};
+use crate::observe::{self, Learnt, Snapshot};
+use crate::registry_ops;
+use crate::render;
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// Namespace of its own objects (ConfigMaps, Secrets, Lease).
+    pub namespace: String,
+    /// Run the render controller (off where the MCO renders).
+    pub render: bool,
+    /// Native builds at once.
+    pub max_concurrent_builds: usize,
+    /// Base-index cache directory.
+    pub cache_dir: Option<PathBuf>,
+    /// The platform native builds produce.
+    pub platform: Platform,
+    /// Registry access.
+    pub registry: RegistrySettings,
+    /// This replica's identity (leader election, Events).
+    pub identity: String,
+    /// Where `/metrics`, `/healthz`, `/readyz` listen (`None`: not served).
+    pub listen: Option<SocketAddr>,
+    /// Lease name.
+    pub lease_name: String,
+    /// Run leader election (off: act at once, e.g. a single replica in tests).
+    pub leader_election: bool,
+}
+
+impl ControllerOptions {
+    /// Defaults for namespace `ns`.
+    pub fn new(ns: &str) -> Self {
+        ControllerOptions {
+            namespace: ns.to_owned(),
+            render: true,
+            max_concurrent_builds: 4,
+            cache_dir: None,
+            platform: Platform::host(),
+            registry: RegistrySettings::default(),
+            identity: format!("machineos-controller-{}", std::process::id()),
+            listen: None,
+            lease_name: "machineos-controller".into(),
+            leader_election: true,
+        }
+    }
+}
+
+struct Caches {
+    pools: Store<DynamicObject>,
+    machine_configs: Store<DynamicObject>,
+    machine_os_configs: Store<DynamicObject>,
+    builds: Store<DynamicObject>,
+    images: Store<DynamicObject>,
+    machine_images: Store<DynamicObject>,
+    config_maps: Store<ConfigMap>,
+    secrets: Store<Secret>,
+    nodes: Store<PartialObjectMeta<Node>>,
+}
+
+fn watch_dynamic(
+    client: &Client,
+    ar: ApiResource,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let writer = reflector::store::Writer::new(ar);
+    let reader = writer.as_reader();
+    let wake = wake.clone();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                tracing::warn!(error = %e, "watch error (retrying)");
+            }
+            wake.notify_one();
+        }
+    }));
+    reader
+}
+
+fn watch_typed<K>(
+    api: Api<K>,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let wake = wake.clone();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                tracing::warn!(error = %e, "watch error (retrying)");
+            }
+            wake.notify_one();
+        }
+    }));
+    reader
+}
+
+fn watch_nodes(
+    client: &Client,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<PartialObjectMeta<Node>> {
+    let api: Api<PartialObjectMeta<Node>> = Api::all(client.clone());
+    let (reader, writer) = reflector::store();
+    let wake = wake.clone();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                tracing::warn!(error = %e, "watch error (retrying)");
+            }
+            wake.notify_one();
+        }
+    }));
+    reader
+}
+
+impl Caches {
+    fn start(
+        client: &Client,
+        ns: &str,
+        wake: &Arc<Notify>,
+        tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    ) -> Caches {
+        Caches {
+            pools: watch_dynamic(client, kinds::pool(), wake, tasks),
+            machine_configs: watch_dynamic(client, kinds::machine_config(), wake, tasks),
+            machine_os_configs: watch_dynamic(client, kinds::machine_os_config(), wake, tasks),
+            builds: watch_dynamic(client, kinds::build(), wake, tasks),
+            images: watch_dynamic(client, kinds::image(), wake, tasks),
+            machine_images: watch_dynamic(client, kinds::machine_image(), wake, tasks),
+            config_maps: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
+            secrets: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
+            nodes: watch_nodes(client, wake, tasks),
+        }
+    }
+
+    async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.pools.wait_until_ready().await?;
+        self.machine_configs.wait_until_ready().await?;
+        self.machine_os_configs.wait_until_ready().await?;
+        self.builds.wait_until_ready().await?;
+        self.images.wait_until_ready().await?;
+        self.machine_images.wait_until_ready().await?;
+        self.config_maps.wait_until_ready().await?;
+        self.secrets.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await
+    }
+
+    fn snapshot(&self, ns: &str) -> Snapshot {
+        let mut s = Snapshot {
+            namespace: ns.to_owned(),
+            pools: self.pools.state(),
+            machine_configs: self.machine_configs.state(),
+            machine_os_configs: self.machine_os_configs.state(),
+            builds: self.builds.state(),
+            images: self.images.state(),
+            machine_images: self.machine_images.state(),
+            config_maps: self.config_maps.state(),
+            secrets: self.secrets.state(),
+            nodes: self.nodes.state(),
+        };
+        // Deterministic order: the stores are hash maps.
+        s.pools.sort_by_key(|o| o.name_any());
+        s.machine_configs.sort_by_key(|o| o.name_any());
+        s.builds.sort_by_key(|o| o.name_any());
+        s
+    }
+}
+
+fn now() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as Timestamp)
+}
+
+/// How long registry answers are trusted.
+const REGISTRY_TTL: Duration = Duration::from_secs(30);
+
+/// The controller's state between passes.
+struct State {
+    client: Client,
+    opts: ControllerOptions,
+    caches: Caches,
+    native: NativeBackend,
+    events: Events,
+    metrics: Metrics,
+    registry: HashMap<String, (RegistryObservation, Instant)>,
+    base_images: HashMap<String, String>,
+    render_fingerprints: HashMap<String, u64>,
+    /// Per pool: consecutive failures and when to try again.
+    backoff: HashMap<String, (u32, Instant)>,
+    /// Soonest requeue.
+    next: Option<Instant>,
+}
+
+/// Run the controller until `shutdown` is cancelled.
+pub async fn run(
+    client: Client,
+    opts: ControllerOptions,
+    metrics: Metrics,
+    health: Health,
+    leadership: Leadership,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let wake = Arc::new(Notify::new());
+    let mut tasks = Vec::new();
+    let caches = Caches::start(&client, &opts.namespace, &wake, &mut tasks);
+    let native = NativeBackend::new(
+        NativeSettings {
+            max_concurrent: opts.max_concurrent_builds,
+            cache_dir: opts.cache_dir.clone(),
+            platform: opts.platform.clone(),
+            registry: opts.registry.clone(),
+        },
+        wake.clone(),
+        metrics.clone(),
+    );
+    let mut state = State {
+        events: Events::new(client.clone(), &opts.identity),
+        client,
+        opts,
+        caches,
+        native,
+        metrics,
+        registry: HashMap::new(),
+        base_images: HashMap::new(),
+        render_fingerprints: HashMap::new(),
+        backoff: HashMap::new(),
+        next: None,
+    };
+    tokio::select! {
+        () = shutdown.cancelled() => {
+            for t in &tasks { t.abort(); }
+            return Ok(());
+        }
+        r = state.caches.wait_ready() => r.map_err(|e| format!("caches: {e}"))?,
+    }
+    tracing::info!(namespace = %state.opts.namespace, "caches synced");
+    health.set_ready(true);
+    let mut leader_rx = leadership.clone();
+    loop {
+        health.beat();
+        let deadline = state
+            .next
+            .take()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = wake.notified() => {}
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            () = leader_rx.changed() => {}
+        }
+        if !leadership.is_leader() {
+            // A standby (or a leader that lost its Lease) stops its builds: the new leader
+            // adopts them.
+            state.native.cancel_all();
+            continue;
+        }
+        // Coalesce a burst of watch events into one pass.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let started = Instant::now();
+        state.pass().await;
+        state
+            .metrics
+            .reconcile_duration(started.elapsed().as_secs_f64());
+    }
+    state.native.cancel_all();
+    for t in &tasks {
+        t.abort();
+    }
+    Ok(())
+}
+
+impl State {
+    fn requeue_in(&mut self, d: Duration) {
+        let at = Instant::now() + d;
+        self.next = Some(self.next.map_or(at, |n| n.min(at)));
+    }
+
+    fn render_defaults(&self, s: &Snapshot) -> RenderDefaults {
+        RenderDefaults {
+            os_image_url: observe::config_map_value(
+                &s.config_maps,
+                observe::OS_IMAGE_URL_CONFIG_MAP,
+                "baseOSContainerImage",
+            )
+            .unwrap_or_default(),
+            base_os_extensions_container_image: observe::config_map_value(
+                &s.config_maps,
+                observe::OS_IMAGE_URL_CONFIG_MAP,
+                "baseOSExtensionsContainerImage",
+            )
+            .unwrap_or_default(),
+            os_image_stream: String::new(),
+        }
+    }
+
+    async fn render_pass(&mut self, s: &Snapshot) {
+        let defaults = self.render_defaults(s);
+        let version = format!("machineos {}", env!("CARGO_PKG_VERSION"));
+        for pool in &s.pools {
+            let name = pool.name_any();
+            let fp = render::fingerprint(pool, &s.machine_configs, &defaults, &s.nodes);
+            if self.render_fingerprints.get(&name) == Some(&fp) {
+                continue;
+            }
+            let plan = render::plan(pool, &s.machine_configs, &defaults, &s.nodes, &version);
+            if plan.is_empty() {
+                self.render_fingerprints.insert(name, fp);
+                continue;
+            }
+            let ok =
+                plan.error.is_none() && plan.condition.as_ref().is_none_or(|c| c.status != "True");
+            match execute::render(&self.client, &plan).await {
+                Ok(()) => {
+                    self.metrics.render(&name, ok);
+                    if let Some(e) = &plan.error {
+                        tracing::warn!(pool = %name, error = %e, "render failed");
+                        self.events
+                            .publish(
+                                &machineos_build_lifecycle::ObjectRef::cluster(
+                                    "MachineConfigPool",
+                                    &name,
+                                ),
+                                machineos_build_lifecycle::EventType::Warning,
+                                "RenderFailed",
+                                e,
+                            )
+                            .await;
+                    }
+                    if let Some(c) = &plan.spec_configuration {
+                        tracing::info!(pool = %name, rendered = %c["name"], "pool rendered");
+                    }
+                    // Not recorded: the writes change the pool, so the next pass sees a new
+                    // fingerprint and confirms there is nothing left to do.
+                }
+                Err(e) => {
+                    tracing::warn!(pool = %name, error = %e, "writing the render failed");
+                    self.metrics.reconcile("error", e.reason());
+                    self.requeue_in(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// Resolve base image tags to digests for the opted-in pools.
+    async fn resolve_bases(&mut self, s: &Snapshot, o: &Observed) {
+        for p in &o.pools {
+            if p.base_image.is_some() || p.opt_in.is_none() {
+                continue;
+            }
+            let rendered = p.pool.rendered_config.as_deref().and_then(|n| {
+                s.machine_configs
+                    .iter()
+                    .find(|m| m.name_any() == n)
+                    .map(|m| m.as_ref())
+            });
+            let Some(reference) = observe::base_image_reference(rendered, &s.config_maps) else {
+                continue;
+            };
+            if self.base_images.contains_key(&reference) {
+                continue;
+            }
+            let creds = pull_credentials(s, p);
+            let registry = match self.opts.registry.client(&creds) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(pool = %p.pool.name, error = %e, "registry client");
+                    continue;
+                }
+            };
+            match registry_ops::resolve(&registry, &reference).await {
+                Ok(d) => {
+                    tracing::info!(pool = %p.pool.name, base = %reference, digest = %d, "base image resolved");
+                    self.base_images.insert(reference, d);
+                }
+                Err((e, retry)) => {
+                    tracing::warn!(pool = %p.pool.name, base = %reference, error = %e, "resolving the base image failed");
+                    self.requeue_in(if retry == Retry::Transient {
+                        Duration::from_secs(5)
+                    } else {
+                        Duration::from_secs(60)
+                    });
+                }
+            }
+        }
+    }
+
+    fn learnt(&mut self) -> Learnt {
+        let fresh = Instant::now();
+        self.registry
+            .retain(|_, (_, at)| fresh.duration_since(*at) < REGISTRY_TTL);
+        Learnt {
+            backend: self.native.statuses(),
+            registry: self
+                .registry
+                .iter()
+                .map(|(k, (v, _))| (k.clone(), v.clone()))
+                .collect(),
+            base_images: self.base_images.clone(),
+        }
+    }
+
+    async fn pass(&mut self) {
+        let s = self.caches.snapshot(&self.opts.namespace);
+        if self.opts.render {
+            self.render_pass(&s).await;
+        }
+        let learnt = self.learnt();
+        let o = observe::observe(&s, &learnt);
+        self.resolve_bases(&s, &o).await;
+        // Forget native builds the API no longer needs followed.
+        let active: HashMap<String, Phase> = s
+            .builds
+            .iter()
+            .map(|b| (b.name_any(), observe::build_phase(b)))
+            .collect();
+        self.native
+            .retain(|b| active.get(b).is_some_and(|p| !p.is_terminal()));
+        self.metrics.set_active_builds(self.native.active() as i64);
+        let names: Vec<String> = o.pools.iter().map(|p| p.pool.name.clone()).collect();
+        for pool in names {
+            if let Some((_, until)) = self.backoff.get(&pool)
+                && *until > Instant::now()
+            {
+                self.requeue_in(until.saturating_duration_since(Instant::now()));
+                continue;
+            }
+            // Decide again after a registry check, in the same pass (bounded).
+            for _ in 0..4 {
+                let learnt = self.learnt();
+                let s = self.caches.snapshot(&self.opts.namespace);
+                let o = observe::observe(&s, &learnt);
+                let Some(p) = o.pools.iter().find(|p| p.pool.name == pool) else {
+                    break;
+                };
+                let mut one = Observed {
+                    pools: vec![p.clone()],
+                    ..o.clone()
+                };
+                one.pools.truncate(1);
+                let actions = decide(&one, now());
+                match self.execute(&s, p, actions).await {
+                    Ok(again) => {
+                        self.backoff.remove(&pool);
+                        if !again {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
+                        let wait = Duration::from_millis(500 * 2u64.pow(n.min(6)));
+                        tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
+                        self.metrics.reconcile("error", e.reason());
+                        self.backoff
+                            .insert(pool.clone(), (n, Instant::now() + wait));
+                        self.requeue_in(wait);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Execute one pool's actions in order. `Ok(true)`: decide this pool again now (a
+    /// registry answer arrived).
+    async fn execute(
+        &mut self,
+        s: &Snapshot,
+        p: &PoolObserved,
+        actions: Vec<Action>,
+    ) -> Result<bool, ExecError> {
+        let mut again = false;
+        let mut events = Vec::new();
+        let mut conds = Vec::new();
+        for a in actions {
+            match a {
+                Action::CheckRegistry {
+                    build,
+                    pullspec,
+                    push_secret,
+                } => {
+                    let creds = secret_bytes(s, &push_secret)
+                        .into_iter()
+                        .collect::<Vec<_>>();
+                    let obs = match self.opts.registry.client(&creds) {
+                        Ok(r) => registry_ops::check(&r, &pullspec).await,
+                        Err(message) => RegistryObservation::Error {
+                            message,
+                            transient: false,
+                        },
+                    };
+                    tracing::info!(pool = %p.pool.name, build = %build, answer = ?obs, "registry checked");
+                    self.registry.insert(build, (obs, Instant::now()));
+                    again = true;
+                }
+                Action::CreateBuild {
+                    name,
+                    rendered_config,
+                    machine_os_config,
+                    rendered_image_push_spec,
+                    labels,
+                    annotations,
+                    owner,
+                } => {
+                    let obj = execute::build_object(
+                        &name,
+                        &rendered_config,
+                        &machine_os_config,
+                        &rendered_image_push_spec,
+                        &labels,
+                        &annotations,
+                        &owner,
+                    );
+                    execute::create(
+                        &kinds::all(&self.client, &kinds::build()),
+                        obj,
+                        format!("MachineOSBuild {name}"),
+                    )
+                    .await?;
+                    tracing::info!(pool = %p.pool.name, build = %name, "MachineOSBuild created");
+                    self.metrics.config_change(&p.pool.name);
+                }
+                Action::StartBuild {
+                    build,
+                    backend,
+                    inputs,
+                    push,
+                    push_secret,
+                    base_image_pull_secret,
+                } => {
+                    if backend != Backend::Native {
+                        continue;
+                    }
+                    let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
+                    let rendered = s
+                        .machine_configs
+                        .iter()
+                        .find(|m| m.name_any() == rendered_name)
+                        .ok_or_else(|| ExecError::Missing {
+                            object: format!("MachineConfig {rendered_name}"),
+                            message: "not in the cache".into(),
+                        })?;
+                    let rendered: machineos_api::v1::MachineConfig =
+                        serde_json::to_value(rendered.as_ref())
+                            .and_then(serde_json::from_value)
+                            .map_err(|e| ExecError::Missing {
+                                object: format!("MachineConfig {rendered_name}"),
+                                message: e.to_string(),
+                            })?;
+                    let mut credentials: Vec<(String, Vec<u8>)> =
+                        secret_bytes(s, &push_secret).into_iter().collect();
+                    if let Some(pull) = &base_image_pull_secret {
+                        credentials.extend(secret_bytes(s, pull));
+                    }
+                    self.native.start(NativeJob {
+                        build,
+                        pool: p.pool.name.clone(),
+                        rendered,
+                        base: inputs.base_image.clone(),
+                        push,
+                        credentials,
+                    });
+                }
+                Action::CancelBuild { build } => self.native.cancel(&build),
+                Action::SetBuildStatus(u) => {
+                    if execute::set_build_status(&self.client, &u).await? {
+                        tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
+                        self.metrics.build_state(&p.pool.name, phase_label(u.to));
+                        if u.to.is_terminal() {
+                            let secs = match (u.build_start, u.build_end) {
+                                (Some(a), Some(b)) => (b - a).max(0) as f64,
+                                _ => 0.0,
+                            };
+                            self.metrics
+                                .build_finished(&p.pool.name, phase_label(u.to), secs);
+                        }
+                    }
+                }
+                Action::DeleteBuild { build } => {
+                    self.native.cancel(&build);
+                    execute::delete(
+                        &kinds::all(&self.client, &kinds::build()),
+                        &build,
+                        format!("MachineOSBuild {build}"),
+                    )
+                    .await?;
+                    self.registry.remove(&build);
+                }
+                Action::RemoveRebuildAnnotation { machine_os_config } => {
+                    let mut ann = serde_json::Map::new();
+                    ann.insert(
+                        machineos_build_lifecycle::vocab::REBUILD_ANNOTATION.into(),
+                        serde_json::Value::Null,
+                    );
+                    execute::merge(
+                        &kinds::all(&self.client, &kinds::machine_os_config()),
+                        &machine_os_config,
+                        serde_json::json!({"metadata": {"annotations": ann}}),
+                        format!("MachineOSConfig {machine_os_config}"),
+                    )
+                    .await?;
+                }
+                Action::UpdateMachineOSConfigStatus {
+                    machine_os_config,
+                    current_image_pull_spec,
+                    machine_os_build,
+                    observed_generation,
+                } => {
+                    let api = kinds::all(&self.client, &kinds::machine_os_config());
+                    let mut ann = serde_json::Map::new();
+                    ann.insert(
+                        machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION
+                            .into(),
+                        serde_json::json!(machine_os_build),
+                    );
+                    execute::merge(
+                        &api,
+                        &machine_os_config,
+                        serde_json::json!({"metadata": {"annotations": ann}}),
+                        format!("MachineOSConfig {machine_os_config}"),
+                    )
+                    .await?;
+                    execute::edit_status(
+                        &api,
+                        &machine_os_config,
+                        format!("MachineOSConfig {machine_os_config}"),
+                        |obj| {
+                            let mut st = obj
+                                .data
+                                .get("status")
+                                .cloned()
+                                .unwrap_or_else(|| serde_json::json!({}));
+                            st["currentImagePullSpec"] = serde_json::json!(current_image_pull_spec);
+                            st["machineOSBuild"] = serde_json::json!({
+                                "group": "machineconfiguration.openshift.io",
+                                "resource": "machineosbuilds",
+                                "name": machine_os_build,
+                            });
+                            st["observedGeneration"] = serde_json::json!(observed_generation);
+                            Some(st)
+                        },
+                    )
+                    .await?;
+                    tracing::info!(pool = %p.pool.name, build = %machine_os_build, image = %current_image_pull_spec, "MachineOSConfig points at the new image");
+                }
+                Action::CreateMachineOSImage {
+                    name,
+                    pool,
+                    rendered_config,
+                    build,
+                    image,
+                    base_image,
+                    extensions_image,
+                    owner,
+                } => {
+                    let mut owner = owner;
+                    if owner.uid.is_none() {
+                        owner.uid = execute::uid_of(&s.builds, &owner.name);
+                    }
+                    let obj = execute::image_object(
+                        &name,
+                        &pool,
+                        &rendered_config,
+                        &build,
+                        &image,
+                        &base_image,
+                        extensions_image.as_deref(),
+                        &owner,
+                    );
+                    execute::create(
+                        &kinds::all(&self.client, &kinds::image()),
+                        obj,
+                        format!("MachineOSImage {name}"),
+                    )
+                    .await?;
+                }
+                Action::DeleteMachineOSImage { name } => {
+                    execute::delete(
+                        &kinds::all(&self.client, &kinds::image()),
+                        &name,
+                        format!("MachineOSImage {name}"),
+                    )
+                    .await?;
+                }
+                Action::DeleteRegistryImage { image, push_secret } => {
+                    let creds: Vec<(String, Vec<u8>)> = push_secret
+                        .as_deref()
+                        .and_then(|n| secret_bytes(s, n))
+                        .into_iter()
+                        .collect();
+                    let registry = self.opts.registry.client(&creds).map_err(|message| {
+                        ExecError::Registry {
+                            op: "deleting",
+                            object: image.clone(),
+                            message,
+                            retry: Retry::Permanent,
+                        }
+                    })?;
+                    let outcome =
+                        registry_ops::delete(&registry, &image)
+                            .await
+                            .map_err(|message| ExecError::Registry {
+                                op: "deleting",
+                                object: image.clone(),
+                                message,
+                                retry: Retry::Transient,
+                            })?;
+                    tracing::info!(pool = %p.pool.name, %image, ?outcome, "registry image deleted (retention)");
+                }
+                Action::SetPoolCondition { condition, .. } => conds.push(condition),
+                Action::SetPoolAnnotation { pool, key, value } => {
+                    let mut ann = serde_json::Map::new();
+                    ann.insert(key, serde_json::json!(value));
+                    execute::merge(
+                        &kinds::all(&self.client, &kinds::pool()),
+                        &pool,
+                        serde_json::json!({"metadata": {"annotations": ann}}),
+                        format!("MachineConfigPool {pool}"),
+                    )
+                    .await?;
+                }
+                Action::Event {
+                    object,
+                    type_,
+                    reason,
+                    message,
+                } => events.push((object, type_, reason, message)),
+                Action::Requeue(r) => {
+                    self.metrics.reconcile("requeue", r.reason);
+                    if let Some(after) = r.after_seconds {
+                        // The lifecycle's requeues are safety nets; state changes wake the
+                        // loop earlier.
+                        self.requeue_in(Duration::from_secs(after));
+                    }
+                }
+            }
+        }
+        if !conds.is_empty() {
+            execute::set_pool_conditions(&self.client, &p.pool.name, &conds).await?;
+        }
+        for (object, type_, reason, message) in events {
+            self.events.publish(&object, type_, &reason, &message).await;
+        }
+        self.metrics.reconcile("ok", "Reconciled");
+        Ok(again)
+    }
+}
+
+fn phase_label(p: Phase) -> &'static str {
+    match p {
+        Phase::Initial => "initial",
+        Phase::Prepared => "pending",
+        Phase::Building => "building",
+        Phase::Succeeded => "succeeded",
+        Phase::Failed => "failed",
+        Phase::Interrupted => "interrupted",
+    }
+}
+
+/// A Secret's `.dockerconfigjson`, with a name for messages.
+fn secret_bytes(s: &Snapshot, name: &str) -> Option<(String, Vec<u8>)> {
+    let sec = s
+        .secrets
+        .iter()
+        .find(|x| x.metadata.name.as_deref() == Some(name))?;
+    let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
+    Some((format!("Secret {}/{name}", s.namespace), bytes.0.clone()))
+}
+
+fn pull_credentials(s: &Snapshot, p: &PoolObserved) -> Vec<(String, Vec<u8>)> {
+    use machineos_build_lifecycle::OptIn;
+    use machineos_build_lifecycle::vocab::{
+        KEY_BASE_IMAGE_PULL_SECRET, KEY_FINAL_IMAGE_PUSH_SECRET,
+    };
+    // The pull Secret first; the push Secret after it (the MCO's base image pull falls back
+    // on the cluster's global pull secret; here the push Secret, which often covers the same
+    // registry, is that fallback).
+    let names: Vec<String> = match &p.opt_in {
+        Some(OptIn::MachineOSConfig(m)) => m
+            .base_image_pull_secret
+            .iter()
+            .cloned()
+            .chain([m.rendered_image_push_secret.clone()])
+            .collect(),
+        Some(OptIn::Legacy(l)) => l
+            .config_map
+            .as_ref()
+            .map(|d| {
+                [KEY_BASE_IMAGE_PULL_SECRET, KEY_FINAL_IMAGE_PUSH_SECRET]
+                    .iter()
+                    .filter_map(|k| d.get(*k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    names.iter().filter_map(|n| secret_bytes(s, n)).collect()
+}

@@ -1,0 +1,497 @@
+//! The executor: each lifecycle [`Action`] (and each render [`RenderPlan`]) as API server and
+//! registry writes. Thin on purpose — every decision was taken by
+//! `machineos_build_lifecycle::decide()` or [`crate::render::plan`].
+//!
+//! Guarantees:
+//! * **Idempotent writes.** Create → AlreadyExists is success (names are hashes of their
+//!   content); delete → NotFound is success; status writes are read-modify-write with the
+//!   object's `resourceVersion`, so a concurrent change gives 409 and the pass is decided
+//!   again on fresh state instead of overwriting it.
+//! * **Terminal conditions never change**: a build status write first re-reads the build and
+//!   is skipped unless the build is still in the phase the decision saw (the lifecycle's
+//!   `from`); the CRD's own CEL rules refuse the rest.
+//! * Condition `lastTransitionTime` moves only when a condition's status changes.
+//! * Errors are [`ExecError`]s that say whether retrying helps and carry a metric label.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference as CoreRef;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
+use kube::{Client, ResourceExt};
+use machineos_build_lifecycle::{
+    BuildStatusUpdate, EventType, ObjectRef, PoolCondition, RegistryImage, Timestamp,
+};
+use machineos_diagnostics::{Classify, Retry};
+use serde_json::{Value, json};
+
+use crate::kinds;
+use crate::observe::build_phase;
+use crate::render::RenderPlan;
+
+/// Why an action failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The API server refused or failed.
+    #[error("{op} {object}: {error}")]
+    Api {
+        /// What was being done.
+        op: &'static str,
+        /// The object (kind/name).
+        object: String,
+        /// The error.
+        error: Box<kube::Error>,
+    },
+    /// A registry operation failed.
+    #[error("{op} {object}: {message}")]
+    Registry {
+        /// What was being done.
+        op: &'static str,
+        /// The image.
+        object: String,
+        /// Why.
+        message: String,
+        /// Whether retrying can help.
+        retry: Retry,
+    },
+    /// The input the action needs is missing (a Secret, the rendered config).
+    #[error("{object}: {message}")]
+    Missing {
+        /// The object.
+        object: String,
+        /// What is missing.
+        message: String,
+    },
+}
+
+impl Classify for ExecError {
+    fn reason(&self) -> &'static str {
+        match self {
+            ExecError::Api { error, .. } => match error.as_ref() {
+                kube::Error::Api(s) if s.code == 409 => "Conflict",
+                kube::Error::Api(s) if s.code == 404 => "NotFound",
+                kube::Error::Api(s) if s.code == 422 || s.code == 400 => "Invalid",
+                kube::Error::Api(s) if s.code >= 500 => "ApiServerError",
+                kube::Error::Api(s) if s.code == 429 => "Throttled",
+                _ => "ApiError",
+            },
+            ExecError::Registry { .. } => "RegistryError",
+            ExecError::Missing { .. } => "MissingInput",
+        }
+    }
+    fn retry(&self) -> Retry {
+        match self {
+            ExecError::Api { error, .. } => match error.as_ref() {
+                kube::Error::Api(s) if s.code == 422 || s.code == 400 || s.code == 403 => {
+                    Retry::Permanent
+                }
+                _ => Retry::Transient,
+            },
+            ExecError::Registry { retry, .. } => *retry,
+            ExecError::Missing { .. } => Retry::Transient,
+        }
+    }
+}
+
+fn api_err(op: &'static str, object: String) -> impl FnOnce(kube::Error) -> ExecError {
+    move |error| ExecError::Api {
+        op,
+        object,
+        error: Box::new(error),
+    }
+}
+
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// RFC 3339 of a timestamp (seconds).
+pub fn rfc3339(t: Timestamp) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(t)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn now_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Create `obj` with `api`; AlreadyExists is success.
+pub async fn create(api: &Api<DynamicObject>, obj: Value, what: String) -> Result<(), ExecError> {
+    let obj: DynamicObject = serde_json::from_value(obj).map_err(|e| ExecError::Missing {
+        object: what.clone(),
+        message: format!("encoding: {e}"),
+    })?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if code(&e) == Some(409) => Ok(()),
+        Err(e) => Err(api_err("creating", what)(e)),
+    }
+}
+
+/// Delete `name`; NotFound is success.
+pub async fn delete(api: &Api<DynamicObject>, name: &str, what: String) -> Result<(), ExecError> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(e) if code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(api_err("deleting", what)(e)),
+    }
+}
+
+/// JSON-merge-patch `name`.
+pub async fn merge(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: Value,
+    what: String,
+) -> Result<(), ExecError> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(api_err("patching", what))
+}
+
+/// Read-modify-write a status with optimistic concurrency: `edit` gets the current object
+/// and returns the new `status` (or `None`: nothing to write).
+pub async fn edit_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: String,
+    edit: impl FnOnce(&DynamicObject) -> Option<Value>,
+) -> Result<bool, ExecError> {
+    let mut obj = api
+        .get(name)
+        .await
+        .map_err(api_err("reading", what.clone()))?;
+    let Some(status) = edit(&obj) else {
+        return Ok(false);
+    };
+    obj.data["status"] = status;
+    obj.metadata.managed_fields = None;
+    api.replace_status(name, &PostParams::default(), &obj)
+        .await
+        .map(|_| true)
+        .map_err(api_err("writing the status of", what))
+}
+
+/// The conditions with `c` set: its `lastTransitionTime` moves only if its status changed.
+pub fn set_condition(conditions: &[Value], c: &PoolCondition) -> Vec<Value> {
+    let mut out = Vec::with_capacity(conditions.len() + 1);
+    let mut found = false;
+    for old in conditions {
+        if old.get("type").and_then(Value::as_str) == Some(c.type_.as_str()) {
+            found = true;
+            let same = old.get("status").and_then(Value::as_str) == Some(c.status.as_str());
+            let time = if same {
+                old.get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            } else {
+                json!(now_time())
+            };
+            out.push(json!({
+                "type": c.type_, "status": c.status, "reason": c.reason,
+                "message": c.message, "lastTransitionTime": time,
+            }));
+        } else {
+            out.push(old.clone());
+        }
+    }
+    if !found {
+        out.push(json!({
+            "type": c.type_, "status": c.status, "reason": c.reason,
+            "message": c.message, "lastTransitionTime": now_time(),
+        }));
+    }
+    out
+}
+
+/// Set pool conditions (one read-modify-write for all of them).
+pub async fn set_pool_conditions(
+    client: &Client,
+    pool: &str,
+    conds: &[PoolCondition],
+) -> Result<(), ExecError> {
+    let api = kinds::all(client, &kinds::pool());
+    edit_status(&api, pool, format!("MachineConfigPool {pool}"), |obj| {
+        let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
+        let mut list: Vec<Value> = status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for c in conds {
+            list = set_condition(&list, c);
+        }
+        status["conditions"] = Value::Array(list);
+        Some(status)
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Write a build's status if it is still in `u.from`.
+pub async fn set_build_status(client: &Client, u: &BuildStatusUpdate) -> Result<bool, ExecError> {
+    let api = kinds::all(client, &kinds::build());
+    edit_status(&api, &u.build, format!("MachineOSBuild {}", u.build), |obj| {
+        if build_phase(obj) != u.from {
+            tracing::info!(build = %u.build, want = ?u.from, "build moved on since the decision; skipping its status write");
+            return None;
+        }
+        let old: Vec<Value> = obj
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let conditions: Vec<Value> = u
+            .conditions
+            .iter()
+            .map(|c| {
+                let prev = old
+                    .iter()
+                    .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
+                let time = match prev {
+                    Some(p) if p.get("status").and_then(Value::as_str) == Some(&c.status) => p
+                        .get("lastTransitionTime")
+                        .cloned()
+                        .unwrap_or_else(|| json!(now_time())),
+                    _ => json!(now_time()),
+                };
+                json!({
+                    "type": c.type_, "status": c.status, "reason": c.reason,
+                    "message": c.message, "observedGeneration": c.observed_generation,
+                    "lastTransitionTime": time,
+                })
+            })
+            .collect();
+        let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
+        status["conditions"] = Value::Array(conditions);
+        if let Some(s) = u.build_start {
+            status["buildStart"] = json!(rfc3339(s));
+        }
+        if let Some(e) = u.build_end {
+            status["buildEnd"] = json!(rfc3339(e));
+        }
+        if let Some(d) = &u.digested_image {
+            status["digestedImagePushSpec"] = json!(d);
+        }
+        status["builder"] = json!({"imageBuilderType": u.builder.as_str()});
+        Some(status)
+    })
+    .await
+}
+
+/// The MachineOSBuild object a CreateBuild action describes.
+#[allow(clippy::too_many_arguments)]
+pub fn build_object(
+    name: &str,
+    rendered_config: &str,
+    machine_os_config: &str,
+    push_spec: &str,
+    labels: &[(String, String)],
+    annotations: &[(String, String)],
+    owner: &ObjectRef,
+) -> Value {
+    let labels: BTreeMap<&str, &str> = labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let annotations: BTreeMap<&str, &str> = annotations
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineOSBuild",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": owner_refs(owner),
+        },
+        "spec": {
+            "machineConfig": {"name": rendered_config},
+            "machineOSConfig": {"name": machine_os_config},
+            "renderedImagePushSpec": push_spec,
+        }
+    })
+}
+
+fn owner_refs(owner: &ObjectRef) -> Value {
+    match &owner.uid {
+        Some(uid) if !uid.is_empty() => json!([{
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": owner.kind,
+            "name": owner.name,
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]),
+        _ => json!([]),
+    }
+}
+
+/// The MachineOSImage record of a build.
+#[allow(clippy::too_many_arguments)]
+pub fn image_object(
+    name: &str,
+    pool: &str,
+    rendered_config: &str,
+    build: &str,
+    image: &RegistryImage,
+    base_image: &str,
+    extensions_image: Option<&str>,
+    owner: &ObjectRef,
+) -> Value {
+    let arches: Vec<Value> = image
+        .architectures
+        .iter()
+        .map(|(a, d)| json!({"architecture": a, "digest": d}))
+        .collect();
+    let mut spec = json!({
+        "machineConfigPool": {"name": pool},
+        "machineConfig": {"name": rendered_config},
+        "machineOSBuild": {"name": build},
+        "image": image.image,
+        "architectures": arches,
+        "baseImage": base_image,
+    });
+    if let Some(e) = extensions_image {
+        spec["extensionsImage"] = json!(e);
+    }
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+        "kind": "MachineOSImage",
+        "metadata": {"name": name, "ownerReferences": owner_refs(owner)},
+        "spec": spec,
+    })
+}
+
+/// Carry out a render plan.
+pub async fn render(client: &Client, plan: &RenderPlan) -> Result<(), ExecError> {
+    let pools = kinds::all(client, &kinds::pool());
+    if let Some(mc) = &plan.create {
+        let name = mc
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        create(
+            &kinds::all(client, &kinds::machine_config()),
+            mc.clone(),
+            format!("MachineConfig {name}"),
+        )
+        .await?;
+    }
+    if let Some(c) = &plan.spec_configuration {
+        merge(
+            &pools,
+            &plan.pool,
+            json!({"spec": {"configuration": c}}),
+            format!("MachineConfigPool {}", plan.pool),
+        )
+        .await?;
+    }
+    if plan.status_configuration.is_some() || plan.condition.is_some() {
+        edit_status(
+            &pools,
+            &plan.pool,
+            format!("MachineConfigPool {}", plan.pool),
+            |obj| {
+                let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
+                if let Some(c) = &plan.status_configuration {
+                    status["configuration"] = c.clone();
+                }
+                if let Some(c) = &plan.condition {
+                    let list: Vec<Value> = status
+                        .get("conditions")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    status["conditions"] = Value::Array(set_condition(&list, c));
+                }
+                Some(status)
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Events: kube-runtime's recorder (events.k8s.io/v1, with series aggregation). Events about
+/// cluster-scoped objects go to namespace `default`: kube-apiserver refuses any other
+/// namespace for them (`legacyValidateEvent`: "does not match event.namespace").
+pub struct Events {
+    recorder: Recorder,
+}
+
+impl Events {
+    /// A recorder reporting as `machineos-controller` / `instance`.
+    pub fn new(client: Client, instance: &str) -> Self {
+        Events {
+            recorder: Recorder::new(
+                client,
+                kube::runtime::events::Reporter {
+                    controller: "machineos-controller".into(),
+                    instance: Some(instance.to_owned()),
+                },
+            ),
+        }
+    }
+
+    /// Publish one Event; failures are logged, never fatal (Events are best effort).
+    pub async fn publish(&self, object: &ObjectRef, type_: EventType, reason: &str, note: &str) {
+        let (api_version, kind) = match object.kind.as_str() {
+            "ConfigMap" | "Secret" => ("v1", object.kind.as_str()),
+            "MachineOSImage" => (
+                "machineconfiguration.openshift.io/v1alpha1",
+                object.kind.as_str(),
+            ),
+            k => ("machineconfiguration.openshift.io/v1", k),
+        };
+        let reference = CoreRef {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: Some(object.name.clone()),
+            namespace: object.namespace.clone(),
+            uid: object.uid.clone(),
+            ..CoreRef::default()
+        };
+        let ev = Event {
+            type_: match type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1024)),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!(object = %object.name, reason, error = %e, "recording an Event failed");
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// The uid of a named object in a list, if present.
+pub fn uid_of(objs: &[std::sync::Arc<DynamicObject>], name: &str) -> Option<String> {
+    objs.iter()
+        .find(|o| o.name_any() == name)
+        .and_then(|o| o.uid())
+}

@@ -1,0 +1,298 @@
+//! The native builder backend: builds run in the controller process with the existing
+//! engine (`machineos-native-builder`), concurrently up to a bound, each cancellable.
+//!
+//! Contract:
+//! * [`NativeBackend::start`] is idempotent: a build already known (pending, running or
+//!   finished) is adopted, never started twice in this process. A build the process does not
+//!   know — it restarted — is started again; the engine is deterministic, so the same inputs
+//!   push the same digest (the restart-safety argument: a second push of a *different*
+//!   digest cannot happen).
+//! * What each build is doing is data, [`BackendStatus`], read by the executor into the
+//!   lifecycle's observation ([`NativeBackend::statuses`]); a change wakes the controller
+//!   through the [`tokio::sync::Notify`] it was given.
+//! * [`NativeBackend::cancel`] stops a build at its next await point (the engine's work is
+//!   `Send` futures and blocking-thread tasks; a blocking step already running finishes but
+//!   its result is dropped) — nothing is pushed after a cancel is observed, except a
+//!   manifest PUT already in flight, which the lifecycle tolerates (the build is Interrupted
+//!   whatever the registry holds).
+//! * Credentials come from the referenced Secrets' `.dockerconfigjson`, handed over as bytes
+//!   per build; nothing is written to disk. The base-index cache directory is shared by all
+//!   builds (the cache's writes are atomic).
+//! * The extra tag of a push spec (`repo:latest`) is moved only after the build's own tag
+//!   and digest are pushed, by re-putting the same manifest bytes under it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use machineos_build_lifecycle::{BackendStatus, PushTarget, RegistryImage, Timestamp};
+use machineos_image::auth::{AuthFile, Credentials};
+use machineos_image::{ImageRef, Platform};
+use machineos_native_builder::{BuildSpec, Environment, Quiet};
+use machineos_registry::{CredentialSource, Registry, RegistryOptions};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// What one native build needs.
+#[derive(Debug, Clone)]
+pub struct NativeJob {
+    /// The MachineOSBuild's name.
+    pub build: String,
+    /// Its pool.
+    pub pool: String,
+    /// The rendered MachineConfig, as stored.
+    pub rendered: machineos_api::v1::MachineConfig,
+    /// The base image, by digest.
+    pub base: String,
+    /// Where to push.
+    pub push: PushTarget,
+    /// Registry credentials: (source name for messages, `.dockerconfigjson` bytes), push
+    /// Secret first.
+    pub credentials: Vec<(String, Vec<u8>)>,
+}
+
+/// Registry settings shared by every build.
+#[derive(Debug, Clone, Default)]
+pub struct RegistrySettings {
+    /// Extra CA certificates (PEM).
+    pub ca_pems: Vec<Vec<u8>>,
+    /// Hosts that may be reached over plain HTTP besides loopback.
+    pub insecure_hosts: Vec<String>,
+}
+
+impl RegistrySettings {
+    /// A registry client with these settings and the given `.dockerconfigjson` payloads.
+    pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, String> {
+        let mut files = Vec::new();
+        for (source, bytes) in credentials {
+            let f = AuthFile::parse(bytes).map_err(|e| format!("{source}: {e}"))?;
+            files.push((PathBuf::from(source), f));
+        }
+        Registry::new(RegistryOptions {
+            ca_pems: self.ca_pems.clone(),
+            insecure_hosts: self.insecure_hosts.clone(),
+            credentials: CredentialSource::Loaded(Credentials::from_files(files)),
+            ..RegistryOptions::default()
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// Settings of the backend.
+#[derive(Debug, Clone)]
+pub struct NativeSettings {
+    /// Builds running at once.
+    pub max_concurrent: usize,
+    /// The base-index cache directory, if any.
+    pub cache_dir: Option<PathBuf>,
+    /// The platform built (one per build until multi-arch lands).
+    pub platform: Platform,
+    /// Registry access.
+    pub registry: RegistrySettings,
+}
+
+struct Entry {
+    status: BackendStatus,
+    cancel: CancellationToken,
+}
+
+struct Inner {
+    builds: Mutex<HashMap<String, Entry>>,
+    permits: Semaphore,
+    settings: NativeSettings,
+    wake: Arc<Notify>,
+    metrics: Metrics,
+}
+
+/// The in-process builder.
+#[derive(Clone)]
+pub struct NativeBackend {
+    inner: Arc<Inner>,
+}
+
+fn now() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as Timestamp)
+}
+
+impl NativeBackend {
+    /// A backend that wakes `wake` whenever a build changes state.
+    pub fn new(settings: NativeSettings, wake: Arc<Notify>, metrics: Metrics) -> Self {
+        NativeBackend {
+            inner: Arc::new(Inner {
+                builds: Mutex::new(HashMap::new()),
+                permits: Semaphore::new(settings.max_concurrent.max(1)),
+                settings,
+                wake,
+                metrics,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.inner
+            .builds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every known build's status.
+    pub fn statuses(&self) -> HashMap<String, BackendStatus> {
+        self.lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.status.clone()))
+            .collect()
+    }
+
+    /// Builds running or waiting for a slot.
+    pub fn active(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|e| {
+                matches!(
+                    e.status,
+                    BackendStatus::Pending | BackendStatus::Running { .. }
+                )
+            })
+            .count()
+    }
+
+    /// Forget builds for which `keep` is false (terminal and recorded, or deleted).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|k, e| {
+            let alive = keep(k);
+            if !alive {
+                e.cancel.cancel();
+            }
+            alive
+        });
+    }
+
+    /// Cancel a build (it was interrupted); forgets it.
+    pub fn cancel(&self, build: &str) {
+        if let Some(e) = self.lock().remove(build) {
+            e.cancel.cancel();
+            tracing::info!(build, "native build cancelled");
+        }
+    }
+
+    /// Cancel every build (shutdown).
+    pub fn cancel_all(&self) {
+        for (_, e) in self.lock().drain() {
+            e.cancel.cancel();
+        }
+    }
+
+    fn set(&self, build: &str, status: BackendStatus) {
+        if let Some(e) = self.lock().get_mut(build) {
+            e.status = status;
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// Start `job`, or adopt it if this process already knows the build.
+    pub fn start(&self, job: NativeJob) {
+        let cancel = CancellationToken::new();
+        {
+            let mut builds = self.lock();
+            if builds.contains_key(&job.build) {
+                return;
+            }
+            builds.insert(
+                job.build.clone(),
+                Entry {
+                    status: BackendStatus::Pending,
+                    cancel: cancel.clone(),
+                },
+            );
+        }
+        let this = self.clone();
+        let queued = Instant::now();
+        tokio::spawn(async move {
+            let build = job.build.clone();
+            let pool = job.pool.clone();
+            let run = async {
+                let _permit = this.inner.permits.acquire().await.ok();
+                this.inner
+                    .metrics
+                    .queue_time(queued.elapsed().as_secs_f64());
+                this.set(&build, BackendStatus::Running { since: now() });
+                tracing::info!(pool = %pool, build = %build, base = %job.base, "native build started");
+                let started = Instant::now();
+                let result = this.run(&job).await;
+                (result, started.elapsed())
+            };
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    tracing::info!(pool = %pool, build = %build, "native build stopped: cancelled");
+                }
+                (result, took) = run => {
+                    let status = match result {
+                        Ok(image) => {
+                            tracing::info!(pool = %pool, build = %build, image = %image.image, ms = took.as_millis() as u64, "native build succeeded");
+                            BackendStatus::Succeeded { image, at: now() }
+                        }
+                        Err(message) => {
+                            tracing::warn!(pool = %pool, build = %build, %message, "native build failed");
+                            BackendStatus::Failed { message, at: now() }
+                        }
+                    };
+                    this.set(&build, status);
+                }
+            }
+        });
+    }
+
+    async fn run(&self, job: &NativeJob) -> Result<RegistryImage, String> {
+        let s = &self.inner.settings;
+        let recipe =
+            machineos_layering::recipe(&job.rendered, &job.pool).map_err(|e| e.to_string())?;
+        let base = ImageRef::parse(&job.base).map_err(|e| format!("base image: {e}"))?;
+        let output =
+            ImageRef::parse(&job.push.pullspec()).map_err(|e| format!("push spec: {e}"))?;
+        let registry = s.registry.client(&job.credentials)?;
+        let layer = machineos_layer::write::LayerOptions::default();
+        let spec = BuildSpec {
+            base,
+            output: output.clone(),
+            platform: s.platform.clone(),
+            recipe,
+            created_by: format!("machineos controller {}", env!("CARGO_PKG_VERSION")),
+            layer,
+            layer_out: None,
+        };
+        let env = Environment {
+            registry: Some(registry.for_operation()),
+            cache: s.cache_dir.clone().map(machineos_baseindex::Cache::new),
+            progress: Arc::new(Quiet),
+        };
+        let push_started = Instant::now();
+        let outcome = machineos_native_builder::build(spec, env)
+            .await
+            .map_err(|e| e.to_string())?;
+        let repository = job.push.repository.clone();
+        if let Some(tag) = &job.push.extra_tag {
+            crate::registry_ops::retag(&registry, &output, tag)
+                .await
+                .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
+        }
+        self.inner.metrics.push(
+            &job.pool,
+            true,
+            Duration::from_secs_f64(outcome.timings.publish_ms / 1000.0)
+                .min(push_started.elapsed())
+                .as_secs_f64(),
+        );
+        Ok(RegistryImage {
+            image: format!("{repository}@{}", outcome.manifest_digest),
+            architectures: vec![(
+                outcome.platform.architecture.clone(),
+                outcome.manifest_digest.to_string(),
+            )],
+        })
+    }
+}

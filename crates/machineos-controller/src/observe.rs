@@ -1,0 +1,409 @@
+//! The API objects the controller's caches hold → the lifecycle's [`Observed`]: pure.
+//!
+//! The executor keeps every object it watches as JSON ([`DynamicObject`]), not as the typed
+//! `machineos-api` structs, on purpose: one object a user wrote that does not deserialize
+//! (an unknown builder type, a malformed push spec) must become a condition naming its field
+//! (`machineos_build_lifecycle::config::resolve` does that from the raw strings), never a
+//! watch stream that fails forever. So this module reads fields by JSON path and leaves
+//! their validation to the lifecycle.
+//!
+//! Which pools are observed: every pool that opts in (a MachineOSConfig names it, or it
+//! carries the legacy label) or has builds. A pool with both a MachineOSConfig and the
+//! legacy label follows the MachineOSConfig (the newer API wins, as in the MCO, where the
+//! legacy path was removed). What the controller learnt outside the API server — backend
+//! status of each build, registry answers, base images resolved to digests — comes in as
+//! [`Learnt`].
+//!
+//! The rendered config's content digest is SHA-256 of its `spec` serialized as JSON with
+//! the keys in the order the API server returned them (`serde_json`'s `preserve_order`):
+//! two rendered configs with the same name have the same spec (their name is a hash of it),
+//! so the digest only has to be stable for one object, which it is.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::{DynamicObject, PartialObjectMeta};
+use machineos_build_lifecycle::vocab;
+use machineos_build_lifecycle::{
+    BackendStatus, BuildObserved, LegacyOptIn, MachineOSConfigObserved, MachineOSImageObserved,
+    Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved, RegistryObservation, RenderedConfig,
+    SecretState, Timestamp,
+};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// The ConfigMap whose `baseOSContainerImage` is the base image when the rendered config
+/// sets no `osImageURL` (and whose `baseOSExtensionsContainerImage` is the extensions image).
+pub const OS_IMAGE_URL_CONFIG_MAP: &str = "machine-config-osimageurl";
+
+/// Node annotations naming images a node runs or is moving to (MCO daemon constants).
+pub const NODE_IMAGE_ANNOTATIONS: [&str; 2] = [
+    "machineconfiguration.openshift.io/currentImage",
+    "machineconfiguration.openshift.io/desiredImage",
+];
+
+/// Everything the caches hold, by kind.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    /// The controller's namespace.
+    pub namespace: String,
+    /// MachineConfigPools.
+    pub pools: Vec<Arc<DynamicObject>>,
+    /// MachineConfigs (only the rendered ones are read here).
+    pub machine_configs: Vec<Arc<DynamicObject>>,
+    /// MachineOSConfigs.
+    pub machine_os_configs: Vec<Arc<DynamicObject>>,
+    /// MachineOSBuilds.
+    pub builds: Vec<Arc<DynamicObject>>,
+    /// MachineOSImages.
+    pub images: Vec<Arc<DynamicObject>>,
+    /// MachineImages (their `spec.image` is in use).
+    pub machine_images: Vec<Arc<DynamicObject>>,
+    /// ConfigMaps of the controller's namespace.
+    pub config_maps: Vec<Arc<ConfigMap>>,
+    /// Secrets of the controller's namespace.
+    pub secrets: Vec<Arc<Secret>>,
+    /// Nodes, metadata only.
+    pub nodes: Vec<Arc<PartialObjectMeta<k8s_openapi::api::core::v1::Node>>>,
+}
+
+/// What the controller knows that is not in the API server.
+#[derive(Debug, Default, Clone)]
+pub struct Learnt {
+    /// Backend status by build name.
+    pub backend: HashMap<String, BackendStatus>,
+    /// Registry answers by build name.
+    pub registry: HashMap<String, RegistryObservation>,
+    /// Base image references resolved to digests: `osImageURL` → `repo@sha256:…`.
+    pub base_images: HashMap<String, String>,
+}
+
+/// A string at a JSON pointer.
+pub fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// The base image reference a pool builds on, not yet resolved: the rendered config's
+/// `spec.osImageURL`, else the `machine-config-osimageurl` ConfigMap's
+/// `baseOSContainerImage`. `None` when neither gives one.
+pub fn base_image_reference(
+    rendered: Option<&DynamicObject>,
+    config_maps: &[Arc<ConfigMap>],
+) -> Option<String> {
+    if let Some(url) = rendered
+        .and_then(|r| str_at(&r.data, "/spec/osImageURL"))
+        .filter(|s| !s.is_empty())
+    {
+        return Some(url.to_owned());
+    }
+    config_map_value(config_maps, OS_IMAGE_URL_CONFIG_MAP, "baseOSContainerImage")
+}
+
+/// A value of a ConfigMap by name (non-empty).
+pub fn config_map_value(config_maps: &[Arc<ConfigMap>], name: &str, key: &str) -> Option<String> {
+    config_maps
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+        .and_then(|c| c.data.as_ref())
+        .and_then(|d| d.get(key))
+        .filter(|s| !s.is_empty())
+        .cloned()
+}
+
+/// Whether a reference is already by digest.
+pub fn is_digested(reference: &str) -> bool {
+    reference.contains("@sha256:")
+}
+
+/// SHA-256 of a rendered MachineConfig's spec (see the module contract).
+pub fn content_digest(rendered: &DynamicObject) -> String {
+    let spec = rendered.data.get("spec").cloned().unwrap_or(Value::Null);
+    let bytes = serde_json::to_vec(&spec).unwrap_or_default();
+    format!("sha256:{}", hex::encode(Sha256::digest(&bytes)))
+}
+
+fn time(v: &Value, pointer: &str) -> Option<Timestamp> {
+    str_at(v, pointer).and_then(parse_time)
+}
+
+/// An RFC 3339 time (`metav1.Time`) in seconds since the epoch.
+pub fn parse_time(s: &str) -> Option<Timestamp> {
+    let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
+    Some(t.as_second())
+}
+
+fn pool_of(obj: &DynamicObject) -> Pool {
+    let conditions = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| PoolCondition {
+                    type_: str_at(c, "/type").unwrap_or_default().to_owned(),
+                    status: str_at(c, "/status").unwrap_or_default().to_owned(),
+                    reason: str_at(c, "/reason").unwrap_or_default().to_owned(),
+                    message: str_at(c, "/message").unwrap_or_default().to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Pool {
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        labels: obj.labels().clone(),
+        annotations: obj.annotations().clone(),
+        rendered_config: str_at(&obj.data, "/spec/configuration/name")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        conditions,
+    }
+}
+
+fn machine_os_config_of(obj: &DynamicObject) -> MachineOSConfigObserved {
+    let d = &obj.data;
+    let containerfiles = d
+        .pointer("/spec/containerFile")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    (
+                        str_at(c, "/containerfileArch")
+                            .unwrap_or("NoArch")
+                            .to_owned(),
+                        str_at(c, "/content").unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    MachineOSConfigObserved {
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        generation: obj.metadata.generation.unwrap_or(1),
+        annotations: obj.annotations().clone(),
+        image_builder_type: str_at(d, "/spec/imageBuilder/imageBuilderType")
+            .unwrap_or_default()
+            .to_owned(),
+        rendered_image_push_spec: str_at(d, "/spec/renderedImagePushSpec")
+            .unwrap_or_default()
+            .to_owned(),
+        rendered_image_push_secret: str_at(d, "/spec/renderedImagePushSecret/name")
+            .unwrap_or_default()
+            .to_owned(),
+        base_image_pull_secret: str_at(d, "/spec/baseImagePullSecret/name")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        containerfiles,
+        current_image_pull_spec: str_at(d, "/status/currentImagePullSpec").map(str::to_owned),
+        current_build: str_at(d, "/status/machineOSBuild/name").map(str::to_owned),
+        observed_generation: d
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64),
+    }
+}
+
+/// A MachineOSBuild's phase from its conditions.
+pub fn build_phase(obj: &DynamicObject) -> Phase {
+    let conds = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    Phase::from_conditions(conds.iter().map(|c| {
+        (
+            str_at(c, "/type").unwrap_or_default(),
+            str_at(c, "/status").unwrap_or_default(),
+        )
+    }))
+}
+
+fn build_of(obj: &DynamicObject, learnt: &Learnt) -> BuildObserved {
+    let d = &obj.data;
+    let name = obj.name_any();
+    BuildObserved {
+        backend: learnt.backend.get(&name).cloned(),
+        generation: obj.metadata.generation.unwrap_or(1),
+        created: obj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
+        rendered_config: str_at(d, "/spec/machineConfig/name")
+            .unwrap_or_default()
+            .to_owned(),
+        phase: build_phase(obj),
+        build_start: time(d, "/status/buildStart"),
+        build_end: time(d, "/status/buildEnd"),
+        digested_image: str_at(d, "/status/digestedImagePushSpec").map(str::to_owned),
+        name,
+    }
+}
+
+/// The pool a MachineOSBuild belongs to: its target-pool label.
+pub fn build_pool(obj: &DynamicObject) -> Option<&str> {
+    obj.labels()
+        .get(vocab::TARGET_POOL_LABEL)
+        .map(String::as_str)
+}
+
+fn secret_state(s: &Secret) -> SecretState {
+    const TYPE: &str = "kubernetes.io/dockerconfigjson";
+    if s.type_.as_deref() != Some(TYPE) {
+        return SecretState::Invalid(format!(
+            "has type {:?}, not {TYPE:?}",
+            s.type_.as_deref().unwrap_or("")
+        ));
+    }
+    let Some(bytes) = s.data.as_ref().and_then(|d| d.get(".dockerconfigjson")) else {
+        return SecretState::Invalid("has no .dockerconfigjson key".into());
+    };
+    match machineos_image::auth::AuthFile::parse(&bytes.0) {
+        Ok(_) => SecretState::Usable,
+        Err(e) => SecretState::Invalid(format!(".dockerconfigjson: {e}")),
+    }
+}
+
+/// The whole observation.
+pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
+    let mut o = Observed::new(&s.namespace);
+    o.secrets = s
+        .secrets
+        .iter()
+        .filter_map(|sec| Some((sec.metadata.name.clone()?, secret_state(sec))))
+        .collect();
+    let rendered: HashMap<String, &DynamicObject> = s
+        .machine_configs
+        .iter()
+        .map(|m| (m.name_any(), m.as_ref()))
+        .collect();
+    let legacy_cm = s
+        .config_maps
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(vocab::ON_CLUSTER_BUILD_CONFIG))
+        .map(|c| c.data.clone().unwrap_or_default());
+    let mut moscs: BTreeMap<String, &DynamicObject> = BTreeMap::new();
+    for m in &s.machine_os_configs {
+        if let Some(pool) = str_at(&m.data, "/spec/machineConfigPool/name") {
+            // Two MachineOSConfigs for one pool: the older one (by creation, then name)
+            // wins, deterministically; the API's own validation is what should prevent it.
+            let key = (m.metadata.creation_timestamp.clone(), m.name_any());
+            match moscs.get(pool) {
+                Some(prev)
+                    if (prev.metadata.creation_timestamp.clone(), prev.name_any()) <= key => {}
+                _ => {
+                    moscs.insert(pool.to_owned(), m);
+                }
+            }
+        }
+    }
+    let mut builds_by_pool: BTreeMap<&str, Vec<BuildObserved>> = BTreeMap::new();
+    for b in &s.builds {
+        if let Some(pool) = build_pool(b) {
+            builds_by_pool
+                .entry(pool)
+                .or_default()
+                .push(build_of(b, learnt));
+        }
+    }
+    for p in &s.pools {
+        let pool = pool_of(p);
+        let opt_in = if let Some(m) = moscs.get(&pool.name) {
+            Some(OptIn::MachineOSConfig(Box::new(machine_os_config_of(m))))
+        } else if pool.labels.contains_key(vocab::LAYERING_ENABLED_LABEL) {
+            Some(OptIn::Legacy(LegacyOptIn {
+                config_map: legacy_cm.clone(),
+            }))
+        } else {
+            None
+        };
+        let builds = builds_by_pool
+            .remove(pool.name.as_str())
+            .unwrap_or_default();
+        if opt_in.is_none() && builds.is_empty() {
+            continue;
+        }
+        let rendered_obj = pool
+            .rendered_config
+            .as_deref()
+            .and_then(|n| rendered.get(n).copied());
+        let rendered_cfg = rendered_obj.map(|r| RenderedConfig {
+            name: r.name_any(),
+            content_digest: content_digest(r),
+            extensions_image: str_at(&r.data, "/spec/baseOSExtensionsContainerImage")
+                .filter(|s| is_digested(s))
+                .map(str::to_owned),
+        });
+        let base_image = base_image_reference(rendered_obj, &s.config_maps).and_then(|r| {
+            if is_digested(&r) {
+                Some(r)
+            } else {
+                learnt.base_images.get(&r).cloned()
+            }
+        });
+        let names: BTreeSet<&str> = builds.iter().map(|b| b.name.as_str()).collect();
+        let registry: BTreeMap<String, RegistryObservation> = learnt
+            .registry
+            .iter()
+            .filter(|(k, _)| {
+                names.contains(k.as_str()) || k.starts_with(&format!("{}-", pool.name))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        o.pools.push(PoolObserved {
+            pool,
+            opt_in,
+            rendered: rendered_cfg,
+            base_image,
+            builds,
+            registry,
+        });
+    }
+    o.machine_os_images = s
+        .images
+        .iter()
+        .map(|i| MachineOSImageObserved {
+            name: i.name_any(),
+            pool: str_at(&i.data, "/spec/machineConfigPool/name")
+                .unwrap_or_default()
+                .to_owned(),
+            build: str_at(&i.data, "/spec/machineOSBuild/name").map(str::to_owned),
+            image: str_at(&i.data, "/spec/image")
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .collect();
+    let mut in_use: BTreeSet<String> = BTreeSet::new();
+    for n in &s.nodes {
+        for a in NODE_IMAGE_ANNOTATIONS {
+            if let Some(v) = n.annotations().get(a).filter(|v| !v.is_empty()) {
+                in_use.insert(v.clone());
+            }
+        }
+    }
+    for p in &o.pools {
+        if let Some(v) = p
+            .pool
+            .annotations
+            .get(vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION)
+        {
+            in_use.insert(v.clone());
+        }
+        if let Some(OptIn::MachineOSConfig(m)) = &p.opt_in
+            && let Some(c) = &m.current_image_pull_spec
+        {
+            in_use.insert(c.clone());
+        }
+    }
+    for m in &s.machine_images {
+        if let Some(i) = str_at(&m.data, "/spec/image") {
+            in_use.insert(i.to_owned());
+        }
+    }
+    o.images_in_use = in_use.into_iter().collect();
+    o
+}

@@ -1,0 +1,103 @@
+//! The registry operations the lifecycle asks for, carried out with the referenced Secret's
+//! credentials: does `repo:<build>` exist ([`check`]), delete an image by digest
+//! ([`delete`]), resolve a base image tag to its digest ([`resolve`]), and move an extra tag
+//! ([`retag`]).
+//!
+//! Errors keep the registry's classification: [`check`] turns "not found" into
+//! [`RegistryObservation::Absent`] and everything else (auth denied, 5xx after retries) into
+//! [`RegistryObservation::Error`] with `transient` from
+//! [`machineos_diagnostics::Classify::retry`] — the lifecycle never rebuilds because of an
+//! error, only because of a definite absence (the MCO's rule). Deleting tolerates 404 and 405
+//! (a registry with deletes disabled): retention then only drops the records.
+
+use machineos_build_lifecycle::{RegistryImage, RegistryObservation};
+use machineos_diagnostics::{Classify as _, Retry};
+use machineos_image::ImageRef;
+use machineos_image::reference::RegistryRef;
+use machineos_registry::{DeleteOutcome, Registry, RegistryError};
+
+fn registry_ref(pullspec: &str) -> Result<RegistryRef, String> {
+    match ImageRef::parse(pullspec) {
+        Ok(ImageRef::Registry(r)) => Ok(r),
+        Ok(ImageRef::Layout(_)) => Err(format!("{pullspec}: not a registry image")),
+        Err(e) => Err(format!("{pullspec}: {e}")),
+    }
+}
+
+/// Whether `pullspec` (`repo:<build>`) exists, and its digest and architectures.
+pub async fn check(registry: &Registry, pullspec: &str) -> RegistryObservation {
+    let r = match registry_ref(pullspec) {
+        Ok(r) => r,
+        Err(message) => {
+            return RegistryObservation::Error {
+                message,
+                transient: false,
+            };
+        }
+    };
+    match registry.for_operation().image_info(&r).await {
+        Ok(None) => RegistryObservation::Absent,
+        Ok(Some(info)) => RegistryObservation::Present(RegistryImage {
+            image: format!("{}@{}", r.name(), info.digest),
+            architectures: info
+                .architectures
+                .into_iter()
+                .map(|(a, d)| (a, d.to_string()))
+                .collect(),
+        }),
+        Err(e) => RegistryObservation::Error {
+            transient: e.retry() == Retry::Transient,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// `reference` by digest (`repo@sha256:…`): unchanged when it already is, else the digest
+/// the registry serves for its tag (the index's, for a multi-arch image).
+pub async fn resolve(registry: &Registry, reference: &str) -> Result<String, (String, Retry)> {
+    let r = registry_ref(reference).map_err(|m| (m, Retry::Permanent))?;
+    if let Some(d) = r.digest() {
+        return Ok(format!("{}@{d}", r.name()));
+    }
+    match registry.for_operation().image_info(&r).await {
+        Ok(Some(info)) => Ok(format!("{}@{}", r.name(), info.digest)),
+        Ok(None) => Err((format!("{reference}: no such image"), Retry::Permanent)),
+        Err(e) => Err((e.to_string(), e.retry())),
+    }
+}
+
+/// Delete `image` (`repo@sha256:…`) by digest; gone already or deletes disabled are fine.
+pub async fn delete(registry: &Registry, image: &str) -> Result<DeleteOutcome, String> {
+    let r = registry_ref(image)?;
+    let Some(d) = r.digest().cloned() else {
+        return Err(format!("{image}: not by digest"));
+    };
+    registry
+        .for_operation()
+        .delete_manifest(&r, &d)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Put the manifest `pushed` names under `tag` too (same repository).
+pub async fn retag(registry: &Registry, pushed: &ImageRef, tag: &str) -> Result<(), RegistryError> {
+    let ImageRef::Registry(r) = pushed else {
+        return Ok(());
+    };
+    let (body, _) = registry.manifest(r).await?;
+    let media_type = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| {
+            v.get("mediaType")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".to_owned());
+    let target = r
+        .with_tag(tag)
+        .map_err(|e| RegistryError::Setup(e.to_string()))?;
+    registry
+        .push_manifest(&target, &body, &media_type, Some(tag))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,286 @@
+//! The render controller: each pool's MachineConfigs → its `rendered-<pool>-<hash>`
+//! MachineConfig, and the pool pointed at it — the MCO's render controller
+//! (`pkg/controller/render/render_controller.go`: `syncGeneratedMachineConfig`) with the
+//! `machineos-render` crate's rules.
+//!
+//! [`plan`] is pure: a pool, the MachineConfigs, the render defaults, the nodes → a
+//! [`RenderPlan`] (what to create and which fields to set). [`crate::execute`] carries it out.
+//!
+//! * **Selection** is the pool's `machineConfigSelector`; rendered configs themselves (owned
+//!   by a pool) are never inputs.
+//! * **Success**: the rendered MachineConfig is created when no object of that name exists
+//!   (its name is a hash of its content, so an existing one is the same); it is owned by the
+//!   pool (`controller: true`), as the MCO does. `spec.configuration` gets its name and the
+//!   source list (the MCO's merge order); `RenderDegraded` becomes False if it was True.
+//! * **Failure** (a MachineConfig that does not parse or validate, a selector that does not
+//!   parse, nothing selected): `RenderDegraded=True` with the error — it names the
+//!   MachineConfig and the JSON path — and *nothing else changes*: the previous rendered
+//!   config stays in force, as in the MCO.
+//! * **`status.configuration`** follows the MCO's node controller's rule
+//!   (`calculateStatus`): it becomes `spec.configuration` once every node the pool's
+//!   `nodeSelector` selects runs it (`currentConfig` annotation) — at once for a pool with no
+//!   nodes. Moving nodes is the rollout's job (a later issue).
+//!
+//! Render defaults (`osImageURL`, `baseOSExtensionsContainerImage`) come from the
+//! `machine-config-osimageurl` ConfigMap in the controller's namespace (the MCO takes them
+//! from its ControllerConfig, which the same ConfigMap feeds).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::{DynamicObject, PartialObjectMeta};
+use machineos_api::v1::{MachineConfig, MachineConfigPool};
+use machineos_build_lifecycle::PoolCondition;
+use machineos_render::{RenderDefaults, Selector};
+use serde_json::{Value, json};
+
+/// The MCO's condition for a pool that cannot be rendered.
+pub const RENDER_DEGRADED: &str = "RenderDegraded";
+/// The annotation the MCO puts on a rendered MachineConfig.
+pub const GENERATED_BY: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
+/// The node annotation naming the rendered config a node runs.
+pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+
+/// What the render controller does for one pool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderPlan {
+    /// The pool.
+    pub pool: String,
+    /// A rendered MachineConfig to create (JSON object, owner set).
+    pub create: Option<Value>,
+    /// New `spec.configuration` (`{name, source}`), when it changes.
+    pub spec_configuration: Option<Value>,
+    /// New `status.configuration`, when it changes.
+    pub status_configuration: Option<Value>,
+    /// The `RenderDegraded` condition, when it changes.
+    pub condition: Option<PoolCondition>,
+    /// The render error, for an Event (when the condition changes to True).
+    pub error: Option<String>,
+}
+
+impl RenderPlan {
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.create.is_none()
+            && self.spec_configuration.is_none()
+            && self.status_configuration.is_none()
+            && self.condition.is_none()
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(obj: &DynamicObject) -> Result<T, String> {
+    let v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        format!(
+            "{}: {}",
+            if path == "." { "(root)".into() } else { path },
+            e.inner()
+        )
+    })
+}
+
+/// Whether a MachineConfig was rendered by a pool (owned by one).
+pub fn is_rendered(mc: &DynamicObject) -> bool {
+    mc.owner_references()
+        .iter()
+        .any(|o| o.kind == "MachineConfigPool" && o.controller == Some(true))
+}
+
+fn current_condition(pool: &DynamicObject) -> Option<PoolCondition> {
+    pool.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(RENDER_DEGRADED))
+        .map(|c| {
+            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            PoolCondition {
+                type_: RENDER_DEGRADED.into(),
+                status: s("status"),
+                reason: s("reason"),
+                message: s("message"),
+            }
+        })
+}
+
+fn degraded(pool: &DynamicObject, name: &str, error: String) -> RenderPlan {
+    let c = PoolCondition {
+        type_: RENDER_DEGRADED.into(),
+        status: "True".into(),
+        reason: "RenderFailed".into(),
+        message: format!("Failed to render configuration for pool {name}: {error}"),
+    };
+    let changed = current_condition(pool).as_ref() != Some(&c);
+    RenderPlan {
+        pool: name.to_owned(),
+        error: changed.then_some(c.message.clone()),
+        condition: changed.then_some(c),
+        ..RenderPlan::default()
+    }
+}
+
+/// Plan the render of `pool` from every MachineConfig (rendered ones are skipped).
+pub fn plan(
+    pool: &DynamicObject,
+    machine_configs: &[Arc<DynamicObject>],
+    defaults: &RenderDefaults,
+    nodes: &[Arc<PartialObjectMeta<Node>>],
+    controller_version: &str,
+) -> RenderPlan {
+    let name = pool.name_any();
+    let typed_pool: MachineConfigPool = match typed(pool) {
+        Ok(p) => p,
+        Err(e) => return degraded(pool, &name, format!("MachineConfigPool {name}: {e}")),
+    };
+    let mut mcs: Vec<MachineConfig> = Vec::new();
+    for m in machine_configs.iter().filter(|m| !is_rendered(m)) {
+        match typed::<MachineConfig>(m) {
+            Ok(mc) => mcs.push(mc),
+            Err(e) => {
+                // Only an input of this pool makes this pool degraded.
+                let labels = m.labels();
+                let selected = typed_pool
+                    .spec
+                    .machine_config_selector
+                    .as_ref()
+                    .and_then(|s| Selector::parse(s).ok())
+                    .is_some_and(|s| s.matches(labels));
+                if selected {
+                    return degraded(pool, &name, format!("MachineConfig {}: {e}", m.name_any()));
+                }
+            }
+        }
+    }
+    mcs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let selected = match machineos_render::select_for_pool(Some(&typed_pool), &name, &mcs) {
+        Ok(s) => s,
+        Err(e) => return degraded(pool, &name, e.to_string()),
+    };
+    let mut defaults = defaults.clone();
+    if let Some(stream) = typed_pool.spec.os_image_stream.as_ref() {
+        defaults.os_image_stream = stream.name.clone();
+    }
+    let rendered = match machineos_render::render(&name, &selected, &defaults) {
+        Ok(r) => r,
+        Err(e) => return degraded(pool, &name, e.to_string()),
+    };
+    let mut out = RenderPlan {
+        pool: name.clone(),
+        ..RenderPlan::default()
+    };
+    let rendered_name = rendered
+        .machine_config
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_default();
+    let mut mc = match serde_json::to_value(&rendered.machine_config) {
+        Ok(v) => v,
+        Err(e) => return degraded(pool, &name, e.to_string()),
+    };
+    mc["apiVersion"] = json!("machineconfiguration.openshift.io/v1");
+    mc["kind"] = json!("MachineConfig");
+    mc["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "name": name,
+        "uid": pool.uid().unwrap_or_default(),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    }]);
+    mc["metadata"]["annotations"][GENERATED_BY] = json!(controller_version);
+    let exists = machine_configs
+        .iter()
+        .any(|m| m.name_any() == rendered_name);
+    if !exists {
+        out.create = Some(mc);
+    }
+    let source: Vec<Value> = rendered
+        .source
+        .iter()
+        .map(|s| {
+            json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1",
+                "kind": "MachineConfig",
+                "name": s.name.clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    let want = json!({"name": rendered_name, "source": source});
+    let spec_now = pool.data.pointer("/spec/configuration").cloned();
+    if !same_configuration(spec_now.as_ref(), &want) {
+        out.spec_configuration = Some(want.clone());
+    }
+    // status.configuration: once every node of the pool runs the spec's config.
+    let selector = typed_pool
+        .spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| Selector::parse(s).ok());
+    let all_updated = match &selector {
+        None => true,
+        Some(sel) => nodes
+            .iter()
+            .filter(|n| sel.matches(n.labels()))
+            .all(|n| n.annotations().get(CURRENT_CONFIG) == Some(&rendered_name)),
+    };
+    let status_now = pool.data.pointer("/status/configuration").cloned();
+    if all_updated && !same_configuration(status_now.as_ref(), &want) {
+        out.status_configuration = Some(want);
+    }
+    if current_condition(pool).is_some_and(|c| c.status == "True") {
+        out.condition = Some(PoolCondition {
+            type_: RENDER_DEGRADED.into(),
+            status: "False".into(),
+            reason: String::new(),
+            message: String::new(),
+        });
+    }
+    out
+}
+
+fn same_configuration(now: Option<&Value>, want: &Value) -> bool {
+    let Some(now) = now else { return false };
+    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+    let sources = |v: &Value| -> BTreeSet<String> {
+        v.get("source")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    name(now) == name(want) && sources(now) == sources(want)
+}
+
+/// A cheap fingerprint of a pool's render inputs: its generation and labels, every
+/// MachineConfig's name and resourceVersion, the defaults, and its nodes' current configs.
+/// Equal fingerprints render equally, so the controller skips the work.
+pub fn fingerprint(
+    pool: &DynamicObject,
+    machine_configs: &[Arc<DynamicObject>],
+    defaults: &RenderDefaults,
+    nodes: &[Arc<PartialObjectMeta<Node>>],
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    pool.metadata.generation.hash(&mut h);
+    pool.resource_version().hash(&mut h);
+    for m in machine_configs {
+        m.metadata.name.hash(&mut h);
+        m.metadata.resource_version.hash(&mut h);
+    }
+    defaults.os_image_url.hash(&mut h);
+    defaults.base_os_extensions_container_image.hash(&mut h);
+    let currents: BTreeMap<String, String> = nodes
+        .iter()
+        .filter_map(|n| Some((n.name_any(), n.annotations().get(CURRENT_CONFIG)?.clone())))
+        .collect();
+    currents.hash(&mut h);
+    h.finish()
+}

@@ -1,0 +1,245 @@
+//! End to end, in-process: the test API server, a real TLS + htpasswd registry, and the
+//! controller. A pool, its MachineConfigs and a MachineOSConfig in → rendered config,
+//! MachineOSBuild Succeeded, the image in the registry holding the files, the
+//! MachineOSConfig and a MachineOSImage pointing at it; an edit → a second build; the same
+//! config again → no build; a restarted controller changes nothing.
+
+mod common;
+
+use common::*;
+use kube::ResourceExt;
+use machineos_controller::kinds;
+use serde_json::Value;
+
+fn succeeded(list: &[kube::api::DynamicObject]) -> Vec<String> {
+    list.iter()
+        .filter(|b| phase(b) == "Succeeded")
+        .map(|b| b.name_any())
+        .collect()
+}
+
+/// The files under `/etc` of the image's last layer, by path, with their contents.
+async fn layer_file(c: &Cluster, image: &str, path: &str) -> Option<String> {
+    let image = image.to_owned();
+    let path = path.to_owned();
+    let reg_host = c.registry.host();
+    let dir = c
+        .tmp
+        .path()
+        .join(format!("pulled-{}", image.len() + path.len()));
+    let cert_dir = c.registry.cert_dir().map(|p| p.display().to_string());
+    let creds = c.registry.credentials().map(|(u, p)| format!("{u}:{p}"));
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec!["copy".to_string()];
+        if let Some(d) = cert_dir {
+            args.push(format!("--src-cert-dir={d}"));
+        }
+        if let Some(cr) = creds {
+            args.push(format!("--src-creds={cr}"));
+        }
+        args.push(format!("docker://{image}"));
+        args.push(format!("oci:{}:t", dir.display()));
+        let out = std::process::Command::new("skopeo")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "skopeo {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let unpacked = dir.with_extension("unpacked");
+        let out = std::process::Command::new("umoci")
+            .args(["raw", "unpack", "--rootless", "--image"])
+            .arg(format!("{}:t", dir.display()))
+            .arg(&unpacked)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "umoci: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = reg_host;
+        std::fs::read_to_string(unpacked.join(path.trim_start_matches('/'))).ok()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello v1\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
+        .await;
+    let ctl = c.controller().await;
+
+    // The render controller points the pool at its rendered config.
+    let pools = c
+        .until(&kinds::pool(), "the pool rendered", |l| {
+            l.iter().any(|p| {
+                p.data
+                    .pointer("/spec/configuration/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.starts_with("rendered-worker-"))
+            })
+        })
+        .await;
+    let rendered1 = pools[0].data["spec"]["configuration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        pools[0].data["spec"]["configuration"]["source"][0]["name"],
+        "00-worker"
+    );
+
+    let builds = c
+        .until(&kinds::build(), "one Succeeded build", |l| {
+            succeeded(l).len() == 1
+        })
+        .await;
+    let b1 = &builds[0];
+    assert!(b1.name_any().starts_with("worker-"), "{}", b1.name_any());
+    assert_eq!(b1.data["spec"]["machineConfig"]["name"], rendered1.as_str());
+    let image1 = b1.data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(image1.starts_with(&format!("{}/machineos/worker@sha256:", c.registry.host())));
+    assert!(b1.data["status"]["buildStart"].is_string());
+    assert!(b1.data["status"]["buildEnd"].is_string());
+    assert_eq!(b1.data["status"]["builder"]["imageBuilderType"], "Native");
+
+    // The MachineOSConfig and a MachineOSImage record the image.
+    let moscs = c
+        .until(
+            &kinds::machine_os_config(),
+            "the MachineOSConfig updated",
+            |l| {
+                l[0].data
+                    .pointer("/status/currentImagePullSpec")
+                    .and_then(Value::as_str)
+                    == Some(image1.as_str())
+            },
+        )
+        .await;
+    assert_eq!(
+        moscs[0].data["status"]["machineOSBuild"]["name"],
+        b1.name_any().as_str()
+    );
+    let images = c
+        .until(&kinds::image(), "a MachineOSImage", |l| l.len() == 1)
+        .await;
+    assert_eq!(images[0].data["spec"]["image"], image1.as_str());
+    assert_eq!(
+        images[0].data["spec"]["architectures"][0]["architecture"],
+        "amd64"
+    );
+    assert!(
+        images[0].data["spec"]["baseImage"]
+            .as_str()
+            .unwrap()
+            .contains("/base/os@sha256:")
+    );
+
+    // The pushed image holds the file.
+    assert_eq!(
+        layer_file(&c, &image1, "/etc/motd").await.as_deref(),
+        Some("hello v1\n")
+    );
+
+    // An edit: a new rendered config, a second build, the MachineOSConfig follows.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello v2\n"),
+    )
+    .await;
+    let builds = c
+        .until(&kinds::build(), "a second Succeeded build", |l| {
+            succeeded(l).len() == 2
+        })
+        .await;
+    let b2 = builds
+        .iter()
+        .find(|b| b.name_any() != b1.name_any())
+        .unwrap();
+    let image2 = b2.data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(image1, image2);
+    c.until(
+        &kinds::machine_os_config(),
+        "the MachineOSConfig on build 2",
+        |l| {
+            l[0].data
+                .pointer("/status/currentImagePullSpec")
+                .and_then(Value::as_str)
+                == Some(image2.as_str())
+        },
+    )
+    .await;
+    assert_eq!(
+        layer_file(&c, &image2, "/etc/motd").await.as_deref(),
+        Some("hello v2\n")
+    );
+
+    // Back to v1: the same inputs as build 1 → build 1 is the target again, no third build.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello v1\n"),
+    )
+    .await;
+    c.until(
+        &kinds::machine_os_config(),
+        "the MachineOSConfig back on build 1",
+        |l| {
+            l[0].data
+                .pointer("/status/machineOSBuild/name")
+                .and_then(Value::as_str)
+                == Some(b1.name_any().as_str())
+        },
+    )
+    .await;
+    let n = c
+        .get(&kinds::build())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert_eq!(n, 2, "the same config twice is one build");
+
+    // A restarted controller changes nothing.
+    ctl.stop().await;
+    let before: Vec<(String, Option<String>)> = c
+        .get(&kinds::build())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|b| (b.name_any(), b.resource_version()))
+        .collect();
+    let ctl = c.controller().await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after: Vec<(String, Option<String>)> = c
+        .get(&kinds::build())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|b| (b.name_any(), b.resource_version()))
+        .collect();
+    assert_eq!(before, after, "a restart rewrites no build");
+    ctl.stop().await;
+}
