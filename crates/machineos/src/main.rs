@@ -5,6 +5,7 @@
 //! `machineos-api`).
 
 mod build;
+mod controller;
 mod input;
 mod registry;
 
@@ -28,20 +29,30 @@ enum Command {
     Inspect(InspectCmd),
     /// Print the CustomResourceDefinitions of every machineos API kind as YAML.
     Crds,
+    /// Run the cluster side: render pools' MachineConfigs, build the images of the pools
+    /// that opt in (MachineOSConfig, or the legacy label + ConfigMap), record them, keep
+    /// them current. Finds the cluster as kubectl does (in-cluster, KUBECONFIG,
+    /// ~/.kube/config).
+    Controller(Box<controller::ControllerArgs>),
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
     /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // A long-running controller logs what it does; the one-shot commands only warnings.
+    let default_level = match cli.command {
+        Command::Controller(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MACHINEOS_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| default_level.into()),
         )
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Render(cmd) if cmd.diff.is_some() => {
@@ -57,6 +68,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
+        Command::Controller(args) => controller::run(&args),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {

@@ -1,0 +1,74 @@
+//! The whole controller process: finds the cluster as kubectl does (in-cluster config, else
+//! `KUBECONFIG`, else `~/.kube/config`: kube's `Client::try_default`), serves `/metrics`,
+//! `/healthz`, `/readyz`, runs leader election (unless told not to) and the controller loop,
+//! and shuts down gracefully when `shutdown` is cancelled: the loop stops and cancels its
+//! builds, and the leader releases its Lease so a standby takes over at once.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{ControllerOptions, run as run_loop};
+use crate::health::{self, Health};
+use crate::leader::{self, LeaderConfig, Leadership};
+use crate::metrics::Metrics;
+
+/// How long `/healthz` tolerates a loop that has not ticked.
+pub const LIVENESS_STALENESS: Duration = Duration::from_secs(120);
+
+/// Run until `shutdown` is cancelled (or the caches cannot start).
+pub async fn run(opts: ControllerOptions, shutdown: CancellationToken) -> Result<(), String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config): {e}"))?;
+    run_with(client, opts, shutdown).await
+}
+
+/// [`run`] with a given client.
+pub async fn run_with(
+    client: kube::Client,
+    opts: ControllerOptions,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let metrics = Metrics::new();
+    let health = Health::new(LIVENESS_STALENESS);
+    let mut served = None;
+    if let Some(addr) = opts.listen {
+        let (bound, task) = health::serve(addr, metrics.clone(), health.clone(), shutdown.clone())
+            .await
+            .map_err(|e| format!("listening on {addr}: {e}"))?;
+        tracing::info!(addr = %bound, "health and metrics endpoints");
+        served = Some(task);
+    }
+    // Without leader election the sender lives as long as the loop (a dropped sender reads as
+    // "not leader").
+    let (leadership, _manual, elector) = if opts.leader_election {
+        let mut cfg = LeaderConfig::new(opts.namespace.clone(), opts.identity.clone());
+        cfg.lease_name = opts.lease_name.clone();
+        let (l, task) = leader::spawn(client.clone(), cfg, shutdown.clone());
+        (l, None, Some(task))
+    } else {
+        let (l, tx) = Leadership::manual(true);
+        (l, Some(tx), None)
+    };
+    {
+        let metrics = metrics.clone();
+        let mut watch = leadership.clone();
+        metrics.set_leader(watch.is_leader());
+        tokio::spawn(async move {
+            while let Some(l) = watch.changed().await {
+                tracing::info!(leader = l, "leadership changed");
+                metrics.set_leader(l);
+            }
+        });
+    }
+    let result = run_loop(client, opts, metrics, health, leadership, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Some(t) = elector {
+        let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+    }
+    if let Some(t) = served {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+    result
+}

@@ -1,0 +1,105 @@
+//! `machineos controller`: the command-line face of `machineos-controller` — flags in,
+//! [`ControllerOptions`] out, then [`machineos_controller::app::run`] until SIGTERM or
+//! SIGINT (graceful: builds cancelled, the Lease released).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use machineos_controller::controller::ControllerOptions;
+use machineos_controller::native::RegistrySettings;
+
+/// Arguments of `machineos controller`.
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Namespace of the controller's own objects: the `on-cluster-build-config` and
+    /// `machine-config-osimageurl` ConfigMaps, the push and pull Secrets, the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "machineos")]
+    namespace: String,
+    /// Directory of the base-index cache (a volume: warm builds read it).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Do not serve `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long)]
+    no_listen: bool,
+    /// Do not render MachineConfigs (for clusters where the MCO's render controller does).
+    #[arg(long)]
+    no_render: bool,
+    /// Native builds running at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    max_concurrent_builds: usize,
+    /// The platform native builds produce (`os/arch[/variant]`); default: the controller's own.
+    #[arg(long, value_name = "PLATFORM")]
+    platform: Option<String>,
+    /// This replica's identity in leader election and Events (default: the pod name, else
+    /// the host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "machineos-controller")]
+    lease_name: String,
+    /// Act without leader election (a single replica only).
+    #[arg(long)]
+    no_leader_election: bool,
+    /// A registry (`host[:port]`) that may be reached over plain HTTP. Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    insecure_registries: Vec<String>,
+    /// An extra CA certificate (PEM) to trust for registries. Repeatable.
+    #[arg(long = "ca-file", value_name = "FILE")]
+    ca_files: Vec<PathBuf>,
+}
+
+fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
+    let mut o = ControllerOptions::new(&args.namespace);
+    o.cache_dir = args.cache_dir.clone();
+    o.listen = (!args.no_listen).then_some(args.listen);
+    o.render = !args.no_render;
+    o.max_concurrent_builds = args.max_concurrent_builds.max(1);
+    if let Some(p) = &args.platform {
+        o.platform = p.parse().context("--platform")?;
+    }
+    if let Some(id) = &args.identity {
+        o.identity = id.clone();
+    } else if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        o.identity = format!("{}-{}", host.trim(), std::process::id());
+    }
+    o.lease_name = args.lease_name.clone();
+    o.leader_election = !args.no_leader_election;
+    let mut ca_pems = Vec::new();
+    for f in &args.ca_files {
+        ca_pems.push(std::fs::read(f).with_context(|| format!("--ca-file {}", f.display()))?);
+    }
+    o.registry = RegistrySettings {
+        ca_pems,
+        insecure_hosts: args.insecure_registries.clone(),
+    };
+    Ok(o)
+}
+
+/// Run `machineos controller`.
+pub fn run(args: &ControllerArgs) -> anyhow::Result<()> {
+    let opts = options(args)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async move {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            on_signal.cancel();
+        });
+        machineos_controller::app::run(opts, shutdown)
+            .await
+            .map_err(anyhow::Error::msg)
+    })
+}
