@@ -247,6 +247,8 @@ const REGISTRY_TTL: Duration = Duration::from_secs(30);
 
 /// The controller's state between passes.
 struct State {
+    /// Cancels every native build when the loop ends, however it ends.
+    _builds: tokio_util::sync::DropGuard,
     client: Client,
     opts: ControllerOptions,
     caches: Caches,
@@ -285,6 +287,7 @@ pub async fn run(
         metrics.clone(),
     );
     let mut state = State {
+        _builds: native.drop_guard(),
         events: Events::new(client.clone(), &opts.identity),
         client,
         opts,

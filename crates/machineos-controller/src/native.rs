@@ -101,6 +101,8 @@ struct Entry {
 
 struct Inner {
     builds: Mutex<HashMap<String, Entry>>,
+    /// Parent of every build's token: cancelled when the owner's guard drops.
+    root: CancellationToken,
     permits: Semaphore,
     settings: NativeSettings,
     wake: Arc<Notify>,
@@ -125,12 +127,20 @@ impl NativeBackend {
         NativeBackend {
             inner: Arc::new(Inner {
                 builds: Mutex::new(HashMap::new()),
+                root: CancellationToken::new(),
                 permits: Semaphore::new(settings.max_concurrent.max(1)),
                 settings,
                 wake,
                 metrics,
             }),
         }
+    }
+
+    /// A guard that cancels every build of this backend when dropped: the controller loop
+    /// holds it, so a loop that ends in any way (returned, aborted, panicked) leaves no build
+    /// running — what a killed process does to its builds.
+    pub fn drop_guard(&self) -> tokio_util::sync::DropGuard {
+        self.inner.root.clone().drop_guard()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
@@ -196,7 +206,7 @@ impl NativeBackend {
 
     /// Start `job`, or adopt it if this process already knows the build.
     pub fn start(&self, job: NativeJob) {
-        let cancel = CancellationToken::new();
+        let cancel = self.inner.root.child_token();
         {
             let mut builds = self.lock();
             if builds.contains_key(&job.build) {
