@@ -116,6 +116,14 @@ pub fn context(observed: &Observed, p: &PoolObserved) -> PoolContext {
         _ => return PoolContext::Waiting(Box::new(eff), wait("WaitingForRenderedConfig")),
     };
     let Some(base) = &p.base_image else {
+        if let Some(e) = &p.base_image_error {
+            return PoolContext::Invalid(ConfigError {
+                object: Box::new(e.object.clone()),
+                field: e.field.clone(),
+                message: e.message.clone(),
+                reason: vocab::REASON_BASE_IMAGE_UNAVAILABLE,
+            });
+        }
         return PoolContext::Waiting(Box::new(eff), wait("WaitingForBaseImage"));
     };
     let inputs = BuildInputs {

@@ -40,7 +40,7 @@ pub use config::RetentionPolicy;
 pub use decide::decide;
 pub use identity::{BuildInputs, PushTarget, build_name};
 pub use observed::{
-    Backend, BackendStatus, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
+    Backend, BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
     MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition, PoolObserved, RegistryImage,
     RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };

@@ -63,11 +63,27 @@ pub struct PoolObserved {
     /// The base image by digest, resolved by the executor from the rendered config's
     /// `osImageURL` (else the `machine-config-osimageurl` ConfigMap); `None` until resolved.
     pub base_image: Option<String>,
+    /// Why the base image cannot be had, when the executor knows it cannot (no reference
+    /// anywhere, or the registry says it does not exist or refuses the credentials): the
+    /// object and field to blame, and the message. `None` while it may still resolve.
+    pub base_image_error: Option<BaseImageError>,
     /// Every MachineOSBuild of this pool's MachineOSConfig (or legacy opt-in).
     pub builds: Vec<BuildObserved>,
     /// What the registry holds for a build name (the tag `repo:<build name>`), when the
     /// executor has looked; a name absent here has not been checked.
     pub registry: BTreeMap<String, RegistryObservation>,
+}
+
+/// Why a pool's base image is unavailable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BaseImageError {
+    /// The object that names (or should name) the base image: the rendered MachineConfig or
+    /// the `machine-config-osimageurl` ConfigMap.
+    pub object: crate::action::ObjectRef,
+    /// Its field (`spec.osImageURL`, `data.baseOSContainerImage`).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
 }
 
 /// The MachineConfigPool fields the lifecycle reads.

@@ -79,6 +79,9 @@ pub const BLOCKING_POOL_CONDITIONS: [&str; 4] = [
 /// machineos' `ImageBuildDegraded` reason: a ConfigMap, Secret or MachineOSConfig field is
 /// missing or invalid.
 pub const REASON_INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+/// machineos' `ImageBuildDegraded` reason: no base image is named, or the registry says the
+/// named one does not exist or refuses the credentials.
+pub const REASON_BASE_IMAGE_UNAVAILABLE: &str = "BaseImageUnavailable";
 /// machineos' `ImageBuildDegraded` reason: the builder type names a backend this controller
 /// does not run yet.
 pub const REASON_BUILDER_NOT_SUPPORTED: &str = "BuilderNotSupported";

@@ -999,3 +999,54 @@ fn retention_deletes_exactly_what_it_may() {
     apply(&mut o, &a, NOW);
     assert!(retention(&o, NOW).is_empty());
 }
+
+#[test]
+fn an_unavailable_base_image_is_a_condition_and_an_event_naming_where_it_comes_from() {
+    // Not resolved yet, no error known: wait quietly.
+    let mut o = world(vec![pool("worker", 1)]);
+    o.pools[0].base_image = None;
+    let a = decide(&o, NOW);
+    assert!(mutations(&a).is_empty(), "{a:?}");
+    assert_eq!(requeue(&a).map(|r| r.reason), Some("WaitingForBaseImage"));
+
+    // Known not to exist: ImageBuildDegraded naming the ConfigMap and its key, one Event,
+    // nothing built, no retry until something changes.
+    o.pools[0].base_image_error = Some(BaseImageError {
+        object: ObjectRef::namespaced("ConfigMap", "machineos", "machine-config-osimageurl"),
+        field: "data.baseOSContainerImage".into(),
+        message: "registry.local:5000/os/base:1: no such image".into(),
+    });
+    let a = decide(&o, NOW);
+    let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).expect("condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", vocab::REASON_BASE_IMAGE_UNAVAILABLE)
+    );
+    assert_eq!(
+        c.message,
+        "ConfigMap machineos/machine-config-osimageurl: data.baseOSContainerImage: \
+         registry.local:5000/os/base:1: no such image"
+    );
+    assert_eq!(
+        events(&a),
+        vec![(
+            "ConfigReconcileFailed".to_string(),
+            c.message.clone()
+        )]
+    );
+    assert!(creates(&a).is_empty() && starts(&a).is_empty());
+    assert_eq!(requeue(&a).map(|r| r.retry), Some(Retry::Permanent));
+
+    // Resolved: the pool builds, and the condition clears with the build's start.
+    apply(&mut o, &a, NOW);
+    o.pools[0].base_image_error = None;
+    o.pools[0].base_image = Some(base());
+    let a = decide(&o, NOW);
+    assert!(matches!(mutations(&a)[..], [Action::CheckRegistry { .. }]), "{a:?}");
+    apply(&mut o, &a, NOW);
+    let a = decide(&o, NOW);
+    assert_eq!(creates(&a).len(), 1);
+    let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).expect("condition");
+    assert_eq!(c.status, "False");
+    assert!(events(&a).iter().any(|(r, _)| r == "BuildRecovered"), "{a:?}");
+}

@@ -31,7 +31,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
-    Action, Backend, Observed, Phase, PoolObserved, RegistryObservation, Timestamp, decide,
+    Action, Backend, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation, Timestamp, decide,
 };
 use machineos_diagnostics::{Classify, Retry};
 use machineos_image::Platform;
@@ -257,6 +257,10 @@ struct State {
     metrics: Metrics,
     registry: HashMap<String, (RegistryObservation, Instant)>,
     base_images: HashMap<String, String>,
+    /// Base image references the registry refused, with when (retried after a while).
+    base_failures: HashMap<String, (String, Instant)>,
+    /// Pools whose base image is unavailable.
+    base_errors: HashMap<String, BaseImageError>,
     render_fingerprints: HashMap<String, u64>,
     /// Per pool: consecutive failures and when to try again.
     backoff: HashMap<String, (u32, Instant)>,
@@ -296,6 +300,8 @@ pub async fn run(
         metrics,
         registry: HashMap::new(),
         base_images: HashMap::new(),
+        base_failures: HashMap::new(),
+        base_errors: HashMap::new(),
         render_fingerprints: HashMap::new(),
         backoff: HashMap::new(),
         next: None,
@@ -415,44 +421,93 @@ impl State {
         }
     }
 
-    /// Resolve base image tags to digests for the opted-in pools.
+    /// Resolve base image tags to digests for the opted-in pools; a pool whose base image
+    /// cannot be had (none named, or the registry says no) gets a [`BaseImageError`] naming
+    /// where the reference comes from. Transient registry errors only requeue.
     async fn resolve_bases(&mut self, s: &Snapshot, o: &Observed) {
         for p in &o.pools {
+            let pool = p.pool.name.clone();
             if p.base_image.is_some() || p.opt_in.is_none() {
+                self.base_errors.remove(&pool);
                 continue;
             }
-            let rendered = p.pool.rendered_config.as_deref().and_then(|n| {
-                s.machine_configs
-                    .iter()
-                    .find(|m| m.name_any() == n)
-                    .map(|m| m.as_ref())
-            });
+            let Some(rendered_name) = p.rendered.as_ref().map(|r| r.name.clone()) else {
+                continue; // waiting for the render
+            };
+            let rendered = s
+                .machine_configs
+                .iter()
+                .find(|m| m.name_any() == rendered_name)
+                .map(|m| m.as_ref());
+            let from_rendered = rendered
+                .and_then(|r| observe::str_at(&r.data, "/spec/osImageURL"))
+                .is_some_and(|u| !u.is_empty());
+            let (object, field) = if from_rendered {
+                (
+                    ObjectRef::cluster("MachineConfig", &rendered_name),
+                    "spec.osImageURL",
+                )
+            } else {
+                (
+                    ObjectRef::namespaced(
+                        "ConfigMap",
+                        &self.opts.namespace,
+                        observe::OS_IMAGE_URL_CONFIG_MAP,
+                    ),
+                    "data.baseOSContainerImage",
+                )
+            };
             let Some(reference) = observe::base_image_reference(rendered, &s.config_maps) else {
+                self.base_errors.insert(
+                    pool,
+                    BaseImageError {
+                        object,
+                        field: field.into(),
+                        message: format!(
+                            "no base image: not set here, and the rendered MachineConfig \
+                             {rendered_name} sets no spec.osImageURL"
+                        ),
+                    },
+                );
                 continue;
             };
             if self.base_images.contains_key(&reference) {
                 continue;
             }
+            if let Some((_, at)) = self.base_failures.get(&reference)
+                && at.elapsed() < REGISTRY_TTL
+            {
+                continue;
+            }
             let creds = pull_credentials(s, p);
-            let registry = match self.opts.registry.client(&creds) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(pool = %p.pool.name, error = %e, "registry client");
-                    continue;
-                }
+            let result = match self.opts.registry.client(&creds) {
+                Ok(registry) => registry_ops::resolve(&registry, &reference).await,
+                Err(e) => Err((e, Retry::Permanent)),
             };
-            match registry_ops::resolve(&registry, &reference).await {
+            match result {
                 Ok(d) => {
-                    tracing::info!(pool = %p.pool.name, base = %reference, digest = %d, "base image resolved");
-                    self.base_images.insert(reference, d);
+                    tracing::info!(pool = %pool, base = %reference, digest = %d, "base image resolved");
+                    self.base_images.insert(reference.clone(), d);
+                    self.base_failures.remove(&reference);
+                    self.base_errors.remove(&pool);
                 }
-                Err((e, retry)) => {
-                    tracing::warn!(pool = %p.pool.name, base = %reference, error = %e, "resolving the base image failed");
-                    self.requeue_in(if retry == Retry::Transient {
-                        Duration::from_secs(5)
-                    } else {
-                        Duration::from_secs(60)
-                    });
+                Err((e, Retry::Transient)) => {
+                    tracing::warn!(pool = %pool, base = %reference, error = %e, "resolving the base image failed (retrying)");
+                    self.requeue_in(Duration::from_secs(5));
+                }
+                Err((e, _)) => {
+                    tracing::warn!(pool = %pool, base = %reference, error = %e, "the base image is unavailable");
+                    self.base_failures
+                        .insert(reference.clone(), (e.clone(), Instant::now()));
+                    self.base_errors.insert(
+                        pool,
+                        BaseImageError {
+                            object,
+                            field: field.into(),
+                            message: e,
+                        },
+                    );
+                    self.requeue_in(REGISTRY_TTL);
                 }
             }
         }
@@ -470,6 +525,7 @@ impl State {
                 .map(|(k, (v, _))| (k.clone(), v.clone()))
                 .collect(),
             base_images: self.base_images.clone(),
+            base_image_errors: self.base_errors.clone(),
         }
     }
 

@@ -27,7 +27,7 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::{
-    BackendStatus, BuildObserved, LegacyOptIn, MachineOSConfigObserved, MachineOSImageObserved,
+    BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved, MachineOSImageObserved,
     Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved, RegistryObservation, RenderedConfig,
     SecretState, Timestamp,
 };
@@ -78,6 +78,8 @@ pub struct Learnt {
     pub registry: HashMap<String, RegistryObservation>,
     /// Base image references resolved to digests: `osImageURL` → `repo@sha256:…`.
     pub base_images: HashMap<String, String>,
+    /// Pools whose base image is known to be unavailable, and why.
+    pub base_image_errors: HashMap<String, BaseImageError>,
 }
 
 /// A string at a JSON pointer.
@@ -354,7 +356,13 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let base_image_error = if base_image.is_none() {
+            learnt.base_image_errors.get(&pool.name).cloned()
+        } else {
+            None
+        };
         o.pools.push(PoolObserved {
+            base_image_error,
             pool,
             opt_in,
             rendered: rendered_cfg,

@@ -87,8 +87,8 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
     ),
     (MCO, "machineosimages/status", &["get", "update", "patch"]),
     (MCO, "machineimages", &["get", "list", "watch"]),
-    (MCO, "machineconfignodes", &["get", "list", "watch"]),
     ("", "nodes", &["get", "list", "watch"]),
+    ("events.k8s.io", "events", &["create", "patch"]),
 ];
 
 /// The Role's grants in the controller's namespace: (apiGroup, resource, verbs).
@@ -100,8 +100,6 @@ const NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
         "leases",
         &["get", "list", "watch", "create", "update", "patch"],
     ),
-    ("events.k8s.io", "events", &["create", "patch"]),
-    ("", "events", &["create", "patch"]),
 ];
 
 fn repo_root() -> PathBuf {

@@ -1,0 +1,249 @@
+//! `machineos controller` as a user runs it, judged by the real `kubectl`: the test API
+//! server (TLS, token) and a TLS + htpasswd registry; the CRDs, the namespace, the push
+//! Secret and the base-image ConfigMap created with `kubectl`; a pool, a MachineConfig and a
+//! MachineOSConfig applied with `kubectl apply`; the controller binary started with
+//! `KUBECONFIG` (leader election on, endpoints on a free port); `kubectl wait
+//! machineosbuild/… --for=condition=Succeeded`; the printer columns; the MachineOSConfig's
+//! image; SIGTERM → a clean exit with the Lease released.
+//!
+//! Prints a transcript (run with `--nocapture` to see it).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use machineos_image::Platform;
+use machineos_image::layout::Layout;
+use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::kubectl::{self, Kubectl};
+use machineos_testkit::{CopyOptions, RegistryOptions, TestRegistry, skopeo_copy};
+
+const MANIFESTS: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: worker
+spec:
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: worker
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/worker: ""
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 00-worker-motd
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+      - path: /etc/motd
+        mode: 420
+        contents:
+          source: data:,hello%20from%20machineos%0A
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineOSConfig
+metadata:
+  name: worker
+spec:
+  machineConfigPool:
+    name: worker
+  imageBuilder:
+    imageBuilderType: Native
+  renderedImagePushSecret:
+    name: push-secret
+  renderedImagePushSpec: PUSH
+"#;
+
+fn say(line: &str) {
+    println!("{line}");
+}
+
+fn run(k: &Kubectl, args: &[&str]) -> String {
+    say(&format!("$ kubectl {}", args.join(" ")));
+    let out = k
+        .ok(args)
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+    print!("{out}");
+    out
+}
+
+fn base_layout(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("base-layout");
+    let layout = Layout::create(&path).expect("layout");
+    let spec = machineos_synth::SynthSpec::example()
+        .with_platform("linux/amd64".parse::<Platform>().expect("platform"));
+    let desc = machineos_synth::write_image(&layout, &spec).expect("synth");
+    layout.set_tag("base", &desc).expect("tag");
+    path
+}
+
+#[test]
+fn kubectl_apply_then_wait_for_the_build_to_succeed() {
+    if !kubectl::available() {
+        eprintln!("SKIPPED: no kubectl");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(Server::start_tls(new_store(), 0))
+        .expect("API server");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    rt.block_on(server.write_kubeconfig(&kubeconfig)).unwrap();
+    let k = Kubectl::with_kubeconfig(&kubeconfig, tmp.path().join("home"))
+        .deadline(Duration::from_secs(120));
+
+    let reg = TestRegistry::start(RegistryOptions::new().with_tls().with_auth("builder", "pw"))
+        .expect("registry");
+    let base = format!("{}/base/os:1", reg.host());
+    skopeo_copy(
+        &format!("oci:{}:base", base_layout(tmp.path()).display()),
+        &format!("docker://{base}"),
+        &CopyOptions::new().dest_registry(&reg),
+    )
+    .expect("push base");
+
+    let crds = tmp.path().join("crds.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_machineos"))
+        .arg("crds")
+        .output()
+        .unwrap();
+    std::fs::write(&crds, &out.stdout).unwrap();
+    run(&k, &["apply", "-f", crds.to_str().unwrap()]);
+    run(&k, &["create", "namespace", "machineos"]);
+    run(&k, &["create", "namespace", "default"]);
+    run(
+        &k,
+        &[
+            "create",
+            "secret",
+            "docker-registry",
+            "push-secret",
+            "-n",
+            "machineos",
+            &format!("--docker-server={}", reg.host()),
+            "--docker-username=builder",
+            "--docker-password=pw",
+        ],
+    );
+    run(
+        &k,
+        &[
+            "create",
+            "configmap",
+            "machine-config-osimageurl",
+            "-n",
+            "machineos",
+            &format!("--from-literal=baseOSContainerImage={base}"),
+        ],
+    );
+    let manifests = tmp.path().join("worker.yaml");
+    let push = format!("{}/machineos/worker:latest", reg.host());
+    std::fs::write(&manifests, MANIFESTS.replace("PUSH", &push)).unwrap();
+    run(&k, &["apply", "-f", manifests.to_str().unwrap()]);
+
+    say("$ machineos controller --namespace machineos --listen 127.0.0.1:0 --cache-dir … --ca-file … &");
+    let mut ctl = Command::new(env!("CARGO_BIN_EXE_machineos"))
+        .args(["controller", "--namespace", "machineos", "--listen", "127.0.0.1:0"])
+        .arg("--cache-dir")
+        .arg(tmp.path().join("cache"))
+        .arg("--ca-file")
+        .arg(reg.ca_path().expect("CA"))
+        .args(["--identity", "replica-a"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", tmp.path().join("home"))
+        .env_remove("POD_NAMESPACE")
+        .env_remove("POD_NAME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let started = Instant::now();
+    let name = loop {
+        let names = k
+            .ok(&["get", "machineosbuilds", "-o", "name"])
+            .unwrap_or_default();
+        if let Some(n) = names.lines().next() {
+            break n.trim().to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "no MachineOSBuild");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    run(&k, &["get", "machineosbuilds"]);
+    run(
+        &k,
+        &["wait", &name, "--for=condition=Succeeded", "--timeout=90s"],
+    );
+    run(&k, &["get", "machineosbuilds"]);
+    let image = run(
+        &k,
+        &[
+            "get",
+            "machineosconfig",
+            "worker",
+            "-o",
+            "jsonpath={.status.currentImagePullSpec}",
+        ],
+    );
+    println!();
+    assert!(
+        image.starts_with(&format!("{}/machineos/worker@sha256:", reg.host())),
+        "{image}"
+    );
+    run(&k, &["get", "machineosimages"]);
+    let holder = run(
+        &k,
+        &[
+            "get",
+            "lease",
+            "machineos-controller",
+            "-n",
+            "machineos",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    println!();
+    assert_eq!(holder, "replica-a");
+
+    // SIGTERM: a clean exit, the Lease released.
+    let pid = ctl.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = kubectl::wait(&mut ctl, "machineos controller", Duration::from_secs(30))
+        .expect("the controller exits on SIGTERM");
+    let mut log = String::new();
+    if let Some(mut e) = ctl.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut log);
+    }
+    assert!(status.success(), "exit {status:?}:\n{log}");
+    assert!(log.contains("MachineOSBuild created"), "{log}");
+    let holder = k
+        .ok(&[
+            "get",
+            "lease",
+            "machineos-controller",
+            "-n",
+            "machineos",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+        .unwrap();
+    assert_eq!(holder, "", "the Lease is released on shutdown");
+    let _ = std::io::stdout().flush();
+    drop(server);
+}
