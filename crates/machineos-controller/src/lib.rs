@@ -5,3 +5,5 @@
 //! Contract (filled in as the modules land):
 //! * The decisions are [`machineos_build_lifecycle::decide()`]'s; this crate observes the API
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
+
+pub mod metrics;
