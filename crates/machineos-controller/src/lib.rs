@@ -6,4 +6,5 @@
 //! * The decisions are [`machineos_build_lifecycle::decide()`]'s; this crate observes the API
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
 
+pub mod health;
 pub mod metrics;
