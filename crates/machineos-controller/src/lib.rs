@@ -7,4 +7,5 @@
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
 
 pub mod health;
+pub mod leader;
 pub mod metrics;
