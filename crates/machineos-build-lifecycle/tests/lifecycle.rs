@@ -1029,10 +1029,7 @@ fn an_unavailable_base_image_is_a_condition_and_an_event_naming_where_it_comes_f
     );
     assert_eq!(
         events(&a),
-        vec![(
-            "ConfigReconcileFailed".to_string(),
-            c.message.clone()
-        )]
+        vec![("ConfigReconcileFailed".to_string(), c.message.clone())]
     );
     assert!(creates(&a).is_empty() && starts(&a).is_empty());
     assert_eq!(requeue(&a).map(|r| r.retry), Some(Retry::Permanent));
@@ -1042,11 +1039,17 @@ fn an_unavailable_base_image_is_a_condition_and_an_event_naming_where_it_comes_f
     o.pools[0].base_image_error = None;
     o.pools[0].base_image = Some(base());
     let a = decide(&o, NOW);
-    assert!(matches!(mutations(&a)[..], [Action::CheckRegistry { .. }]), "{a:?}");
+    assert!(
+        matches!(mutations(&a)[..], [Action::CheckRegistry { .. }]),
+        "{a:?}"
+    );
     apply(&mut o, &a, NOW);
     let a = decide(&o, NOW);
     assert_eq!(creates(&a).len(), 1);
     let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).expect("condition");
     assert_eq!(c.status, "False");
-    assert!(events(&a).iter().any(|(r, _)| r == "BuildRecovered"), "{a:?}");
+    assert!(
+        events(&a).iter().any(|(r, _)| r == "BuildRecovered"),
+        "{a:?}"
+    );
 }

@@ -18,9 +18,9 @@ pub const LIVENESS_STALENESS: Duration = Duration::from_secs(120);
 
 /// Run until `shutdown` is cancelled (or the caches cannot start).
 pub async fn run(opts: ControllerOptions, shutdown: CancellationToken) -> Result<(), String> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config): {e}"))?;
+    let client = kube::Client::try_default().await.map_err(|e| {
+        format!("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config): {e}")
+    })?;
     run_with(client, opts, shutdown).await
 }
 

@@ -31,7 +31,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
-    Action, Backend, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation, Timestamp, decide,
+    Action, Backend, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation,
+    Timestamp, decide,
 };
 use machineos_diagnostics::{Classify, Retry};
 use machineos_image::Platform;
@@ -43,7 +44,7 @@ use crate::execute::{self, Events, ExecError};
 use crate::health::Health;
 use crate::kinds;
 use crate::leader::Leadership;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ReconcileResult};
 use crate::native::{NativeBackend, NativeJob, NativeSettings, RegistrySettings};
 use crate::observe::{self, Learnt, Snapshot};
 use crate::registry_ops;
@@ -258,7 +259,7 @@ struct State {
     registry: HashMap<String, (RegistryObservation, Instant)>,
     base_images: HashMap<String, String>,
     /// Base image references the registry refused, with when (retried after a while).
-    base_failures: HashMap<String, (String, Instant)>,
+    base_failures: HashMap<String, (String, u64, Instant)>,
     /// Pools whose base image is unavailable.
     base_errors: HashMap<String, BaseImageError>,
     render_fingerprints: HashMap<String, u64>,
@@ -326,7 +327,7 @@ pub async fn run(
             () = shutdown.cancelled() => break,
             () = wake.notified() => {}
             () = tokio::time::sleep_until(deadline.into()) => {}
-            () = leader_rx.changed() => {}
+            Some(_) = leader_rx.changed() => {}
         }
         if !leadership.is_leader() {
             // A standby (or a leader that lost its Lease) stops its builds: the new leader
@@ -336,11 +337,7 @@ pub async fn run(
         }
         // Coalesce a burst of watch events into one pass.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let started = Instant::now();
         state.pass().await;
-        state
-            .metrics
-            .reconcile_duration(started.elapsed().as_secs_f64());
     }
     state.native.cancel_all();
     for t in &tasks {
@@ -414,7 +411,8 @@ impl State {
                 }
                 Err(e) => {
                     tracing::warn!(pool = %name, error = %e, "writing the render failed");
-                    self.metrics.reconcile("error", e.reason());
+                    self.metrics
+                        .reconcile(ReconcileResult::Error, e.reason(), 0.0);
                     self.requeue_in(Duration::from_secs(1));
                 }
             }
@@ -474,12 +472,15 @@ impl State {
             if self.base_images.contains_key(&reference) {
                 continue;
             }
-            if let Some((_, at)) = self.base_failures.get(&reference)
+            let creds = pull_credentials(s, p);
+            // A refusal is retried after a while, or at once when the credentials change.
+            let creds_key = credentials_key(&creds);
+            if let Some((_, key, at)) = self.base_failures.get(&reference)
+                && *key == creds_key
                 && at.elapsed() < REGISTRY_TTL
             {
                 continue;
             }
-            let creds = pull_credentials(s, p);
             let result = match self.opts.registry.client(&creds) {
                 Ok(registry) => registry_ops::resolve(&registry, &reference).await,
                 Err(e) => Err((e, Retry::Permanent)),
@@ -498,7 +499,7 @@ impl State {
                 Err((e, _)) => {
                     tracing::warn!(pool = %pool, base = %reference, error = %e, "the base image is unavailable");
                     self.base_failures
-                        .insert(reference.clone(), (e.clone(), Instant::now()));
+                        .insert(reference.clone(), (e.clone(), creds_key, Instant::now()));
                     self.base_errors.insert(
                         pool,
                         BaseImageError {
@@ -579,7 +580,8 @@ impl State {
                         let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
                         let wait = Duration::from_millis(500 * 2u64.pow(n.min(6)));
                         tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
-                        self.metrics.reconcile("error", e.reason());
+                        self.metrics
+                            .reconcile(ReconcileResult::Error, e.reason(), 0.0);
                         self.backoff
                             .insert(pool.clone(), (n, Instant::now() + wait));
                         self.requeue_in(wait);
@@ -598,6 +600,7 @@ impl State {
         p: &PoolObserved,
         actions: Vec<Action>,
     ) -> Result<bool, ExecError> {
+        let started = Instant::now();
         let mut again = false;
         let mut events = Vec::new();
         let mut conds = Vec::new();
@@ -694,14 +697,13 @@ impl State {
                 Action::SetBuildStatus(u) => {
                     if execute::set_build_status(&self.client, &u).await? {
                         tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
-                        self.metrics.build_state(&p.pool.name, phase_label(u.to));
+                        self.metrics.build_state(&p.pool.name, u.to);
                         if u.to.is_terminal() {
                             let secs = match (u.build_start, u.build_end) {
                                 (Some(a), Some(b)) => (b - a).max(0) as f64,
                                 _ => 0.0,
                             };
-                            self.metrics
-                                .build_finished(&p.pool.name, phase_label(u.to), secs);
+                            self.metrics.build_finished(&p.pool.name, u.to, secs);
                         }
                     }
                 }
@@ -855,7 +857,8 @@ impl State {
                     message,
                 } => events.push((object, type_, reason, message)),
                 Action::Requeue(r) => {
-                    self.metrics.reconcile("requeue", r.reason);
+                    self.metrics
+                        .reconcile(ReconcileResult::Requeue, r.reason, 0.0);
                     if let Some(after) = r.after_seconds {
                         // The lifecycle's requeues are safety nets; state changes wake the
                         // loop earlier.
@@ -870,20 +873,18 @@ impl State {
         for (object, type_, reason, message) in events {
             self.events.publish(&object, type_, &reason, &message).await;
         }
-        self.metrics.reconcile("ok", "Reconciled");
+        self.metrics
+            .reconcile(ReconcileResult::Ok, "", started.elapsed().as_secs_f64());
         Ok(again)
     }
 }
 
-fn phase_label(p: Phase) -> &'static str {
-    match p {
-        Phase::Initial => "initial",
-        Phase::Prepared => "pending",
-        Phase::Building => "building",
-        Phase::Succeeded => "succeeded",
-        Phase::Failed => "failed",
-        Phase::Interrupted => "interrupted",
-    }
+/// A fingerprint of credentials (which Secrets, what content).
+fn credentials_key(creds: &[(String, Vec<u8>)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    creds.hash(&mut h);
+    h.finish()
 }
 
 /// A Secret's `.dockerconfigjson`, with a name for messages.

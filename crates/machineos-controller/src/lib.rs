@@ -6,7 +6,7 @@
 //! * The decisions are [`machineos_build_lifecycle::decide()`]'s; this crate observes the API
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
 
-// pub mod app;
+pub mod app;
 pub mod controller;
 pub mod execute;
 pub mod health;

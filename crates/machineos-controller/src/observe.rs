@@ -27,9 +27,9 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::{
-    BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved, MachineOSImageObserved,
-    Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved, RegistryObservation, RenderedConfig,
-    SecretState, Timestamp,
+    BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
+    MachineOSImageObserved, Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved,
+    RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};

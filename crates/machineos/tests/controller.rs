@@ -151,9 +151,17 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
     std::fs::write(&manifests, MANIFESTS.replace("PUSH", &push)).unwrap();
     run(&k, &["apply", "-f", manifests.to_str().unwrap()]);
 
-    say("$ machineos controller --namespace machineos --listen 127.0.0.1:0 --cache-dir … --ca-file … &");
+    say(
+        "$ machineos controller --namespace machineos --listen 127.0.0.1:0 --cache-dir … --ca-file … &",
+    );
     let mut ctl = Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .args(["controller", "--namespace", "machineos", "--listen", "127.0.0.1:0"])
+        .args([
+            "controller",
+            "--namespace",
+            "machineos",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .arg("--cache-dir")
         .arg(tmp.path().join("cache"))
         .arg("--ca-file")
@@ -177,7 +185,10 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
         if let Some(n) = names.lines().next() {
             break n.trim().to_owned();
         }
-        assert!(started.elapsed() < Duration::from_secs(90), "no MachineOSBuild");
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no MachineOSBuild"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     run(&k, &["get", "machineosbuilds"]);
@@ -219,10 +230,7 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
 
     // SIGTERM: a clean exit, the Lease released.
     let pid = ctl.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let status = kubectl::wait(&mut ctl, "machineos controller", Duration::from_secs(30))
         .expect("the controller exits on SIGTERM");
     let mut log = String::new();

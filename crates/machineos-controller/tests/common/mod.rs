@@ -207,15 +207,20 @@ impl Cluster {
     pub async fn controller_with(&self, opts: ControllerOptions) -> Running {
         let client = client_of(&self.server).await;
         let shutdown = CancellationToken::new();
+        let (leadership, leader) = Leadership::manual(true);
         let task = tokio::spawn(run(
             client,
             opts,
             Metrics::new(),
             Health::default(),
-            Leadership::always(),
+            leadership,
             shutdown.clone(),
         ));
-        Running { shutdown, task }
+        Running {
+            shutdown,
+            task,
+            _leader: leader,
+        }
     }
 
     pub fn get(&self, ar: &kube::api::ApiResource) -> Api<DynamicObject> {
@@ -257,6 +262,8 @@ impl Cluster {
 pub struct Running {
     pub shutdown: CancellationToken,
     pub task: tokio::task::JoinHandle<Result<(), String>>,
+    /// Keeps the manual leadership alive (a dropped sender reads as "not leader").
+    _leader: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
