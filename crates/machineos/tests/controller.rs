@@ -120,7 +120,6 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
     std::fs::write(&crds, &out.stdout).unwrap();
     run(&k, &["apply", "-f", crds.to_str().unwrap()]);
     run(&k, &["create", "namespace", "machineos"]);
-    run(&k, &["create", "namespace", "default"]);
     run(
         &k,
         &[
