@@ -684,6 +684,7 @@ impl State {
                     if let Some(pull) = &base_image_pull_secret {
                         credentials.extend(secret_bytes(s, pull));
                     }
+                    self.metrics.build_started(&p.pool.name);
                     self.native.start(NativeJob {
                         build,
                         pool: p.pool.name.clone(),
@@ -699,10 +700,12 @@ impl State {
                         tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
                         self.metrics.build_state(&p.pool.name, u.to);
                         if u.to.is_terminal() {
-                            let secs = match (u.build_start, u.build_end) {
-                                (Some(a), Some(b)) => (b - a).max(0) as f64,
-                                _ => 0.0,
-                            };
+                            let secs =
+                                match (self.native.took(&u.build), u.build_start, u.build_end) {
+                                    (Some(t), _, _) => t.as_secs_f64(),
+                                    (None, Some(a), Some(b)) => (b - a).max(0) as f64,
+                                    _ => 0.0,
+                                };
                             self.metrics.build_finished(&p.pool.name, u.to, secs);
                         }
                     }

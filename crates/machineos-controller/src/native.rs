@@ -97,6 +97,9 @@ pub struct NativeSettings {
 struct Entry {
     status: BackendStatus,
     cancel: CancellationToken,
+    /// How long the build ran, once it finished (for the duration metric: the status's
+    /// buildStart/buildEnd are whole seconds).
+    took: Option<Duration>,
 }
 
 struct Inner {
@@ -197,9 +200,15 @@ impl NativeBackend {
         }
     }
 
-    fn set(&self, build: &str, status: BackendStatus) {
+    /// How long a finished build ran, if this process ran it.
+    pub fn took(&self, build: &str) -> Option<Duration> {
+        self.lock().get(build).and_then(|e| e.took)
+    }
+
+    fn set(&self, build: &str, status: BackendStatus, took: Option<Duration>) {
         if let Some(e) = self.lock().get_mut(build) {
             e.status = status;
+            e.took = took;
         }
         self.inner.wake.notify_one();
     }
@@ -217,6 +226,7 @@ impl NativeBackend {
                 Entry {
                     status: BackendStatus::Pending,
                     cancel: cancel.clone(),
+                    took: None,
                 },
             );
         }
@@ -230,7 +240,7 @@ impl NativeBackend {
                 this.inner
                     .metrics
                     .queue_time(queued.elapsed().as_secs_f64());
-                this.set(&build, BackendStatus::Running { since: now() });
+                this.set(&build, BackendStatus::Running { since: now() }, None);
                 tracing::info!(pool = %pool, build = %build, base = %job.base, "native build started");
                 let started = Instant::now();
                 let result = this.run(&job).await;
@@ -251,7 +261,7 @@ impl NativeBackend {
                             BackendStatus::Failed { message, at: now() }
                         }
                     };
-                    this.set(&build, status);
+                    this.set(&build, status, Some(took));
                 }
             }
         });

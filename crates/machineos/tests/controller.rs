@@ -76,6 +76,21 @@ fn run(k: &Kubectl, args: &[&str]) -> String {
     out
 }
 
+/// A plain HTTP/1.1 GET on 127.0.0.1, the whole answer as text.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 fn base_layout(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("base-layout");
     let layout = Layout::create(&path).expect("layout");
@@ -150,16 +165,23 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
     std::fs::write(&manifests, MANIFESTS.replace("PUSH", &push)).unwrap();
     run(&k, &["apply", "-f", manifests.to_str().unwrap()]);
 
-    say(
-        "$ machineos controller --namespace machineos --listen 127.0.0.1:0 --cache-dir … --ca-file … &",
-    );
+    // A free port for the endpoints.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    say(&format!(
+        "$ machineos controller --namespace machineos --listen {listen} --cache-dir … --ca-file … &"
+    ));
     let mut ctl = Command::new(env!("CARGO_BIN_EXE_machineos"))
         .args([
             "controller",
             "--namespace",
             "machineos",
             "--listen",
-            "127.0.0.1:0",
+            &listen,
         ])
         .arg("--cache-dir")
         .arg(tmp.path().join("cache"))
@@ -226,6 +248,31 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
     );
     println!();
     assert_eq!(holder, "replica-a");
+
+    // The endpoints: ready, alive, and the build counted.
+    for (path, want) in [("/readyz", "200"), ("/healthz", "200")] {
+        let got = http_get(&listen, path);
+        assert!(
+            got.starts_with(&format!("HTTP/1.1 {want}")),
+            "{path}: {got}"
+        );
+    }
+    let metrics = http_get(&listen, "/metrics");
+    say(&format!(
+        "$ curl -s http://{listen}/metrics | grep -E '^(ocl_build_total|ocl_active_builds|machineos_leader) '"
+    ));
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("ocl_build_total")
+            || l.starts_with("ocl_active_builds ")
+            || l.starts_with("machineos_leader ")
+    }) {
+        say(line);
+    }
+    assert!(
+        metrics.contains("ocl_build_total{pool=\"worker\",state=\"succeeded\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("machineos_leader 1"), "{metrics}");
 
     // SIGTERM: a clean exit, the Lease released.
     let pid = ctl.id().to_string();
