@@ -13,6 +13,16 @@ use crate::health::{self, Health};
 use crate::leader::{self, LeaderConfig, Leadership};
 use crate::metrics::Metrics;
 
+/// A task aborted when this is dropped: the elector and the endpoints die with the
+/// controller however it ends — aborted from outside included, as a killed process's would.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How long `/healthz` tolerates a loop that has not ticked.
 pub const LIVENESS_STALENESS: Duration = Duration::from_secs(120);
 
@@ -38,15 +48,16 @@ pub async fn run_with(
             .await
             .map_err(|e| format!("listening on {addr}: {e}"))?;
         tracing::info!(addr = %bound, "health and metrics endpoints");
-        served = Some(task);
+        served = Some(AbortOnDrop(task));
     }
     // Without leader election the sender lives as long as the loop (a dropped sender reads as
     // "not leader").
     let (leadership, _manual, elector) = if opts.leader_election {
         let mut cfg = LeaderConfig::new(opts.namespace.clone(), opts.identity.clone());
         cfg.lease_name = opts.lease_name.clone();
+        (cfg.lease_duration, cfg.renew_deadline, cfg.retry_period) = opts.lease_timings;
         let (l, task) = leader::spawn(client.clone(), cfg, shutdown.clone());
-        (l, None, Some(task))
+        (l, None, Some(AbortOnDrop(task)))
     } else {
         let (l, tx) = Leadership::manual(true);
         (l, Some(tx), None)
@@ -64,11 +75,12 @@ pub async fn run_with(
     }
     let result = run_loop(client, opts, metrics, health, leadership, shutdown.clone()).await;
     shutdown.cancel();
-    if let Some(t) = elector {
-        let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+    // Graceful: the elector releases the Lease, the endpoints close.
+    if let Some(mut t) = elector {
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut t.0).await;
     }
-    if let Some(t) = served {
-        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    if let Some(mut t) = served {
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut t.0).await;
     }
     result
 }

@@ -73,6 +73,8 @@ pub struct ControllerOptions {
     pub lease_name: String,
     /// Run leader election (off: act at once, e.g. a single replica in tests).
     pub leader_election: bool,
+    /// Lease duration, renew deadline and retry period (client-go's 15 s / 10 s / 2 s).
+    pub lease_timings: (Duration, Duration, Duration),
 }
 
 impl ControllerOptions {
@@ -89,6 +91,11 @@ impl ControllerOptions {
             listen: None,
             lease_name: "machineos-controller".into(),
             leader_election: true,
+            lease_timings: (
+                Duration::from_secs(15),
+                Duration::from_secs(10),
+                Duration::from_secs(2),
+            ),
         }
     }
 }
