@@ -433,3 +433,68 @@ async fn retention_deletes_old_builds_and_their_images_but_never_one_in_use() {
     assert!(!gone.status.success(), "r0 still in the registry");
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
+    let (c, proxy, push) = proxied().await;
+    proxy
+        .set_rules(vec![
+            FaultRule::new("/blobs/uploads/", FaultAction::Status(503)).times(2),
+            FaultRule::new("/manifests/sha256:", FaultAction::ResetAfterBody(16))
+                .method("PUT")
+                .times(1),
+        ])
+        .unwrap();
+    // 409s on the first status writes of pools and builds, as a concurrent writer causes.
+    let conflict = Fault {
+        code: 409,
+        retry_after: None,
+    };
+    c.server.controls().fail_next(
+        RequestMatch::path("/apis/machineconfiguration.openshift.io/v1/machineconfigpools/")
+            .method("PUT"),
+        2,
+        conflict.clone(),
+    );
+    c.server.controls().fail_next(
+        RequestMatch::path(MOSB_PATH).method("PUT"),
+        2,
+        conflict,
+    );
+    setup(&c, &push, "faults\n").await;
+    // And a real concurrent writer on the pool while the controller works.
+    let churn = {
+        let api = c.get(&kinds::pool());
+        tokio::spawn(async move {
+            for i in 0..100u32 {
+                let _ = api
+                    .patch(
+                        "worker",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"labels": {"churn": i.to_string()}}})),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let ctl = c.controller().await;
+    let l = c
+        .until(&kinds::build(), "Succeeded", |l| {
+            l.len() == 1 && phase(&l[0]) == "Succeeded"
+        })
+        .await;
+    let image = l[0].data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.until(&kinds::machine_os_config(), "recorded", |l| {
+        l[0].data.pointer("/status/currentImagePullSpec").and_then(Value::as_str)
+            == Some(image.as_str())
+    })
+    .await;
+    churn.abort();
+    let faulted = proxy.requests().iter().filter(|r| r.faulted).count();
+    assert!(faulted >= 3, "the registry faults fired: {faulted}");
+    ctl.stop().await;
+}
