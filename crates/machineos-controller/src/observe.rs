@@ -415,3 +415,112 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
     o.images_in_use = in_use.into_iter().collect();
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dynamic(v: Value) -> Arc<DynamicObject> {
+        Arc::new(serde_json::from_value(v).expect("object"))
+    }
+
+    fn pool(name: &str, legacy: bool) -> Arc<DynamicObject> {
+        let labels = if legacy {
+            json!({vocab::LAYERING_ENABLED_LABEL: ""})
+        } else {
+            json!({})
+        };
+        dynamic(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": name, "uid": format!("{name}-uid"), "labels": labels,
+                "annotations": {vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION: "r/p@sha256:11"}},
+            "spec": {"configuration": {"name": format!("rendered-{name}-1")}},
+            "status": {"conditions": [{"type": "RenderDegraded", "status": "False", "reason": "", "message": ""}]},
+        }))
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            namespace: "machineos".into(),
+            pools: vec![pool("worker", true), pool("infra", true), pool("plain", false)],
+            machine_configs: vec![dynamic(json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                "metadata": {"name": "rendered-worker-1"},
+                "spec": {"osImageURL": "quay.io/os:1", "config": {"ignition": {"version": "3.5.0"}}},
+            }))],
+            machine_os_configs: vec![dynamic(json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+                "metadata": {"name": "worker-mosc", "uid": "m-uid", "generation": 3},
+                "spec": {"machineConfigPool": {"name": "worker"},
+                    "imageBuilder": {"imageBuilderType": "Natve"},
+                    "renderedImagePushSecret": {"name": "push"},
+                    "renderedImagePushSpec": "r/worker:latest",
+                    "containerFile": [{"content": "RUN true"}]},
+                "status": {"currentImagePullSpec": "r/worker@sha256:22"},
+            }))],
+            nodes: vec![Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": "n1", "annotations": {
+                        "machineconfiguration.openshift.io/desiredImage": "r/worker@sha256:33"}},
+                }))
+                .expect("node"),
+            )],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_machine_os_config_wins_over_the_legacy_label_and_raw_input_stays_raw() {
+        let o = observe(&snapshot(), &Learnt::default());
+        let names: Vec<&str> = o.pools.iter().map(|p| p.pool.name.as_str()).collect();
+        assert_eq!(names, ["worker", "infra"], "a pool that does not opt in is left out");
+        let Some(OptIn::MachineOSConfig(m)) = &o.pools[0].opt_in else {
+            panic!("worker: {:?}", o.pools[0].opt_in)
+        };
+        // A typo stays a typo, for the lifecycle to report with its field.
+        assert_eq!(m.image_builder_type, "Natve");
+        assert_eq!(m.containerfiles, [("NoArch".to_string(), "RUN true".to_string())]);
+        assert_eq!(m.generation, 3);
+        assert!(matches!(
+            &o.pools[1].opt_in,
+            Some(OptIn::Legacy(LegacyOptIn { config_map: None }))
+        ));
+        // The rendered config is found by the pool's spec.configuration.name; its base image
+        // is a tag until resolved.
+        assert_eq!(
+            o.pools[0].rendered.as_ref().map(|r| r.name.as_str()),
+            Some("rendered-worker-1")
+        );
+        assert_eq!(o.pools[0].base_image, None);
+        assert_eq!(o.pools[1].rendered, None);
+    }
+
+    #[test]
+    fn resolved_base_images_and_images_in_use() {
+        let learnt = Learnt {
+            base_images: [("quay.io/os:1".to_string(), "quay.io/os@sha256:aa".to_string())]
+                .into_iter()
+                .collect(),
+            ..Learnt::default()
+        };
+        let o = observe(&snapshot(), &learnt);
+        assert_eq!(o.pools[0].base_image.as_deref(), Some("quay.io/os@sha256:aa"));
+        assert_eq!(
+            o.images_in_use,
+            ["r/p@sha256:11", "r/worker@sha256:22", "r/worker@sha256:33"]
+        );
+    }
+
+    #[test]
+    fn the_content_digest_is_stable_and_follows_the_spec() {
+        let s = snapshot();
+        let a = content_digest(&s.machine_configs[0]);
+        assert_eq!(a, content_digest(&s.machine_configs[0]));
+        let mut other = (*s.machine_configs[0]).clone();
+        other.data["spec"]["osImageURL"] = json!("quay.io/os:2");
+        assert_ne!(a, content_digest(&other));
+        assert!(a.starts_with("sha256:") && a.len() == 71);
+    }
+}

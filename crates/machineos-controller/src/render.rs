@@ -284,3 +284,153 @@ pub fn fingerprint(
     currents.hash(&mut h);
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Arc<DynamicObject> {
+        Arc::new(serde_json::from_value(v).expect("object"))
+    }
+
+    fn pool(extra_status: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigPool",
+            "metadata": {"name": "worker", "uid": "pool-uid", "generation": 1},
+            "spec": {
+                "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
+                "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
+            },
+            "status": extra_status,
+        }))
+        .expect("pool")
+    }
+
+    fn mc(name: &str, path: &str) -> Arc<DynamicObject> {
+        obj(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
+                {"path": path, "mode": 420, "contents": {"source": "data:,x"}}]}}},
+        }))
+    }
+
+    fn node(name: &str, current: &str) -> Arc<PartialObjectMeta<Node>> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": {"name": name,
+                    "labels": {"node-role.kubernetes.io/worker": ""},
+                    "annotations": {CURRENT_CONFIG: current}},
+            }))
+            .expect("node"),
+        )
+    }
+
+    fn defaults() -> RenderDefaults {
+        RenderDefaults {
+            os_image_url: "quay.io/fedora/fedora-coreos@sha256:00".into(),
+            ..RenderDefaults::default()
+        }
+    }
+
+    #[test]
+    fn a_pool_is_rendered_once_and_pointed_at_its_rendered_config() {
+        let mcs = vec![mc("00-worker", "/etc/a"), mc("10-worker", "/etc/b")];
+        let p = pool(json!({}));
+        let plan = plan(&p, &mcs, &defaults(), &[], "machineos 0.1.0");
+        let created = plan.create.clone().expect("a rendered config");
+        let name = created["metadata"]["name"].as_str().expect("name").to_owned();
+        assert!(name.starts_with("rendered-worker-"), "{name}");
+        assert_eq!(created["metadata"]["ownerReferences"][0]["kind"], "MachineConfigPool");
+        assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "pool-uid");
+        assert_eq!(created["metadata"]["ownerReferences"][0]["controller"], true);
+        let spec = plan.spec_configuration.clone().expect("spec.configuration");
+        assert_eq!(spec["name"], name.as_str());
+        let sources: Vec<&str> = spec["source"]
+            .as_array()
+            .expect("source")
+            .iter()
+            .map(|s| s["name"].as_str().expect("name"))
+            .collect();
+        assert_eq!(sources, ["00-worker", "10-worker"]);
+        // No nodes selected: status.configuration follows at once.
+        assert_eq!(plan.status_configuration, Some(spec.clone()));
+        assert_eq!(plan.condition, None);
+
+        // Applied: nothing left to do.
+        let mut done = mcs.clone();
+        done.push(obj(created));
+        let mut p = pool(json!({"configuration": spec.clone()}));
+        p.data["spec"]["configuration"] = spec;
+        let again = super::plan(&p, &done, &defaults(), &[], "machineos 0.1.0");
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn status_configuration_waits_for_every_node_of_the_pool() {
+        let mcs = vec![mc("00-worker", "/etc/a")];
+        let first = plan(&pool(json!({})), &mcs, &defaults(), &[], "v");
+        let name = first.spec_configuration.as_ref().expect("spec")["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        let nodes = vec![node("a", &name), node("b", "rendered-worker-old")];
+        let p = pool(json!({}));
+        let plan = plan(&p, &mcs, &defaults(), &nodes, "v");
+        assert!(plan.spec_configuration.is_some());
+        assert_eq!(plan.status_configuration, None, "node b is not there yet");
+        let nodes = vec![node("a", &name), node("b", &name)];
+        let plan = super::plan(&p, &mcs, &defaults(), &nodes, "v");
+        assert!(plan.status_configuration.is_some());
+    }
+
+    #[test]
+    fn a_bad_machine_config_degrades_naming_it_and_its_path_and_changes_nothing_else() {
+        let mcs = vec![mc("00-worker", "/etc/a"), mc("50-bad", "etc/relative")];
+        let p = pool(json!({}));
+        let plan = plan(&p, &mcs, &defaults(), &[], "v");
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.spec_configuration, None);
+        assert_eq!(plan.status_configuration, None);
+        let c = plan.condition.expect("condition");
+        assert_eq!((c.type_.as_str(), c.status.as_str()), (RENDER_DEGRADED, "True"));
+        assert!(c.message.contains("50-bad"), "{}", c.message);
+        assert!(c.message.contains("storage.files.0.path"), "{}", c.message);
+        assert_eq!(plan.error.as_deref(), Some(c.message.as_str()));
+
+        // Already degraded with the same message: nothing to write, no second Event.
+        let p = pool(json!({"conditions": [{
+            "type": RENDER_DEGRADED, "status": "True", "reason": c.reason, "message": c.message}]}));
+        let again = super::plan(&p, &mcs, &defaults(), &[], "v");
+        assert!(again.is_empty(), "{again:?}");
+
+        // A MachineConfig of another pool that does not even parse is not this pool's problem.
+        let other = obj(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": "99-infra", "labels": {"machineconfiguration.openshift.io/role": "infra"}},
+            "spec": {"kernelArguments": "not-a-list"},
+        }));
+        let fine = vec![mc("00-worker", "/etc/a"), other];
+        let plan = super::plan(&pool(json!({})), &fine, &defaults(), &[], "v");
+        assert!(plan.create.is_some() && plan.condition.is_none(), "{plan:?}");
+    }
+
+    #[test]
+    fn rendered_configs_are_never_inputs() {
+        let mcs = vec![mc("00-worker", "/etc/a")];
+        let first = plan(&pool(json!({})), &mcs, &defaults(), &[], "v");
+        let mut with_rendered = mcs.clone();
+        let mut rendered = first.create.expect("created");
+        rendered["metadata"]["labels"] =
+            json!({"machineconfiguration.openshift.io/role": "worker"});
+        with_rendered.push(obj(rendered));
+        let again = plan(&pool(json!({})), &with_rendered, &defaults(), &[], "v");
+        assert_eq!(
+            again.spec_configuration.expect("spec")["name"],
+            first.spec_configuration.expect("spec")["name"]
+        );
+    }
+}
