@@ -498,3 +498,85 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
     assert!(faulted >= 3, "the registry faults fired: {faulted}");
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotation_retries_it() {
+    let (c, proxy, push) = proxied().await;
+    // The registry refuses every upload: the engine's error, permanent.
+    proxy
+        .set_rules(vec![FaultRule::new(
+            "/blobs/uploads/",
+            FaultAction::Status(403),
+        )])
+        .unwrap();
+    setup(&c, &push, "refused\n").await;
+    let ctl = c.controller().await;
+    let l = c
+        .until(&kinds::build(), "Failed", |l| l.len() == 1 && phase(&l[0]) == "Failed")
+        .await;
+    let failed = l[0]
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(failed.contains("403") || failed.contains("denied"), "{failed}");
+    assert!(l[0].data["status"]["digestedImagePushSpec"].is_null());
+    let pools = c
+        .until(&kinds::pool(), "ImageBuildDegraded", |l| {
+            l[0].data
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "ImageBuildDegraded" && c["status"] == "True")
+                })
+        })
+        .await;
+    let degraded = pools[0].data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ImageBuildDegraded")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(degraded.starts_with("Failed to build OS image for pool worker"), "{degraded}");
+    let mosc = c.get(&kinds::machine_os_config()).get("worker").await.unwrap();
+    assert!(mosc.data.pointer("/status/currentImagePullSpec").is_none());
+
+    // Failed is terminal: lifting the fault changes nothing until a rebuild is asked for.
+    proxy.set_rules(Vec::new()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(phase(&c.get(&kinds::build()).get(&l[0].name_any()).await.unwrap()), "Failed");
+    c.get(&kinds::machine_os_config())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "machineconfiguration.openshift.io/rebuild": ""}}})),
+        )
+        .await
+        .unwrap();
+    c.until(&kinds::build(), "Succeeded after the rebuild", |l| {
+        l.len() == 1 && phase(&l[0]) == "Succeeded"
+    })
+    .await;
+    c.until(&kinds::pool(), "recovered", |l| {
+        l[0].data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "ImageBuildDegraded" && c["status"] == "False")
+            })
+    })
+    .await;
+    ctl.stop().await;
+}
