@@ -344,7 +344,9 @@ pub async fn run(
         }
         // Coalesce a burst of watch events into one pass.
         tokio::time::sleep(Duration::from_millis(5)).await;
+        let started = Instant::now();
         state.pass().await;
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "pass");
     }
     state.native.cancel_all();
     for t in &tasks {
@@ -543,8 +545,8 @@ impl State {
             self.render_pass(&s).await;
         }
         let learnt = self.learnt();
-        let o = observe::observe(&s, &learnt);
-        self.resolve_bases(&s, &o).await;
+        let before = observe::observe(&s, &learnt);
+        self.resolve_bases(&s, &before).await;
         // Forget native builds the API no longer needs followed.
         let active: HashMap<String, Phase> = s
             .builds
@@ -554,6 +556,10 @@ impl State {
         self.native
             .retain(|b| active.get(b).is_some_and(|p| !p.is_terminal()));
         self.metrics.set_active_builds(self.native.active() as i64);
+        // One observation for the pass; a pool is observed again only after a registry
+        // answer (its next decision needs it now).
+        let mut s = self.caches.snapshot(&self.opts.namespace);
+        let mut o = observe::observe(&s, &self.learnt());
         let names: Vec<String> = o.pools.iter().map(|p| p.pool.name.clone()).collect();
         for pool in names {
             if let Some((_, until)) = self.backoff.get(&pool)
@@ -564,24 +570,26 @@ impl State {
             }
             // Decide again after a registry check, in the same pass (bounded).
             for _ in 0..4 {
-                let learnt = self.learnt();
-                let s = self.caches.snapshot(&self.opts.namespace);
-                let o = observe::observe(&s, &learnt);
-                let Some(p) = o.pools.iter().find(|p| p.pool.name == pool) else {
+                let Some(p) = o.pools.iter().find(|p| p.pool.name == pool).cloned() else {
                     break;
                 };
-                let mut one = Observed {
+                let one = Observed {
+                    namespace: o.namespace.clone(),
                     pools: vec![p.clone()],
-                    ..o.clone()
+                    secrets: o.secrets.clone(),
+                    machine_os_images: o.machine_os_images.clone(),
+                    images_in_use: o.images_in_use.clone(),
+                    supported_backends: o.supported_backends.clone(),
                 };
-                one.pools.truncate(1);
                 let actions = decide(&one, now());
-                match self.execute(&s, p, actions).await {
+                match self.execute(&s, &p, actions).await {
                     Ok(again) => {
                         self.backoff.remove(&pool);
                         if !again {
                             break;
                         }
+                        s = self.caches.snapshot(&self.opts.namespace);
+                        o = observe::observe(&s, &self.learnt());
                     }
                     Err(e) => {
                         let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;

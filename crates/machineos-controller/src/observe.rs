@@ -443,7 +443,11 @@ mod tests {
     fn snapshot() -> Snapshot {
         Snapshot {
             namespace: "machineos".into(),
-            pools: vec![pool("worker", true), pool("infra", true), pool("plain", false)],
+            pools: vec![
+                pool("worker", true),
+                pool("infra", true),
+                pool("plain", false),
+            ],
             machine_configs: vec![dynamic(json!({
                 "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
                 "metadata": {"name": "rendered-worker-1"},
@@ -475,13 +479,20 @@ mod tests {
     fn a_machine_os_config_wins_over_the_legacy_label_and_raw_input_stays_raw() {
         let o = observe(&snapshot(), &Learnt::default());
         let names: Vec<&str> = o.pools.iter().map(|p| p.pool.name.as_str()).collect();
-        assert_eq!(names, ["worker", "infra"], "a pool that does not opt in is left out");
+        assert_eq!(
+            names,
+            ["worker", "infra"],
+            "a pool that does not opt in is left out"
+        );
         let Some(OptIn::MachineOSConfig(m)) = &o.pools[0].opt_in else {
             panic!("worker: {:?}", o.pools[0].opt_in)
         };
         // A typo stays a typo, for the lifecycle to report with its field.
         assert_eq!(m.image_builder_type, "Natve");
-        assert_eq!(m.containerfiles, [("NoArch".to_string(), "RUN true".to_string())]);
+        assert_eq!(
+            m.containerfiles,
+            [("NoArch".to_string(), "RUN true".to_string())]
+        );
         assert_eq!(m.generation, 3);
         assert!(matches!(
             &o.pools[1].opt_in,
@@ -500,13 +511,19 @@ mod tests {
     #[test]
     fn resolved_base_images_and_images_in_use() {
         let learnt = Learnt {
-            base_images: [("quay.io/os:1".to_string(), "quay.io/os@sha256:aa".to_string())]
-                .into_iter()
-                .collect(),
+            base_images: [(
+                "quay.io/os:1".to_string(),
+                "quay.io/os@sha256:aa".to_string(),
+            )]
+            .into_iter()
+            .collect(),
             ..Learnt::default()
         };
         let o = observe(&snapshot(), &learnt);
-        assert_eq!(o.pools[0].base_image.as_deref(), Some("quay.io/os@sha256:aa"));
+        assert_eq!(
+            o.pools[0].base_image.as_deref(),
+            Some("quay.io/os@sha256:aa")
+        );
         assert_eq!(
             o.images_in_use,
             ["r/p@sha256:11", "r/worker@sha256:22", "r/worker@sha256:33"]

@@ -25,7 +25,7 @@
 //! `machine-config-osimageurl` ConfigMap in the controller's namespace (the MCO takes them
 //! from its ControllerConfig, which the same ConfigMap feeds).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -135,22 +135,14 @@ pub fn plan(
         Ok(p) => p,
         Err(e) => return degraded(pool, &name, format!("MachineConfigPool {name}: {e}")),
     };
+    // Only this pool's inputs are decoded (a cluster has thousands of MachineConfigs); with
+    // no usable selector, all of them, and `select_for_pool` says what is wrong.
     let mut mcs: Vec<MachineConfig> = Vec::new();
-    for m in machine_configs.iter().filter(|m| !is_rendered(m)) {
+    for m in candidates(pool, machine_configs) {
         match typed::<MachineConfig>(m) {
             Ok(mc) => mcs.push(mc),
             Err(e) => {
-                // Only an input of this pool makes this pool degraded.
-                let labels = m.labels();
-                let selected = typed_pool
-                    .spec
-                    .machine_config_selector
-                    .as_ref()
-                    .and_then(|s| Selector::parse(s).ok())
-                    .is_some_and(|s| s.matches(labels));
-                if selected {
-                    return degraded(pool, &name, format!("MachineConfig {}: {e}", m.name_any()));
-                }
+                return degraded(pool, &name, format!("MachineConfig {}: {e}", m.name_any()));
             }
         }
     }
@@ -222,9 +214,7 @@ pub fn plan(
         .and_then(|s| Selector::parse(s).ok());
     let all_updated = match &selector {
         None => true,
-        Some(sel) => nodes
-            .iter()
-            .filter(|n| sel.matches(n.labels()))
+        Some(_) => pool_nodes(pool, nodes)
             .all(|n| n.annotations().get(CURRENT_CONFIG) == Some(&rendered_name)),
     };
     let status_now = pool.data.pointer("/status/configuration").cloned();
@@ -240,6 +230,36 @@ pub fn plan(
         });
     }
     out
+}
+
+fn selector_at(pool: &DynamicObject, pointer: &str) -> Option<Selector> {
+    let v = pool.data.pointer(pointer)?;
+    let s: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(v.clone()).ok()?;
+    Selector::parse(&s).ok()
+}
+
+/// The MachineConfigs that may be the pool's inputs: not rendered, and matching its
+/// `machineConfigSelector` when it has a usable one (else every one).
+fn candidates<'a>(
+    pool: &DynamicObject,
+    machine_configs: &'a [Arc<DynamicObject>],
+) -> impl Iterator<Item = &'a Arc<DynamicObject>> {
+    let selector = selector_at(pool, "/spec/machineConfigSelector");
+    machine_configs
+        .iter()
+        .filter(move |m| !is_rendered(m) && selector.as_ref().is_none_or(|s| s.matches(m.labels())))
+}
+
+/// The nodes the pool's `nodeSelector` selects (none without one).
+fn pool_nodes<'a>(
+    pool: &DynamicObject,
+    nodes: &'a [Arc<PartialObjectMeta<Node>>],
+) -> impl Iterator<Item = &'a Arc<PartialObjectMeta<Node>>> {
+    let selector = selector_at(pool, "/spec/nodeSelector");
+    nodes
+        .iter()
+        .filter(move |n| selector.as_ref().is_some_and(|s| s.matches(n.labels())))
 }
 
 fn same_configuration(now: Option<&Value>, want: &Value) -> bool {
@@ -258,9 +278,11 @@ fn same_configuration(now: Option<&Value>, want: &Value) -> bool {
     name(now) == name(want) && sources(now) == sources(want)
 }
 
-/// A cheap fingerprint of a pool's render inputs: its generation and labels, every
-/// MachineConfig's name and resourceVersion, the defaults, and its nodes' current configs.
-/// Equal fingerprints render equally, so the controller skips the work.
+/// A cheap fingerprint of a pool's render inputs: its generation, labels, configuration and
+/// `RenderDegraded` condition (not its resourceVersion: the controller's own status writes
+/// change that), its candidate MachineConfigs' names and resourceVersions, the defaults, and
+/// its nodes' current configs. Equal fingerprints render equally, so the controller skips
+/// the work.
 pub fn fingerprint(
     pool: &DynamicObject,
     machine_configs: &[Arc<DynamicObject>],
@@ -270,18 +292,28 @@ pub fn fingerprint(
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     pool.metadata.generation.hash(&mut h);
-    pool.resource_version().hash(&mut h);
-    for m in machine_configs {
+    pool.metadata.labels.hash(&mut h);
+    pool.data
+        .pointer("/spec")
+        .map(Value::to_string)
+        .hash(&mut h);
+    pool.data
+        .pointer("/status/configuration")
+        .map(Value::to_string)
+        .hash(&mut h);
+    current_condition(pool)
+        .map(|c| (c.status, c.message))
+        .hash(&mut h);
+    for m in candidates(pool, machine_configs) {
         m.metadata.name.hash(&mut h);
         m.metadata.resource_version.hash(&mut h);
     }
     defaults.os_image_url.hash(&mut h);
     defaults.base_os_extensions_container_image.hash(&mut h);
-    let currents: BTreeMap<String, String> = nodes
-        .iter()
-        .filter_map(|n| Some((n.name_any(), n.annotations().get(CURRENT_CONFIG)?.clone())))
-        .collect();
-    currents.hash(&mut h);
+    for n in pool_nodes(pool, nodes) {
+        n.metadata.name.hash(&mut h);
+        n.annotations().get(CURRENT_CONFIG).hash(&mut h);
+    }
     h.finish()
 }
 
@@ -342,11 +374,20 @@ mod tests {
         let p = pool(json!({}));
         let plan = plan(&p, &mcs, &defaults(), &[], "machineos 0.1.0");
         let created = plan.create.clone().expect("a rendered config");
-        let name = created["metadata"]["name"].as_str().expect("name").to_owned();
+        let name = created["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
         assert!(name.starts_with("rendered-worker-"), "{name}");
-        assert_eq!(created["metadata"]["ownerReferences"][0]["kind"], "MachineConfigPool");
+        assert_eq!(
+            created["metadata"]["ownerReferences"][0]["kind"],
+            "MachineConfigPool"
+        );
         assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "pool-uid");
-        assert_eq!(created["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(
+            created["metadata"]["ownerReferences"][0]["controller"],
+            true
+        );
         let spec = plan.spec_configuration.clone().expect("spec.configuration");
         assert_eq!(spec["name"], name.as_str());
         let sources: Vec<&str> = spec["source"]
@@ -396,7 +437,10 @@ mod tests {
         assert_eq!(plan.spec_configuration, None);
         assert_eq!(plan.status_configuration, None);
         let c = plan.condition.expect("condition");
-        assert_eq!((c.type_.as_str(), c.status.as_str()), (RENDER_DEGRADED, "True"));
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str()),
+            (RENDER_DEGRADED, "True")
+        );
         assert!(c.message.contains("50-bad"), "{}", c.message);
         assert!(c.message.contains("storage.files.0.path"), "{}", c.message);
         assert_eq!(plan.error.as_deref(), Some(c.message.as_str()));
@@ -415,7 +459,10 @@ mod tests {
         }));
         let fine = vec![mc("00-worker", "/etc/a"), other];
         let plan = super::plan(&pool(json!({})), &fine, &defaults(), &[], "v");
-        assert!(plan.create.is_some() && plan.condition.is_none(), "{plan:?}");
+        assert!(
+            plan.create.is_some() && plan.condition.is_none(),
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -456,11 +456,9 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
         2,
         conflict.clone(),
     );
-    c.server.controls().fail_next(
-        RequestMatch::path(MOSB_PATH).method("PUT"),
-        2,
-        conflict,
-    );
+    c.server
+        .controls()
+        .fail_next(RequestMatch::path(MOSB_PATH).method("PUT"), 2, conflict);
     setup(&c, &push, "faults\n").await;
     // And a real concurrent writer on the pool while the controller works.
     let churn = {
@@ -489,7 +487,9 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
         .unwrap()
         .to_owned();
     c.until(&kinds::machine_os_config(), "recorded", |l| {
-        l[0].data.pointer("/status/currentImagePullSpec").and_then(Value::as_str)
+        l[0].data
+            .pointer("/status/currentImagePullSpec")
+            .and_then(Value::as_str)
             == Some(image.as_str())
     })
     .await;
@@ -512,7 +512,9 @@ async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotatio
     setup(&c, &push, "refused\n").await;
     let ctl = c.controller().await;
     let l = c
-        .until(&kinds::build(), "Failed", |l| l.len() == 1 && phase(&l[0]) == "Failed")
+        .until(&kinds::build(), "Failed", |l| {
+            l.len() == 1 && phase(&l[0]) == "Failed"
+        })
         .await;
     let failed = l[0]
         .data
@@ -525,7 +527,10 @@ async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotatio
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(failed.contains("403") || failed.contains("denied"), "{failed}");
+    assert!(
+        failed.contains("403") || failed.contains("denied"),
+        "{failed}"
+    );
     assert!(l[0].data["status"]["digestedImagePushSpec"].is_null());
     let pools = c
         .until(&kinds::pool(), "ImageBuildDegraded", |l| {
@@ -547,14 +552,24 @@ async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotatio
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(degraded.starts_with("Failed to build OS image for pool worker"), "{degraded}");
-    let mosc = c.get(&kinds::machine_os_config()).get("worker").await.unwrap();
+    assert!(
+        degraded.starts_with("Failed to build OS image for pool worker"),
+        "{degraded}"
+    );
+    let mosc = c
+        .get(&kinds::machine_os_config())
+        .get("worker")
+        .await
+        .unwrap();
     assert!(mosc.data.pointer("/status/currentImagePullSpec").is_none());
 
     // Failed is terminal: lifting the fault changes nothing until a rebuild is asked for.
     proxy.set_rules(Vec::new()).unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(phase(&c.get(&kinds::build()).get(&l[0].name_any()).await.unwrap()), "Failed");
+    assert_eq!(
+        phase(&c.get(&kinds::build()).get(&l[0].name_any()).await.unwrap()),
+        "Failed"
+    );
     c.get(&kinds::machine_os_config())
         .patch(
             "worker",

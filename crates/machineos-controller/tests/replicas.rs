@@ -30,9 +30,13 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
     c.apply(&kinds::pool(), worker_pool()).await;
-    c.apply(&kinds::machine_config(), machine_config("00-worker", "motd", "a\n"))
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "a\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
         .await;
-    c.apply(&kinds::machine_os_config(), machine_os_config(&push)).await;
 
     let start = |id: &str| {
         let mut o = c.options();
@@ -84,7 +88,12 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
         "only the leader acts"
     );
     assert_eq!(
-        c.get(&kinds::build()).list(&Default::default()).await.unwrap().items.len(),
+        c.get(&kinds::build())
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
         1
     );
 
@@ -97,8 +106,11 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
         assert!(tokio::time::Instant::now() < deadline, "no takeover");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    c.apply(&kinds::machine_config(), machine_config("00-worker", "motd", "b\n"))
-        .await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "b\n"),
+    )
+    .await;
     let l = c
         .until(&kinds::build(), "a second Succeeded build", |l| {
             l.iter().filter(|b| phase(b) == "Succeeded").count() == 2
@@ -109,10 +121,16 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
         .max_by_key(|b| b.creation_timestamp())
         .unwrap()
         .name_any();
-    c.until(&kinds::machine_os_config(), "the MachineOSConfig on the new build", |l| {
-        l[0].data.pointer("/status/machineOSBuild/name").and_then(Value::as_str)
-            == Some(newest.as_str())
-    })
+    c.until(
+        &kinds::machine_os_config(),
+        "the MachineOSConfig on the new build",
+        |l| {
+            l[0].data
+                .pointer("/status/machineOSBuild/name")
+                .and_then(Value::as_str)
+                == Some(newest.as_str())
+        },
+    )
     .await;
     let reporters: std::collections::BTreeSet<String> = events
         .list(&Default::default())

@@ -139,7 +139,11 @@ fn free_port() -> String {
 fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
@@ -154,7 +158,10 @@ fn controller(e: &Env, listen: &str) -> Child {
         .arg("--ca-file")
         .arg(e.registry.ca_path().unwrap())
         .env("KUBECONFIG", &e.kubeconfig)
-        .env("MACHINEOS_LOG", "warn")
+        .env(
+            "MACHINEOS_LOG",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -165,9 +172,13 @@ fn controller(e: &Env, listen: &str) -> Child {
 async fn apply(client: &Client, r: &ApiResource, obj: Value) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), r);
     let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
-    api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&obj))
-        .await
-        .unwrap();
+    api.patch(
+        &name,
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .unwrap();
 }
 
 fn pool(name: &str) -> Value {
@@ -208,8 +219,10 @@ fn mosc(pool: &str, registry: &str) -> Value {
 /// Pool → (current build name, its image), for MachineOSConfigs whose status points at a
 /// Succeeded build.
 async fn current(client: &Client) -> BTreeMap<String, String> {
-    let moscs: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ar("MachineOSConfig", "machineosconfigs", "v1"));
+    let moscs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar("MachineOSConfig", "machineosconfigs", "v1"),
+    );
     moscs
         .list(&Default::default())
         .await
@@ -219,7 +232,10 @@ async fn current(client: &Client) -> BTreeMap<String, String> {
         .filter_map(|m| {
             Some((
                 m.name_any(),
-                m.data.pointer("/status/machineOSBuild/name")?.as_str()?.to_owned(),
+                m.data
+                    .pointer("/status/machineOSBuild/name")?
+                    .as_str()?
+                    .to_owned(),
             ))
         })
         .collect()
@@ -274,7 +290,12 @@ async fn reaction_time() {
     for i in 1..=EDITS {
         let before = current(&e.client).await;
         let t = Instant::now();
-        apply(&e.client, &mcs_r, mc("00-worker", "worker", &format!("v{i}"))).await;
+        apply(
+            &e.client,
+            &mcs_r,
+            mc("00-worker", "worker", &format!("v{i}")),
+        )
+        .await;
         wait_moved(&e.client, &pools, &before).await;
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
     }
@@ -303,7 +324,12 @@ async fn many_pools(n_pools: usize, mcs_per_pool: usize, nodes: usize, burst: us
     for p in &names {
         apply(&e.client, &pools_r, pool(p)).await;
         for j in 0..mcs_per_pool {
-            apply(&e.client, &mcs_r, mc(&format!("{j:02}-{p}"), p, &format!("{p}-{j}"))).await;
+            apply(
+                &e.client,
+                &mcs_r,
+                mc(&format!("{j:02}-{p}"), p, &format!("{p}-{j}")),
+            )
+            .await;
         }
         apply(&e.client, &moscs_r, mosc(p, &host)).await;
     }
@@ -356,8 +382,10 @@ async fn many_pools(n_pools: usize, mcs_per_pool: usize, nodes: usize, burst: us
         .filter(|l| l.starts_with("ocl_image_push_total{") && l.contains("state=\"succeeded\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum();
-    let builds: Api<DynamicObject> =
-        Api::all_with(e.client.clone(), &ar("MachineOSBuild", "machineosbuilds", "v1"));
+    let builds: Api<DynamicObject> = Api::all_with(
+        e.client.clone(),
+        &ar("MachineOSBuild", "machineosbuilds", "v1"),
+    );
     let n_builds = builds.list(&Default::default()).await.unwrap().items.len();
     println!(
         "| {n_pools} pools, {} MachineConfigs, {nodes} Nodes: all pools built | {:.1} s (populating the API server: {:.1} s) |",
