@@ -5,9 +5,10 @@
 //! * **Level-triggered, one pass for all pools.** The lifecycle decides from the whole
 //!   observed state, so the loop does not track which event concerned which object: any
 //!   change wakes it (a [`Notify`] permit, so no wake-up is lost), bursts coalesce, and each
-//!   pool is decided on the caches' current contents. Pools are decided one at a time; an
-//!   action that fails stops that pool's remaining actions (they are decided again) and
-//!   requeues it with backoff, without holding up the other pools.
+//!   pool is decided on the caches' current contents. Pools are decided and carried out
+//!   concurrently (up to 8 at once; their objects are disjoint); an action that fails stops
+//!   that pool's remaining actions (they are decided again) and requeues it with backoff,
+//!   without holding up the other pools.
 //! * **Only the leader acts.** A standby keeps its caches warm, serves `/metrics` and
 //!   `/readyz`, and runs no pass (see [`crate::leader`]).
 //! * **Registry answers and base image digests** are kept in memory (answers for 30 s, so a
@@ -556,345 +557,417 @@ impl State {
         self.native
             .retain(|b| active.get(b).is_some_and(|p| !p.is_terminal()));
         self.metrics.set_active_builds(self.native.active() as i64);
-        // One observation for the pass; a pool is observed again only after a registry
-        // answer (its next decision needs it now).
-        let mut s = self.caches.snapshot(&self.opts.namespace);
-        let mut o = observe::observe(&s, &self.learnt());
-        let names: Vec<String> = o.pools.iter().map(|p| p.pool.name.clone()).collect();
-        for pool in names {
-            if let Some((_, until)) = self.backoff.get(&pool)
-                && *until > Instant::now()
-            {
-                self.requeue_in(until.saturating_duration_since(Instant::now()));
-                continue;
+        // One observation for the pass. Pools are decided and carried out concurrently
+        // (bounded): each pool's actions are independent API objects, and a pool whose
+        // decision needs a registry answer is decided again with it at once.
+        let s = self.caches.snapshot(&self.opts.namespace);
+        let o = observe::observe(&s, &self.learnt());
+        let shared = Observed {
+            pools: Vec::new(),
+            ..o.clone()
+        };
+        let now_i = Instant::now();
+        let mut runnable = Vec::new();
+        for p in o.pools {
+            match self.backoff.get(&p.pool.name) {
+                Some((_, until)) if *until > now_i => {
+                    let wait = until.saturating_duration_since(now_i);
+                    self.requeue_in(wait);
+                }
+                _ => runnable.push(p),
             }
-            // Decide again after a registry check, in the same pass (bounded).
-            for _ in 0..4 {
-                let Some(p) = o.pools.iter().find(|p| p.pool.name == pool).cloned() else {
-                    break;
-                };
-                let one = Observed {
-                    namespace: o.namespace.clone(),
-                    pools: vec![p.clone()],
-                    secrets: o.secrets.clone(),
-                    machine_os_images: o.machine_os_images.clone(),
-                    images_in_use: o.images_in_use.clone(),
-                    supported_backends: o.supported_backends.clone(),
-                };
-                let actions = decide(&one, now());
-                match self.execute(&s, &p, actions).await {
-                    Ok(again) => {
-                        self.backoff.remove(&pool);
-                        if !again {
-                            break;
-                        }
-                        s = self.caches.snapshot(&self.opts.namespace);
-                        o = observe::observe(&s, &self.learnt());
+        }
+        let ctx = Ctx {
+            client: &self.client,
+            opts: &self.opts,
+            native: &self.native,
+            events: &self.events,
+            metrics: &self.metrics,
+        };
+        let results: Vec<(String, Result<Executed, ExecError>)> = futures_util::stream::iter(
+            runnable.into_iter().map(|p| run_pool(&ctx, &s, &shared, p)),
+        )
+        .buffer_unordered(POOLS_AT_ONCE)
+        .collect()
+        .await;
+        for (pool, result) in results {
+            match result {
+                Ok(done) => {
+                    self.backoff.remove(&pool);
+                    for (build, answer) in done.answers {
+                        self.registry.insert(build, (answer, Instant::now()));
                     }
-                    Err(e) => {
-                        let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
-                        let wait = Duration::from_millis(500 * 2u64.pow(n.min(6)));
-                        tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
-                        self.metrics
-                            .reconcile(ReconcileResult::Error, e.reason(), 0.0);
-                        self.backoff
-                            .insert(pool.clone(), (n, Instant::now() + wait));
-                        self.requeue_in(wait);
-                        break;
+                    for build in done.forget {
+                        self.registry.remove(&build);
                     }
+                    if let Some(d) = done.requeue {
+                        self.requeue_in(d);
+                    }
+                }
+                Err(e) => {
+                    let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
+                    let wait = Duration::from_millis(500 * 2u64.pow(n.min(6)));
+                    tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
+                    self.metrics
+                        .reconcile(ReconcileResult::Error, e.reason(), 0.0);
+                    self.backoff
+                        .insert(pool.clone(), (n, Instant::now() + wait));
+                    self.requeue_in(wait);
                 }
             }
         }
     }
+}
 
-    /// Execute one pool's actions in order. `Ok(true)`: decide this pool again now (a
-    /// registry answer arrived).
-    async fn execute(
-        &mut self,
-        s: &Snapshot,
-        p: &PoolObserved,
-        actions: Vec<Action>,
-    ) -> Result<bool, ExecError> {
-        let started = Instant::now();
-        let mut again = false;
-        let mut events = Vec::new();
-        let mut conds = Vec::new();
-        for a in actions {
-            match a {
-                Action::CheckRegistry {
-                    build,
-                    pullspec,
-                    push_secret,
-                } => {
-                    let creds = secret_bytes(s, &push_secret)
-                        .into_iter()
-                        .collect::<Vec<_>>();
-                    let obs = match self.opts.registry.client(&creds) {
-                        Ok(r) => registry_ops::check(&r, &pullspec).await,
-                        Err(message) => RegistryObservation::Error {
-                            message,
-                            transient: false,
-                        },
-                    };
-                    tracing::info!(pool = %p.pool.name, build = %build, answer = ?obs, "registry checked");
-                    self.registry.insert(build, (obs, Instant::now()));
-                    again = true;
+/// Pools decided and carried out at once.
+const POOLS_AT_ONCE: usize = 8;
+
+/// What a pass's pool work reads: the parts of the state that do not change during it.
+struct Ctx<'a> {
+    client: &'a Client,
+    opts: &'a ControllerOptions,
+    native: &'a NativeBackend,
+    events: &'a Events,
+    metrics: &'a Metrics,
+}
+
+/// What carrying out a pool's actions taught the controller.
+#[derive(Default)]
+struct Executed {
+    /// Registry answers by build name.
+    answers: Vec<(String, RegistryObservation)>,
+    /// Registry answers to forget (the build was deleted).
+    forget: Vec<String>,
+    /// The soonest requeue asked for.
+    requeue: Option<Duration>,
+}
+
+impl Executed {
+    fn requeue_in(&mut self, d: Duration) {
+        self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+    }
+}
+
+/// Decide one pool and carry its actions out; again with a registry answer, at most a few
+/// times.
+async fn run_pool(
+    ctx: &Ctx<'_>,
+    s: &Snapshot,
+    shared: &Observed,
+    mut p: PoolObserved,
+) -> (String, Result<Executed, ExecError>) {
+    let mut all = Executed::default();
+    for _ in 0..4 {
+        let one = Observed {
+            pools: vec![p.clone()],
+            ..shared.clone()
+        };
+        let actions = decide(&one, now());
+        match execute(ctx, s, &p, actions).await {
+            Ok(done) => {
+                let again = !done.answers.is_empty();
+                for (build, answer) in &done.answers {
+                    p.registry.insert(build.clone(), answer.clone());
                 }
-                Action::CreateBuild {
-                    name,
-                    rendered_config,
-                    machine_os_config,
-                    rendered_image_push_spec,
-                    labels,
-                    annotations,
-                    owner,
-                } => {
-                    let obj = execute::build_object(
-                        &name,
-                        &rendered_config,
-                        &machine_os_config,
-                        &rendered_image_push_spec,
-                        &labels,
-                        &annotations,
-                        &owner,
-                    );
-                    execute::create(
-                        &kinds::all(&self.client, &kinds::build()),
-                        obj,
-                        format!("MachineOSBuild {name}"),
-                    )
-                    .await?;
-                    tracing::info!(pool = %p.pool.name, build = %name, "MachineOSBuild created");
-                    self.metrics.config_change(&p.pool.name);
+                all.answers.extend(done.answers);
+                all.forget.extend(done.forget);
+                if let Some(d) = done.requeue {
+                    all.requeue_in(d);
                 }
-                Action::StartBuild {
-                    build,
-                    backend,
-                    inputs,
-                    push,
-                    push_secret,
-                    base_image_pull_secret,
-                } => {
-                    if backend != Backend::Native {
-                        continue;
-                    }
-                    let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
-                    let rendered = s
-                        .machine_configs
-                        .iter()
-                        .find(|m| m.name_any() == rendered_name)
-                        .ok_or_else(|| ExecError::Missing {
+                if !again {
+                    break;
+                }
+            }
+            Err(e) => return (p.pool.name.clone(), Err(e)),
+        }
+    }
+    (p.pool.name.clone(), Ok(all))
+}
+
+/// Carry out one pool's actions in order.
+async fn execute(
+    ctx: &Ctx<'_>,
+    s: &Snapshot,
+    p: &PoolObserved,
+    actions: Vec<Action>,
+) -> Result<Executed, ExecError> {
+    let started = Instant::now();
+    let mut done = Executed::default();
+    let mut events = Vec::new();
+    let mut conds = Vec::new();
+    for a in actions {
+        match a {
+            Action::CheckRegistry {
+                build,
+                pullspec,
+                push_secret,
+            } => {
+                let creds = secret_bytes(s, &push_secret)
+                    .into_iter()
+                    .collect::<Vec<_>>();
+                let obs = match ctx.opts.registry.client(&creds) {
+                    Ok(r) => registry_ops::check(&r, &pullspec).await,
+                    Err(message) => RegistryObservation::Error {
+                        message,
+                        transient: false,
+                    },
+                };
+                tracing::info!(pool = %p.pool.name, build = %build, answer = ?obs, "registry checked");
+                done.answers.push((build, obs));
+            }
+            Action::CreateBuild {
+                name,
+                rendered_config,
+                machine_os_config,
+                rendered_image_push_spec,
+                labels,
+                annotations,
+                owner,
+            } => {
+                let obj = execute::build_object(
+                    &name,
+                    &rendered_config,
+                    &machine_os_config,
+                    &rendered_image_push_spec,
+                    &labels,
+                    &annotations,
+                    &owner,
+                );
+                execute::create(
+                    &kinds::all(&ctx.client, &kinds::build()),
+                    obj,
+                    format!("MachineOSBuild {name}"),
+                )
+                .await?;
+                tracing::info!(pool = %p.pool.name, build = %name, "MachineOSBuild created");
+                ctx.metrics.config_change(&p.pool.name);
+            }
+            Action::StartBuild {
+                build,
+                backend,
+                inputs,
+                push,
+                push_secret,
+                base_image_pull_secret,
+            } => {
+                if backend != Backend::Native {
+                    continue;
+                }
+                let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
+                let rendered = s
+                    .machine_configs
+                    .iter()
+                    .find(|m| m.name_any() == rendered_name)
+                    .ok_or_else(|| ExecError::Missing {
+                        object: format!("MachineConfig {rendered_name}"),
+                        message: "not in the cache".into(),
+                    })?;
+                let rendered: machineos_api::v1::MachineConfig =
+                    serde_json::to_value(rendered.as_ref())
+                        .and_then(serde_json::from_value)
+                        .map_err(|e| ExecError::Missing {
                             object: format!("MachineConfig {rendered_name}"),
-                            message: "not in the cache".into(),
+                            message: e.to_string(),
                         })?;
-                    let rendered: machineos_api::v1::MachineConfig =
-                        serde_json::to_value(rendered.as_ref())
-                            .and_then(serde_json::from_value)
-                            .map_err(|e| ExecError::Missing {
-                                object: format!("MachineConfig {rendered_name}"),
-                                message: e.to_string(),
-                            })?;
-                    let mut credentials: Vec<(String, Vec<u8>)> =
-                        secret_bytes(s, &push_secret).into_iter().collect();
-                    if let Some(pull) = &base_image_pull_secret {
-                        credentials.extend(secret_bytes(s, pull));
-                    }
-                    self.metrics.build_started(&p.pool.name);
-                    self.native.start(NativeJob {
-                        build,
-                        pool: p.pool.name.clone(),
-                        rendered,
-                        base: inputs.base_image.clone(),
-                        push,
-                        credentials,
-                    });
+                let mut credentials: Vec<(String, Vec<u8>)> =
+                    secret_bytes(s, &push_secret).into_iter().collect();
+                if let Some(pull) = &base_image_pull_secret {
+                    credentials.extend(secret_bytes(s, pull));
                 }
-                Action::CancelBuild { build } => self.native.cancel(&build),
-                Action::SetBuildStatus(u) => {
-                    if execute::set_build_status(&self.client, &u).await? {
-                        tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
-                        self.metrics.build_state(&p.pool.name, u.to);
-                        if u.to.is_terminal() {
-                            let secs =
-                                match (self.native.took(&u.build), u.build_start, u.build_end) {
-                                    (Some(t), _, _) => t.as_secs_f64(),
-                                    (None, Some(a), Some(b)) => (b - a).max(0) as f64,
-                                    _ => 0.0,
-                                };
-                            self.metrics.build_finished(&p.pool.name, u.to, secs);
-                        }
-                    }
-                }
-                Action::DeleteBuild { build } => {
-                    self.native.cancel(&build);
-                    execute::delete(
-                        &kinds::all(&self.client, &kinds::build()),
-                        &build,
-                        format!("MachineOSBuild {build}"),
-                    )
-                    .await?;
-                    self.registry.remove(&build);
-                }
-                Action::RemoveRebuildAnnotation { machine_os_config } => {
-                    let mut ann = serde_json::Map::new();
-                    ann.insert(
-                        machineos_build_lifecycle::vocab::REBUILD_ANNOTATION.into(),
-                        serde_json::Value::Null,
-                    );
-                    execute::merge(
-                        &kinds::all(&self.client, &kinds::machine_os_config()),
-                        &machine_os_config,
-                        serde_json::json!({"metadata": {"annotations": ann}}),
-                        format!("MachineOSConfig {machine_os_config}"),
-                    )
-                    .await?;
-                }
-                Action::UpdateMachineOSConfigStatus {
-                    machine_os_config,
-                    current_image_pull_spec,
-                    machine_os_build,
-                    observed_generation,
-                } => {
-                    let api = kinds::all(&self.client, &kinds::machine_os_config());
-                    let mut ann = serde_json::Map::new();
-                    ann.insert(
-                        machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION
-                            .into(),
-                        serde_json::json!(machine_os_build),
-                    );
-                    execute::merge(
-                        &api,
-                        &machine_os_config,
-                        serde_json::json!({"metadata": {"annotations": ann}}),
-                        format!("MachineOSConfig {machine_os_config}"),
-                    )
-                    .await?;
-                    execute::edit_status(
-                        &api,
-                        &machine_os_config,
-                        format!("MachineOSConfig {machine_os_config}"),
-                        |obj| {
-                            let mut st = obj
-                                .data
-                                .get("status")
-                                .cloned()
-                                .unwrap_or_else(|| serde_json::json!({}));
-                            st["currentImagePullSpec"] = serde_json::json!(current_image_pull_spec);
-                            st["machineOSBuild"] = serde_json::json!({
-                                "group": "machineconfiguration.openshift.io",
-                                "resource": "machineosbuilds",
-                                "name": machine_os_build,
-                            });
-                            st["observedGeneration"] = serde_json::json!(observed_generation);
-                            Some(st)
-                        },
-                    )
-                    .await?;
-                    tracing::info!(pool = %p.pool.name, build = %machine_os_build, image = %current_image_pull_spec, "MachineOSConfig points at the new image");
-                }
-                Action::CreateMachineOSImage {
-                    name,
-                    pool,
-                    rendered_config,
+                ctx.metrics.build_started(&p.pool.name);
+                ctx.native.start(NativeJob {
                     build,
-                    image,
-                    base_image,
-                    extensions_image,
-                    owner,
-                } => {
-                    let mut owner = owner;
-                    if owner.uid.is_none() {
-                        owner.uid = execute::uid_of(&s.builds, &owner.name);
+                    pool: p.pool.name.clone(),
+                    rendered,
+                    base: inputs.base_image.clone(),
+                    push,
+                    credentials,
+                });
+            }
+            Action::CancelBuild { build } => ctx.native.cancel(&build),
+            Action::SetBuildStatus(u) => {
+                if execute::set_build_status(&ctx.client, &u).await? {
+                    tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
+                    ctx.metrics.build_state(&p.pool.name, u.to);
+                    if u.to.is_terminal() {
+                        let secs = match (ctx.native.took(&u.build), u.build_start, u.build_end) {
+                            (Some(t), _, _) => t.as_secs_f64(),
+                            (None, Some(a), Some(b)) => (b - a).max(0) as f64,
+                            _ => 0.0,
+                        };
+                        ctx.metrics.build_finished(&p.pool.name, u.to, secs);
                     }
-                    let obj = execute::image_object(
-                        &name,
-                        &pool,
-                        &rendered_config,
-                        &build,
-                        &image,
-                        &base_image,
-                        extensions_image.as_deref(),
-                        &owner,
-                    );
-                    execute::create(
-                        &kinds::all(&self.client, &kinds::image()),
-                        obj,
-                        format!("MachineOSImage {name}"),
-                    )
-                    .await?;
                 }
-                Action::DeleteMachineOSImage { name } => {
-                    execute::delete(
-                        &kinds::all(&self.client, &kinds::image()),
-                        &name,
-                        format!("MachineOSImage {name}"),
-                    )
-                    .await?;
+            }
+            Action::DeleteBuild { build } => {
+                ctx.native.cancel(&build);
+                execute::delete(
+                    &kinds::all(&ctx.client, &kinds::build()),
+                    &build,
+                    format!("MachineOSBuild {build}"),
+                )
+                .await?;
+                done.forget.push(build);
+            }
+            Action::RemoveRebuildAnnotation { machine_os_config } => {
+                let mut ann = serde_json::Map::new();
+                ann.insert(
+                    machineos_build_lifecycle::vocab::REBUILD_ANNOTATION.into(),
+                    serde_json::Value::Null,
+                );
+                execute::merge(
+                    &kinds::all(&ctx.client, &kinds::machine_os_config()),
+                    &machine_os_config,
+                    serde_json::json!({"metadata": {"annotations": ann}}),
+                    format!("MachineOSConfig {machine_os_config}"),
+                )
+                .await?;
+            }
+            Action::UpdateMachineOSConfigStatus {
+                machine_os_config,
+                current_image_pull_spec,
+                machine_os_build,
+                observed_generation,
+            } => {
+                let api = kinds::all(&ctx.client, &kinds::machine_os_config());
+                let mut ann = serde_json::Map::new();
+                ann.insert(
+                    machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION.into(),
+                    serde_json::json!(machine_os_build),
+                );
+                execute::merge(
+                    &api,
+                    &machine_os_config,
+                    serde_json::json!({"metadata": {"annotations": ann}}),
+                    format!("MachineOSConfig {machine_os_config}"),
+                )
+                .await?;
+                execute::edit_status(
+                    &api,
+                    &machine_os_config,
+                    format!("MachineOSConfig {machine_os_config}"),
+                    |obj| {
+                        let mut st = obj
+                            .data
+                            .get("status")
+                            .cloned()
+                            .unwrap_or_else(|| serde_json::json!({}));
+                        st["currentImagePullSpec"] = serde_json::json!(current_image_pull_spec);
+                        st["machineOSBuild"] = serde_json::json!({
+                            "group": "machineconfiguration.openshift.io",
+                            "resource": "machineosbuilds",
+                            "name": machine_os_build,
+                        });
+                        st["observedGeneration"] = serde_json::json!(observed_generation);
+                        Some(st)
+                    },
+                )
+                .await?;
+                tracing::info!(pool = %p.pool.name, build = %machine_os_build, image = %current_image_pull_spec, "MachineOSConfig points at the new image");
+            }
+            Action::CreateMachineOSImage {
+                name,
+                pool,
+                rendered_config,
+                build,
+                image,
+                base_image,
+                extensions_image,
+                owner,
+            } => {
+                let mut owner = owner;
+                if owner.uid.is_none() {
+                    owner.uid = execute::uid_of(&s.builds, &owner.name);
                 }
-                Action::DeleteRegistryImage { image, push_secret } => {
-                    let creds: Vec<(String, Vec<u8>)> = push_secret
-                        .as_deref()
-                        .and_then(|n| secret_bytes(s, n))
-                        .into_iter()
-                        .collect();
-                    let registry = self.opts.registry.client(&creds).map_err(|message| {
-                        ExecError::Registry {
+                let obj = execute::image_object(
+                    &name,
+                    &pool,
+                    &rendered_config,
+                    &build,
+                    &image,
+                    &base_image,
+                    extensions_image.as_deref(),
+                    &owner,
+                );
+                execute::create(
+                    &kinds::all(&ctx.client, &kinds::image()),
+                    obj,
+                    format!("MachineOSImage {name}"),
+                )
+                .await?;
+            }
+            Action::DeleteMachineOSImage { name } => {
+                execute::delete(
+                    &kinds::all(&ctx.client, &kinds::image()),
+                    &name,
+                    format!("MachineOSImage {name}"),
+                )
+                .await?;
+            }
+            Action::DeleteRegistryImage { image, push_secret } => {
+                let creds: Vec<(String, Vec<u8>)> = push_secret
+                    .as_deref()
+                    .and_then(|n| secret_bytes(s, n))
+                    .into_iter()
+                    .collect();
+                let registry =
+                    ctx.opts
+                        .registry
+                        .client(&creds)
+                        .map_err(|message| ExecError::Registry {
                             op: "deleting",
                             object: image.clone(),
                             message,
                             retry: Retry::Permanent,
-                        }
+                        })?;
+                let outcome = registry_ops::delete(&registry, &image)
+                    .await
+                    .map_err(|message| ExecError::Registry {
+                        op: "deleting",
+                        object: image.clone(),
+                        message,
+                        retry: Retry::Transient,
                     })?;
-                    let outcome =
-                        registry_ops::delete(&registry, &image)
-                            .await
-                            .map_err(|message| ExecError::Registry {
-                                op: "deleting",
-                                object: image.clone(),
-                                message,
-                                retry: Retry::Transient,
-                            })?;
-                    tracing::info!(pool = %p.pool.name, %image, ?outcome, "registry image deleted (retention)");
-                }
-                Action::SetPoolCondition { condition, .. } => conds.push(condition),
-                Action::SetPoolAnnotation { pool, key, value } => {
-                    let mut ann = serde_json::Map::new();
-                    ann.insert(key, serde_json::json!(value));
-                    execute::merge(
-                        &kinds::all(&self.client, &kinds::pool()),
-                        &pool,
-                        serde_json::json!({"metadata": {"annotations": ann}}),
-                        format!("MachineConfigPool {pool}"),
-                    )
-                    .await?;
-                }
-                Action::Event {
-                    object,
-                    type_,
-                    reason,
-                    message,
-                } => events.push((object, type_, reason, message)),
-                Action::Requeue(r) => {
-                    self.metrics
-                        .reconcile(ReconcileResult::Requeue, r.reason, 0.0);
-                    if let Some(after) = r.after_seconds {
-                        // The lifecycle's requeues are safety nets; state changes wake the
-                        // loop earlier.
-                        self.requeue_in(Duration::from_secs(after));
-                    }
+                tracing::info!(pool = %p.pool.name, %image, ?outcome, "registry image deleted (retention)");
+            }
+            Action::SetPoolCondition { condition, .. } => conds.push(condition),
+            Action::SetPoolAnnotation { pool, key, value } => {
+                let mut ann = serde_json::Map::new();
+                ann.insert(key, serde_json::json!(value));
+                execute::merge(
+                    &kinds::all(&ctx.client, &kinds::pool()),
+                    &pool,
+                    serde_json::json!({"metadata": {"annotations": ann}}),
+                    format!("MachineConfigPool {pool}"),
+                )
+                .await?;
+            }
+            Action::Event {
+                object,
+                type_,
+                reason,
+                message,
+            } => events.push((object, type_, reason, message)),
+            Action::Requeue(r) => {
+                ctx.metrics
+                    .reconcile(ReconcileResult::Requeue, r.reason, 0.0);
+                if let Some(after) = r.after_seconds {
+                    // The lifecycle's requeues are safety nets; state changes wake the
+                    // loop earlier.
+                    done.requeue_in(Duration::from_secs(after));
                 }
             }
         }
-        if !conds.is_empty() {
-            execute::set_pool_conditions(&self.client, &p.pool.name, &conds).await?;
-        }
-        for (object, type_, reason, message) in events {
-            self.events.publish(&object, type_, &reason, &message).await;
-        }
-        self.metrics
-            .reconcile(ReconcileResult::Ok, "", started.elapsed().as_secs_f64());
-        Ok(again)
     }
+    if !conds.is_empty() {
+        execute::set_pool_conditions(&ctx.client, &p.pool.name, &conds).await?;
+    }
+    for (object, type_, reason, message) in events {
+        ctx.events.publish(&object, type_, &reason, &message).await;
+    }
+    ctx.metrics
+        .reconcile(ReconcileResult::Ok, "", started.elapsed().as_secs_f64());
+    Ok(done)
 }
 
 /// A fingerprint of credentials (which Secrets, what content).
