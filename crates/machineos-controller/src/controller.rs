@@ -383,49 +383,60 @@ impl State {
     async fn render_pass(&mut self, s: &Snapshot) {
         let defaults = self.render_defaults(s);
         let version = format!("machineos {}", env!("CARGO_PKG_VERSION"));
-        for pool in &s.pools {
-            let name = pool.name_any();
-            let fp = render::fingerprint(pool, &s.machine_configs, &defaults, &s.nodes);
-            if self.render_fingerprints.get(&name) == Some(&fp) {
-                continue;
-            }
-            let plan = render::plan(pool, &s.machine_configs, &defaults, &s.nodes, &version);
+        // Which pools' inputs changed (cheap), then their plans on a blocking thread
+        // (rendering parses and merges every MachineConfig: CPU work).
+        let changed: Vec<(Arc<DynamicObject>, u64)> = s
+            .pools
+            .iter()
+            .filter_map(|pool| {
+                let fp = render::fingerprint(pool, &s.machine_configs, &defaults, &s.nodes);
+                (self.render_fingerprints.get(&pool.name_any()) != Some(&fp))
+                    .then(|| (pool.clone(), fp))
+            })
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let (mcs, nodes) = (s.machine_configs.clone(), s.nodes.clone());
+        let t = Instant::now();
+        let n_changed = changed.len();
+        let planned = tokio::task::spawn_blocking(move || {
+            changed
+                .into_iter()
+                .map(|(pool, fp)| {
+                    let plan = render::plan(&pool, &mcs, &defaults, &nodes, &version);
+                    (fp, plan)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        tracing::debug!(
+            pools = n_changed,
+            ms = t.elapsed().as_millis() as u64,
+            "render plans"
+        );
+        let mut writes = Vec::new();
+        for (fp, plan) in planned {
             if plan.is_empty() {
-                self.render_fingerprints.insert(name, fp);
-                continue;
+                self.render_fingerprints.insert(plan.pool.clone(), fp);
+            } else {
+                writes.push(plan);
             }
-            let ok =
-                plan.error.is_none() && plan.condition.as_ref().is_none_or(|c| c.status != "True");
-            match execute::render(&self.client, &plan).await {
-                Ok(()) => {
-                    self.metrics.render(&name, ok);
-                    if let Some(e) = &plan.error {
-                        tracing::warn!(pool = %name, error = %e, "render failed");
-                        self.events
-                            .publish(
-                                &machineos_build_lifecycle::ObjectRef::cluster(
-                                    "MachineConfigPool",
-                                    &name,
-                                ),
-                                machineos_build_lifecycle::EventType::Warning,
-                                "RenderFailed",
-                                e,
-                            )
-                            .await;
-                    }
-                    if let Some(c) = &plan.spec_configuration {
-                        tracing::info!(pool = %name, rendered = %c["name"], "pool rendered");
-                    }
-                    // Not recorded: the writes change the pool, so the next pass sees a new
-                    // fingerprint and confirms there is nothing left to do.
-                }
-                Err(e) => {
-                    tracing::warn!(pool = %name, error = %e, "writing the render failed");
-                    self.metrics
-                        .reconcile(ReconcileResult::Error, e.reason(), 0.0);
-                    self.requeue_in(Duration::from_secs(1));
-                }
-            }
+        }
+        let (client, events, metrics) = (&self.client, &self.events, &self.metrics);
+        // Collected first: a lazy `map` inside the stream trips rustc's higher-ranked `Send`
+        // check (rust-lang/rust#102211) when the controller's future is spawned.
+        let futures: Vec<_> = writes
+            .iter()
+            .map(|plan| write_render(client, events, metrics, plan))
+            .collect();
+        let failed: Vec<bool> = futures_util::stream::iter(futures)
+            .buffer_unordered(POOLS_AT_ONCE)
+            .collect()
+            .await;
+        if failed.into_iter().any(|f| f) {
+            self.requeue_in(Duration::from_secs(1));
         }
     }
 
@@ -541,13 +552,20 @@ impl State {
     }
 
     async fn pass(&mut self) {
+        let t0 = Instant::now();
         let s = self.caches.snapshot(&self.opts.namespace);
         if self.opts.render {
             self.render_pass(&s).await;
         }
+        let t_render = t0.elapsed();
         let learnt = self.learnt();
         let before = observe::observe(&s, &learnt);
         self.resolve_bases(&s, &before).await;
+        tracing::debug!(
+            render_ms = t_render.as_millis() as u64,
+            observe_resolve_ms = (t0.elapsed() - t_render).as_millis() as u64,
+            "pass phases"
+        );
         // Forget native builds the API no longer needs followed.
         let active: HashMap<String, Phase> = s
             .builds
@@ -584,12 +602,15 @@ impl State {
             events: &self.events,
             metrics: &self.metrics,
         };
-        let results: Vec<(String, Result<Executed, ExecError>)> = futures_util::stream::iter(
-            runnable.into_iter().map(|p| run_pool(&ctx, &s, &shared, p)),
-        )
-        .buffer_unordered(POOLS_AT_ONCE)
-        .collect()
-        .await;
+        let futures: Vec<_> = runnable
+            .into_iter()
+            .map(|p| run_pool(&ctx, &s, &shared, p))
+            .collect();
+        let results: Vec<(String, Result<Executed, ExecError>)> =
+            futures_util::stream::iter(futures)
+                .buffer_unordered(POOLS_AT_ONCE)
+                .collect()
+                .await;
         for (pool, result) in results {
             match result {
                 Ok(done) => {
@@ -615,6 +636,44 @@ impl State {
                     self.requeue_in(wait);
                 }
             }
+        }
+    }
+}
+
+/// Carry out one pool's render plan; `true` when a write failed.
+async fn write_render(
+    client: &Client,
+    events: &Events,
+    metrics: &Metrics,
+    plan: &render::RenderPlan,
+) -> bool {
+    let name = plan.pool.as_str();
+    let ok = plan.error.is_none() && plan.condition.as_ref().is_none_or(|c| c.status != "True");
+    match execute::render(client, plan).await {
+        Ok(()) => {
+            metrics.render(name, ok);
+            if let Some(e) = &plan.error {
+                tracing::warn!(pool = %name, error = %e, "render failed");
+                events
+                    .publish(
+                        &ObjectRef::cluster("MachineConfigPool", name),
+                        machineos_build_lifecycle::EventType::Warning,
+                        "RenderFailed",
+                        e,
+                    )
+                    .await;
+            }
+            if let Some(c) = &plan.spec_configuration {
+                tracing::info!(pool = %name, rendered = %c["name"], "pool rendered");
+            }
+            // Not recorded: the writes change the pool, so the next pass sees a new
+            // fingerprint and confirms there is nothing left to do.
+            false
+        }
+        Err(e) => {
+            tracing::warn!(pool = %name, error = %e, "writing the render failed");
+            metrics.reconcile(ReconcileResult::Error, e.reason(), 0.0);
+            true
         }
     }
 }

@@ -54,30 +54,62 @@ pub struct NativeJob {
     pub credentials: Vec<(String, Vec<u8>)>,
 }
 
-/// Registry settings shared by every build.
+/// Registry settings shared by every build, and the clients made from them.
 #[derive(Debug, Clone, Default)]
 pub struct RegistrySettings {
     /// Extra CA certificates (PEM).
     pub ca_pems: Vec<Vec<u8>>,
     /// Hosts that may be reached over plain HTTP besides loopback.
     pub insecure_hosts: Vec<String>,
+    /// Clients by credentials: making one builds a TLS configuration (CA certificates
+    /// parsed, roots loaded), and reusing one keeps its connections and tokens.
+    clients: Arc<Mutex<HashMap<u64, Registry>>>,
 }
 
+/// At most this many cached clients (one per distinct set of credentials in use).
+const MAX_CLIENTS: usize = 64;
+
 impl RegistrySettings {
-    /// A registry client with these settings and the given `.dockerconfigjson` payloads.
+    /// Settings with these CAs and plain-HTTP hosts.
+    pub fn new(ca_pems: Vec<Vec<u8>>, insecure_hosts: Vec<String>) -> Self {
+        RegistrySettings {
+            ca_pems,
+            insecure_hosts,
+            clients: Arc::default(),
+        }
+    }
+
+    /// A registry client with these settings and the given `.dockerconfigjson` payloads
+    /// (source name, bytes), from the cache when the same credentials were used before.
     pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, String> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        credentials.hash(&mut h);
+        let key = h.finish();
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = clients.get(&key) {
+            return Ok(r.clone());
+        }
         let mut files = Vec::new();
         for (source, bytes) in credentials {
             let f = AuthFile::parse(bytes).map_err(|e| format!("{source}: {e}"))?;
             files.push((PathBuf::from(source), f));
         }
-        Registry::new(RegistryOptions {
+        let registry = Registry::new(RegistryOptions {
             ca_pems: self.ca_pems.clone(),
             insecure_hosts: self.insecure_hosts.clone(),
             credentials: CredentialSource::Loaded(Credentials::from_files(files)),
             ..RegistryOptions::default()
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, registry.clone());
+        Ok(registry)
     }
 }
 

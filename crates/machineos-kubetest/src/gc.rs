@@ -18,7 +18,9 @@
 //!
 //! Simplifications: no `orphan`-finalizer handling of a dependent's own dependents beyond
 //! the rules above, no per-kind default GC policy for dependents, and the whole store is
-//! scanned per pass (fine for tests; a later benchmark may want an owner index).
+//! scanned per pass (fine for tests; a later benchmark may want an owner index). The store
+//! runs the collector only after a write that touches deletion or ownership (a deleting
+//! object, or owner references before or after the write) and after every delete.
 
 use std::collections::{BTreeSet, HashMap};
 

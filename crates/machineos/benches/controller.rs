@@ -269,6 +269,18 @@ fn rss_kib(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) a process has used.
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // After the command name: state is field 0, utime 11, stime 12 (clock ticks, 100/s).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -356,6 +368,7 @@ async fn many_pools(n_pools: usize, mcs_per_pool: usize, nodes: usize, burst: us
     let listen = free_port();
     let ctl = controller(&e, &listen);
     let pid = ctl.id();
+    let api_cpu0 = cpu_secs("self");
     let t = Instant::now();
     wait_moved(&e.client, &names, &BTreeMap::new()).await;
     let all_built = t.elapsed();
@@ -372,6 +385,8 @@ async fn many_pools(n_pools: usize, mcs_per_pool: usize, nodes: usize, burst: us
     wait_moved(&e.client, &edited, &before).await;
     let burst_time = t.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let ctl_cpu = cpu_secs(&pid.to_string());
+    let api_cpu = cpu_secs("self") - api_cpu0;
     let hwm = rss_kib(pid, "VmHWM:");
     let rss = rss_kib(pid, "VmRSS:");
     // No build pushed twice: the controller's own count of pushes per pool against the
@@ -400,6 +415,9 @@ async fn many_pools(n_pools: usize, mcs_per_pool: usize, nodes: usize, burst: us
         "| {burst} pools edited at once: all rebuilt and recorded | {:.2} s; {n_builds} MachineOSBuilds for {} pool configs, {pushes} pushes (ocl_image_push_total) |",
         burst_time.as_secs_f64(),
         n_pools + burst,
+    );
+    println!(
+        "| CPU during the builds and the burst: controller process / test API server + bench | {ctl_cpu:.1} s / {api_cpu:.1} s |"
     );
     println!(
         "| controller RSS ({n_pools} pools, {} MachineConfigs, {nodes} Nodes) | peak {:.1} MiB, after {:.1} MiB |",

@@ -72,10 +72,7 @@ fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
     for f in &args.ca_files {
         ca_pems.push(std::fs::read(f).with_context(|| format!("--ca-file {}", f.display()))?);
     }
-    o.registry = RegistrySettings {
-        ca_pems,
-        insecure_hosts: args.insecure_registries.clone(),
-    };
+    o.registry = RegistrySettings::new(ca_pems, args.insecure_registries.clone());
     Ok(o)
 }
 

@@ -180,14 +180,14 @@ impl Cluster {
     }
 
     pub fn registry_settings(&self) -> RegistrySettings {
-        RegistrySettings {
-            ca_pems: if self.registry.is_tls() {
+        RegistrySettings::new(
+            if self.registry.is_tls() {
                 vec![self.registry.ca_pem().to_vec()]
             } else {
                 Vec::new()
             },
-            insecure_hosts: Vec::new(),
-        }
+            Vec::new(),
+        )
     }
 
     pub fn options(&self) -> ControllerOptions {
