@@ -276,7 +276,12 @@ fn cpu_secs(pid: &str) -> f64 {
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // After the command name: state is field 0, utime 11, stime 12 (clock ticks, 100/s).
     (ticks(11) + ticks(12)) / 100.0
 }
