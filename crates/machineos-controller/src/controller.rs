@@ -793,7 +793,7 @@ async fn execute(
                     &owner,
                 );
                 execute::create(
-                    &kinds::all(&ctx.client, &kinds::build()),
+                    &kinds::all(ctx.client, &kinds::build()),
                     obj,
                     format!("MachineOSBuild {name}"),
                 )
@@ -845,7 +845,7 @@ async fn execute(
             }
             Action::CancelBuild { build } => ctx.native.cancel(&build),
             Action::SetBuildStatus(u) => {
-                if execute::set_build_status(&ctx.client, &u).await? {
+                if execute::set_build_status(ctx.client, &u).await? {
                     tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
                     ctx.metrics.build_state(&p.pool.name, u.to);
                     if u.to.is_terminal() {
@@ -861,7 +861,7 @@ async fn execute(
             Action::DeleteBuild { build } => {
                 ctx.native.cancel(&build);
                 execute::delete(
-                    &kinds::all(&ctx.client, &kinds::build()),
+                    &kinds::all(ctx.client, &kinds::build()),
                     &build,
                     format!("MachineOSBuild {build}"),
                 )
@@ -875,7 +875,7 @@ async fn execute(
                     serde_json::Value::Null,
                 );
                 execute::merge(
-                    &kinds::all(&ctx.client, &kinds::machine_os_config()),
+                    &kinds::all(ctx.client, &kinds::machine_os_config()),
                     &machine_os_config,
                     serde_json::json!({"metadata": {"annotations": ann}}),
                     format!("MachineOSConfig {machine_os_config}"),
@@ -888,7 +888,7 @@ async fn execute(
                 machine_os_build,
                 observed_generation,
             } => {
-                let api = kinds::all(&ctx.client, &kinds::machine_os_config());
+                let api = kinds::all(ctx.client, &kinds::machine_os_config());
                 let mut ann = serde_json::Map::new();
                 ann.insert(
                     machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION.into(),
@@ -949,7 +949,7 @@ async fn execute(
                     &owner,
                 );
                 execute::create(
-                    &kinds::all(&ctx.client, &kinds::image()),
+                    &kinds::all(ctx.client, &kinds::image()),
                     obj,
                     format!("MachineOSImage {name}"),
                 )
@@ -957,7 +957,7 @@ async fn execute(
             }
             Action::DeleteMachineOSImage { name } => {
                 execute::delete(
-                    &kinds::all(&ctx.client, &kinds::image()),
+                    &kinds::all(ctx.client, &kinds::image()),
                     &name,
                     format!("MachineOSImage {name}"),
                 )
@@ -994,7 +994,7 @@ async fn execute(
                 let mut ann = serde_json::Map::new();
                 ann.insert(key, serde_json::json!(value));
                 execute::merge(
-                    &kinds::all(&ctx.client, &kinds::pool()),
+                    &kinds::all(ctx.client, &kinds::pool()),
                     &pool,
                     serde_json::json!({"metadata": {"annotations": ann}}),
                     format!("MachineConfigPool {pool}"),
@@ -1019,7 +1019,7 @@ async fn execute(
         }
     }
     if !conds.is_empty() {
-        execute::set_pool_conditions(&ctx.client, &p.pool.name, &conds).await?;
+        execute::set_pool_conditions(ctx.client, &p.pool.name, &conds).await?;
     }
     for (object, type_, reason, message) in events {
         ctx.events.publish(&object, type_, &reason, &message).await;

@@ -1,4 +1,4 @@
-//! The executor: each lifecycle [`Action`] (and each render [`RenderPlan`]) as API server and
+//! The executor: each lifecycle [`Action`](machineos_build_lifecycle::Action) (and each render [`RenderPlan`]) as API server and
 //! registry writes. Thin on purpose — every decision was taken by
 //! `machineos_build_lifecycle::decide()` or [`crate::render::plan`].
 //!
