@@ -113,19 +113,13 @@ struct Caches {
     nodes: Store<PartialObjectMeta<Node>>,
 }
 
-fn watch_dynamic(
-    client: &Client,
-    ar: ApiResource,
-    wake: &Arc<Notify>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Store<DynamicObject> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let writer = reflector::store::Writer::new(ar);
-    let reader = writer.as_reader();
+/// Run a reflector's stream on its own task, waking the loop on every change (errors are
+/// logged; kube-runtime's backoff retries them).
+fn drive<K, S>(stream: S, wake: &Arc<Notify>, tasks: &mut Vec<tokio::task::JoinHandle<()>>)
+where
+    S: futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+{
     let wake = wake.clone();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
@@ -135,9 +129,25 @@ fn watch_dynamic(
             wake.notify_one();
         }
     }));
+}
+
+fn watch_dynamic(
+    client: &Client,
+    ar: ApiResource,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let writer = reflector::store::Writer::new(ar);
+    let reader = writer.as_reader();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    drive(stream, wake, tasks);
     reader
 }
 
+/// A typed cache; `Api<PartialObjectMeta<K>>` watches metadata only (Nodes).
 fn watch_typed<K>(
     api: Api<K>,
     wake: &Arc<Notify>,
@@ -153,42 +163,10 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let wake = wake.clone();
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
         .default_backoff()
         .touched_objects();
-    tasks.push(tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                tracing::warn!(error = %e, "watch error (retrying)");
-            }
-            wake.notify_one();
-        }
-    }));
-    reader
-}
-
-fn watch_nodes(
-    client: &Client,
-    wake: &Arc<Notify>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Store<PartialObjectMeta<Node>> {
-    let api: Api<PartialObjectMeta<Node>> = Api::all(client.clone());
-    let (reader, writer) = reflector::store();
-    let wake = wake.clone();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
-    tasks.push(tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                tracing::warn!(error = %e, "watch error (retrying)");
-            }
-            wake.notify_one();
-        }
-    }));
+    drive(stream, wake, tasks);
     reader
 }
 
@@ -208,7 +186,11 @@ impl Caches {
             machine_images: watch_dynamic(client, kinds::machine_image(), wake, tasks),
             config_maps: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
             secrets: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
-            nodes: watch_nodes(client, wake, tasks),
+            nodes: watch_typed(
+                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                wake,
+                tasks,
+            ),
         }
     }
 

@@ -71,14 +71,7 @@ async fn layer_file(c: &Cluster, image: &str, path: &str) -> Option<String> {
 async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    c.apply(&kinds::pool(), worker_pool()).await;
-    c.apply(
-        &kinds::machine_config(),
-        machine_config("00-worker", "motd", "hello v1\n"),
-    )
-    .await;
-    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
-        .await;
+    c.setup(&push, "hello v1\n").await;
     let ctl = c.controller().await;
 
     // The render controller points the pool at its rendered config.
@@ -120,19 +113,14 @@ async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
 
     // The MachineOSConfig and a MachineOSImage record the image.
     let moscs = c
-        .until(
-            &kinds::machine_os_config(),
+        .until_recorded(
             "the MachineOSConfig updated",
-            |l| {
-                l[0].data
-                    .pointer("/status/currentImagePullSpec")
-                    .and_then(Value::as_str)
-                    == Some(image1.as_str())
-            },
+            "currentImagePullSpec",
+            image1.as_str(),
         )
         .await;
     assert_eq!(
-        moscs[0].data["status"]["machineOSBuild"]["name"],
+        moscs.data["status"]["machineOSBuild"]["name"],
         b1.name_any().as_str()
     );
     let images = c
@@ -176,15 +164,10 @@ async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
         .unwrap()
         .to_owned();
     assert_ne!(image1, image2);
-    c.until(
-        &kinds::machine_os_config(),
+    c.until_recorded(
         "the MachineOSConfig on build 2",
-        |l| {
-            l[0].data
-                .pointer("/status/currentImagePullSpec")
-                .and_then(Value::as_str)
-                == Some(image2.as_str())
-        },
+        "currentImagePullSpec",
+        image2.as_str(),
     )
     .await;
     assert_eq!(

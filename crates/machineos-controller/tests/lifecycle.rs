@@ -54,17 +54,6 @@ async fn proxied() -> (Cluster, FaultProxy, String) {
     (c, proxy, push)
 }
 
-async fn setup(c: &Cluster, push: &str, motd: &str) {
-    c.apply(&kinds::pool(), worker_pool()).await;
-    c.apply(
-        &kinds::machine_config(),
-        machine_config("00-worker", "motd", motd),
-    )
-    .await;
-    c.apply(&kinds::machine_os_config(), machine_os_config(push))
-        .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_config_interrupts_the_unfinished_build() {
     let (c, proxy, push) = proxied().await;
@@ -76,7 +65,7 @@ async fn a_newer_config_interrupts_the_unfinished_build() {
                 .times(1),
         ])
         .unwrap();
-    setup(&c, &push, "one\n").await;
+    c.setup(&push, "one\n").await;
     let ctl = c.controller().await;
     let first = c
         .until(&kinds::build(), "the first build Building", |l| {
@@ -127,7 +116,7 @@ async fn a_newer_config_interrupts_the_unfinished_build() {
 async fn the_rebuild_annotation_builds_again_and_is_removed() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    setup(&c, &push, "one\n").await;
+    c.setup(&push, "one\n").await;
     let ctl = c.controller().await;
     let b = c
         .until(&kinds::build(), "Succeeded", |l| {
@@ -189,7 +178,7 @@ async fn kill_at(point: &str) {
         ),
         other => panic!("{other}"),
     }
-    setup(&c, &push, "killed\n").await;
+    c.setup(&push, "killed\n").await;
     let ctl = c.controller().await;
     match point {
         "before the push" => {
@@ -232,15 +221,10 @@ async fn kill_at(point: &str) {
         .as_str()
         .unwrap()
         .to_owned();
-    c.until(
-        &kinds::machine_os_config(),
+    c.until_recorded(
         "the MachineOSConfig recorded",
-        |l| {
-            l[0].data
-                .pointer("/status/currentImagePullSpec")
-                .and_then(Value::as_str)
-                == Some(image.as_str())
-        },
+        "currentImagePullSpec",
+        image.as_str(),
     )
     .await;
     let base = c
@@ -302,7 +286,7 @@ async fn api_server_faults_and_dropped_watches_do_not_stop_the_build() {
         2,
         Fault::service_unavailable(),
     );
-    setup(&c, &push, "faults\n").await;
+    c.setup(&push, "faults\n").await;
     let ctl = c.controller().await;
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -323,7 +307,7 @@ async fn api_server_faults_and_dropped_watches_do_not_stop_the_build() {
 async fn retention_deletes_old_builds_and_their_images_but_never_one_in_use() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    setup(&c, &push, "r0\n").await;
+    c.setup(&push, "r0\n").await;
     // Keep the two newest succeeded builds.
     c.get(&kinds::machine_os_config())
         .patch(
@@ -459,7 +443,7 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
     c.server
         .controls()
         .fail_next(RequestMatch::path(MOSB_PATH).method("PUT"), 2, conflict);
-    setup(&c, &push, "faults\n").await;
+    c.setup(&push, "faults\n").await;
     // And a real concurrent writer on the pool while the controller works.
     let churn = {
         let api = c.get(&kinds::pool());
@@ -486,13 +470,8 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
         .as_str()
         .unwrap()
         .to_owned();
-    c.until(&kinds::machine_os_config(), "recorded", |l| {
-        l[0].data
-            .pointer("/status/currentImagePullSpec")
-            .and_then(Value::as_str)
-            == Some(image.as_str())
-    })
-    .await;
+    c.until_recorded("recorded", "currentImagePullSpec", image.as_str())
+        .await;
     churn.abort();
     let faulted = proxy.requests().iter().filter(|r| r.faulted).count();
     assert!(faulted >= 3, "the registry faults fired: {faulted}");
@@ -509,7 +488,7 @@ async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotatio
             FaultAction::Status(403),
         )])
         .unwrap();
-    setup(&c, &push, "refused\n").await;
+    c.setup(&push, "refused\n").await;
     let ctl = c.controller().await;
     let l = c
         .until(&kinds::build(), "Failed", |l| {

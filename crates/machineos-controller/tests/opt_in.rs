@@ -83,14 +83,7 @@ async fn the_legacy_label_and_config_map_build_and_annotate_the_pool() {
 async fn a_bad_machine_config_degrades_the_render_and_builds_nothing() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    c.apply(&kinds::pool(), worker_pool()).await;
-    c.apply(
-        &kinds::machine_config(),
-        machine_config("00-worker", "motd", "ok\n"),
-    )
-    .await;
-    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
-        .await;
+    c.setup(&push, "ok\n").await;
     let ctl = c.controller().await;
     c.until(&kinds::build(), "the first build Succeeded", |l| {
         l.len() == 1 && phase(&l[0]) == "Succeeded"

@@ -12,7 +12,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use machineos_controller::app::run_with;
 use machineos_controller::kinds;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 async fn holder(c: &Cluster) -> Option<String> {
@@ -29,14 +28,7 @@ async fn holder(c: &Cluster) -> Option<String> {
 async fn only_the_leader_acts_and_the_standby_takes_over() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    c.apply(&kinds::pool(), worker_pool()).await;
-    c.apply(
-        &kinds::machine_config(),
-        machine_config("00-worker", "motd", "a\n"),
-    )
-    .await;
-    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
-        .await;
+    c.setup(&push, "a\n").await;
 
     let start = |id: &str| {
         let mut o = c.options();
@@ -121,15 +113,10 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
         .max_by_key(|b| b.creation_timestamp())
         .unwrap()
         .name_any();
-    c.until(
-        &kinds::machine_os_config(),
+    c.until_recorded(
         "the MachineOSConfig on the new build",
-        |l| {
-            l[0].data
-                .pointer("/status/machineOSBuild/name")
-                .and_then(Value::as_str)
-                == Some(newest.as_str())
-        },
+        "machineOSBuild/name",
+        newest.as_str(),
     )
     .await;
     let reporters: std::collections::BTreeSet<String> = events

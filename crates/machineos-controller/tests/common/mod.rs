@@ -259,6 +259,37 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Pool `worker`, its MachineConfig `00-worker` writing `/etc/motd`, and a
+    /// MachineOSConfig pushing to `push`.
+    pub async fn setup(&self, push: &str, motd: &str) {
+        self.apply(&kinds::pool(), worker_pool()).await;
+        self.apply(
+            &kinds::machine_config(),
+            machine_config("00-worker", "motd", motd),
+        )
+        .await;
+        self.apply(&kinds::machine_os_config(), machine_os_config(push))
+            .await;
+    }
+
+    /// Wait until the MachineOSConfig `worker`'s `status.<field>` (`currentImagePullSpec`,
+    /// `machineOSBuild/name`) is `want`.
+    pub async fn until_recorded(&self, what: &str, field: &str, want: &str) -> DynamicObject {
+        let pointer = format!("/status/{field}");
+        self.until(&kinds::machine_os_config(), what, |l| {
+            l.iter().any(|m| {
+                m.name_any() == "worker"
+                    && m.data.pointer(&pointer).and_then(Value::as_str) == Some(want)
+            })
+        })
+        .await
+        .into_iter()
+        .find(|m| m.name_any() == "worker")
+        .expect("the MachineOSConfig")
+    }
+}
+
 pub struct Running {
     pub shutdown: CancellationToken,
     pub task: tokio::task::JoinHandle<Result<(), String>>,
