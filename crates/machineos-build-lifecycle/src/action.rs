@@ -12,39 +12,7 @@ use crate::identity::{BuildInputs, PushTarget};
 use crate::observed::{Backend, PoolCondition, RegistryImage, Timestamp};
 use crate::phase::{Condition, Phase};
 
-/// An object an action or Event is about.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct ObjectRef {
-    /// Kind: `MachineOSConfig`, `MachineOSBuild`, `MachineConfigPool`, `ConfigMap`, `Secret`.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-    /// Namespace, for namespaced kinds.
-    pub namespace: Option<String>,
-    /// UID, when known (owner references need it).
-    pub uid: Option<String>,
-}
-
-impl ObjectRef {
-    /// A cluster-scoped object.
-    pub fn cluster(kind: &str, name: &str) -> Self {
-        ObjectRef {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            namespace: None,
-            uid: None,
-        }
-    }
-    /// A namespaced object.
-    pub fn namespaced(kind: &str, namespace: &str, name: &str) -> Self {
-        ObjectRef {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            namespace: Some(namespace.to_owned()),
-            uid: None,
-        }
-    }
-}
+pub use crate::observed::ObjectRef;
 
 /// Event type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -74,12 +74,46 @@ pub struct PoolObserved {
     pub registry: BTreeMap<String, RegistryObservation>,
 }
 
+/// An object an action or Event is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ObjectRef {
+    /// Kind: `MachineOSConfig`, `MachineOSBuild`, `MachineConfigPool`, `ConfigMap`, `Secret`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// UID, when known (owner references need it).
+    pub uid: Option<String>,
+}
+
+impl ObjectRef {
+    /// A cluster-scoped object.
+    pub fn cluster(kind: &str, name: &str) -> Self {
+        ObjectRef {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            namespace: None,
+            uid: None,
+        }
+    }
+    /// A namespaced object.
+    pub fn namespaced(kind: &str, namespace: &str, name: &str) -> Self {
+        ObjectRef {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            uid: None,
+        }
+    }
+}
+
 /// Why a pool's base image is unavailable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BaseImageError {
     /// The object that names (or should name) the base image: the rendered MachineConfig or
     /// the `machine-config-osimageurl` ConfigMap.
-    pub object: crate::action::ObjectRef,
+    pub object: ObjectRef,
     /// Its field (`spec.osImageURL`, `data.baseOSContainerImage`).
     pub field: String,
     /// What is wrong.
