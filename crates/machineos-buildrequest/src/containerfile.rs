@@ -1,0 +1,1 @@
+//! The Containerfile of a build (see the crate documentation). Written next.

@@ -1,0 +1,1 @@
+//! The per-build objects (see the crate documentation). Written next.
