@@ -16,9 +16,9 @@
 //!   `ARM64`, `PPC64LE`, `S390X`) *replaces* the `NoArch` entry; without one, `NoArch`
 //!   applies. The two are never concatenated: each must continue with `FROM configs AS
 //!   final`, and two stages named `final` do not build. (The MCO reads the `NoArch` entry
-//!   only.) Content that is only blank lines and comments counts as none (so an empty entry for an
-//!   architecture turns the `NoArch` one off for it). Two entries for
-//!   one architecture are refused (the API server's list-map refuses them too). The chosen
+//!   only.) Content that is only blank lines and comments counts as none (so an empty
+//!   entry for an architecture turns the `NoArch` one off for it). Two entries for one
+//!   architecture are refused (the API server's list-map refuses them too). The chosen
 //!   Containerfile is validated on its own ([`validate`], the stage `configs` known, a
 //!   `FROM configs` required, the `escape` parser directive refused because appended it
 //!   would be a comment), so its errors carry the user's own line numbers.
@@ -32,12 +32,18 @@
 //! applied and `currentconfig` is in place, so there is no `extract` stage and no
 //! ignition-apply; the stage is named `configs`, which keeps the MCO's contract for the
 //! user's Containerfile (`FROM configs AS final`). Then, as the MCO: the extensions image
-//! (by digest) bind-mounted as a local rpm-md repository (`coreos-extensions.repo`,
-//! `gpgcheck=0`), `rpm-ostree install` of the packages, the kernel swap the MCO's template
-//! does (detect the installed kernel with `rpm -q`, `remove`/`install` in one `dnf -y
-//! shell` transaction), the usbguard/ipsec tmpfiles workaround, the repository file
-//! removed, `ostree container commit`; the labels `machineconfig`, `machineconfigpool`,
-//! `baseOSContainerImage`; the user's Containerfile appended. Nothing to RUN gives `None`:
+//! (by digest, `RUN --mount=type=bind,from=<image>` as the MCO, no extra stage)
+//! bind-mounted as a local rpm-md repository (`coreos-extensions.repo`, `gpgcheck=0`),
+//! `rpm-ostree install` of the packages, the kernel swap the MCO's template does (detect
+//! the installed kernel with `rpm -q`, `remove`/`install` in one `dnf -y shell`
+//! transaction), the usbguard/ipsec tmpfiles workaround, the repository file removed,
+//! `ostree container commit`; the labels `machineconfig`, `machineconfigpool`,
+//! `baseOSContainerImage` (the native image has them already; repeating them costs
+//! nothing and keeps them whatever the FROM image carries); the user's Containerfile
+//! appended. The tmpfiles workaround runs only with the extensions step (the MCO runs it
+//! in every build; it matters only once the usbguard or ipsec packages are installed, and
+//! a user-Containerfile-only build then changes no more than the user asked for). Nothing
+//! to RUN gives `None`:
 //! the backend creates no Job and the native image is the result. The rendered text is
 //! validated before it is returned.
 //!
@@ -1160,7 +1166,7 @@ fn check_instruction(
             }
         }
         "ENV" | "LABEL" => {
-            if ws[0].contains('=') {
+            if ws.first().is_some_and(|w| w.contains('=')) {
                 if let Some(bad) = ws.iter().find(|w| !w.contains('=') || w.starts_with('=')) {
                     return Err(invalid(
                         instruction,
@@ -1429,4 +1435,53 @@ fn is_path_component(c: &str) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_substitutes_keeps_and_drops_blocks() {
+        let vars = [("a", "1"), ("e", ""), ("m", "x\ny")];
+        let t = "A={{a}} {{ a }}\n{{#if a}}\nkept {{m}}\n  {{#if e}}\ndropped\n  {{/if}}\n{{/if}}\n{{#if e}}\nno\n{{/if}}\nend\n";
+        assert_eq!(fill(t, &vars).unwrap(), "A=1 1\nkept x\ny\nend\n");
+        // A substituted value is not read again as template.
+        assert_eq!(fill("{{v}}\n", &[("v", "{{a}}")]).unwrap(), "{{a}}\n");
+    }
+
+    #[test]
+    fn fill_refuses_unknown_names_and_unbalanced_blocks() {
+        assert_eq!(
+            fill("x\n{{nope}}\n", &[]).unwrap_err(),
+            "line 2: unknown name \"nope\""
+        );
+        assert!(fill("{{#if nope}}\n{{/if}}\n", &[]).is_err());
+        assert!(fill("{{/if}}\n", &[]).is_err());
+        assert!(fill("{{#if a}}\n", &[("a", "1")]).is_err());
+        assert!(fill("{{a\n", &[("a", "1")]).is_err());
+    }
+
+    #[test]
+    fn the_template_uses_only_known_names() {
+        // Every name the template uses is one render() gives (all set, all blocks kept).
+        let names = [
+            "machine_config",
+            "pool",
+            "from_image",
+            "base_image",
+            "extensions_image",
+            "extension_packages",
+            "kernel_type",
+            "kernel_packages",
+            "kernel_default_packages",
+            "kernel_realtime_packages",
+            "kernel_64k_packages",
+            "user_containerfile",
+            "arch",
+            "target",
+        ];
+        let vars: Vec<(&str, &str)> = names.iter().map(|n| (*n, "v")).collect();
+        fill(TEMPLATE, &vars).unwrap();
+    }
 }
