@@ -515,29 +515,8 @@ fn interrupt_others(
         .filter(|b| b.name != target && b.phase.is_active())
     {
         match &b.backend {
-            Some(BackendStatus::Succeeded { image, at }) => {
-                let start = b.build_start.unwrap_or(b.created);
-                o.actions.extend(status(
-                    b,
-                    Phase::Succeeded,
-                    None,
-                    Some(start),
-                    Some((*at).max(start + 1)),
-                    Some(image.image.clone()),
-                    backend,
-                ));
-            }
-            Some(BackendStatus::Failed { message, at }) => {
-                let start = b.build_start.unwrap_or(b.created);
-                o.actions.extend(status(
-                    b,
-                    Phase::Failed,
-                    Some(message),
-                    Some(start),
-                    Some((*at).max(start + 1)),
-                    None,
-                    backend,
-                ));
+            Some(finished @ (BackendStatus::Succeeded { .. } | BackendStatus::Failed { .. })) => {
+                o.actions.extend(finished_status(b, finished, backend))
             }
             running => {
                 if running.is_some() {
@@ -701,18 +680,8 @@ fn follow(
                 o.pool_conditions(conds);
                 o.requeue("BuildRunning", Retry::Transient, Some(10));
             }
-            Some(BackendStatus::Succeeded { image, at }) => {
-                let start = t.build_start.unwrap_or(t.created);
-                let end = (*at).max(start + 1);
-                o.actions.extend(status(
-                    t,
-                    Phase::Succeeded,
-                    None,
-                    Some(start),
-                    Some(end),
-                    Some(image.image.clone()),
-                    eff.backend,
-                ));
+            Some(finished @ BackendStatus::Succeeded { image, .. }) => {
+                o.actions.extend(finished_status(t, finished, eff.backend));
                 o.event(
                     o.build_ref(name),
                     EventType::Normal,
@@ -728,18 +697,8 @@ fn follow(
                     &inputs.extensions_image,
                 );
             }
-            Some(BackendStatus::Failed { message, at }) => {
-                let start = t.build_start.unwrap_or(t.created);
-                let end = (*at).max(start + 1);
-                o.actions.extend(status(
-                    t,
-                    Phase::Failed,
-                    Some(message),
-                    Some(start),
-                    Some(end),
-                    None,
-                    eff.backend,
-                ));
+            Some(finished @ BackendStatus::Failed { message, .. }) => {
+                o.actions.extend(finished_status(t, finished, eff.backend));
                 o.event(
                     o.build_ref(name),
                     EventType::Warning,
@@ -752,6 +711,34 @@ fn follow(
             }
         },
     }
+}
+
+/// The status write recording what a backend finished with (Succeeded or Failed; `None`
+/// for any other report, or a transition the gate refuses): `buildStart` kept, else the
+/// creation time; `buildEnd` the backend's time, at least a second after the start (the
+/// API requires end after start).
+fn finished_status(
+    b: &BuildObserved,
+    finished: &BackendStatus,
+    builder: Backend,
+) -> Option<Action> {
+    let (to, message, at, image) = match finished {
+        BackendStatus::Succeeded { image, at } => {
+            (Phase::Succeeded, None, *at, Some(image.image.clone()))
+        }
+        BackendStatus::Failed { message, at } => (Phase::Failed, Some(message.as_str()), *at, None),
+        _ => return None,
+    };
+    let start = b.build_start.unwrap_or(b.created);
+    status(
+        b,
+        to,
+        message,
+        Some(start),
+        Some(at.max(start + 1)),
+        image,
+        builder,
+    )
 }
 
 fn registry_arches(p: &PoolObserved, name: &str) -> Vec<(String, String)> {
