@@ -33,7 +33,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
     Action, Backend, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation,
-    Timestamp, decide,
+    decide,
 };
 use machineos_diagnostics::{Classify, Retry};
 use machineos_image::Platform;
@@ -46,9 +46,10 @@ use crate::health::Health;
 use crate::kinds;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ReconcileResult};
-use crate::native::{NativeBackend, NativeJob, NativeSettings, RegistrySettings};
+use crate::native::{NativeBackend, NativeJob, NativeSettings};
 use crate::observe::{self, Learnt, Snapshot};
 use crate::registry_ops;
+use crate::registry_ops::RegistrySettings;
 use crate::render;
 
 /// How the controller runs.
@@ -225,12 +226,6 @@ impl Caches {
         s.builds.sort_by_key(|o| o.name_any());
         s
     }
-}
-
-fn now() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as Timestamp)
 }
 
 /// How long registry answers are trusted.
@@ -435,30 +430,24 @@ impl State {
             let Some(rendered_name) = p.rendered.as_ref().map(|r| r.name.clone()) else {
                 continue; // waiting for the render
             };
+            // The Secrets the lifecycle resolved; a pool whose configuration does not resolve
+            // is reported as such by the lifecycle, and nothing is resolved for it.
+            let Ok(Some(eff)) = machineos_build_lifecycle::config::resolve(o, p) else {
+                continue;
+            };
             let rendered = s
                 .machine_configs
                 .iter()
                 .find(|m| m.name_any() == rendered_name)
                 .map(|m| m.as_ref());
-            let from_rendered = rendered
-                .and_then(|r| observe::str_at(&r.data, "/spec/osImageURL"))
-                .is_some_and(|u| !u.is_empty());
-            let (object, field) = if from_rendered {
-                (
-                    ObjectRef::cluster("MachineConfig", &rendered_name),
-                    "spec.osImageURL",
-                )
-            } else {
-                (
-                    ObjectRef::namespaced(
-                        "ConfigMap",
-                        &self.opts.namespace,
-                        observe::OS_IMAGE_URL_CONFIG_MAP,
-                    ),
-                    "data.baseOSContainerImage",
-                )
-            };
-            let Some(reference) = observe::base_image_reference(rendered, &s.config_maps) else {
+            let source = observe::base_image_source(
+                rendered,
+                &rendered_name,
+                &s.config_maps,
+                &self.opts.namespace,
+            );
+            let (object, field) = (source.object, source.field);
+            let Some(reference) = source.reference else {
                 self.base_errors.insert(
                     pool,
                     BaseImageError {
@@ -475,9 +464,9 @@ impl State {
             if self.base_images.contains_key(&reference) {
                 continue;
             }
-            let creds = pull_credentials(s, p);
+            let creds = pull_credentials(s, &eff);
             // A refusal is retried after a while, or at once when the credentials change.
-            let creds_key = credentials_key(&creds);
+            let creds_key = registry_ops::credentials_key(&creds);
             if let Some((_, key, at)) = self.base_failures.get(&reference)
                 && *key == creds_key
                 && at.elapsed() < REGISTRY_TTL
@@ -534,20 +523,14 @@ impl State {
     }
 
     async fn pass(&mut self) {
-        let t0 = Instant::now();
         let s = self.caches.snapshot(&self.opts.namespace);
         if self.opts.render {
             self.render_pass(&s).await;
         }
-        let t_render = t0.elapsed();
-        let learnt = self.learnt();
-        let before = observe::observe(&s, &learnt);
+        // Base images are resolved on a first observation; the pools are decided on a
+        // second one, which has them (and whatever the render just wrote).
+        let before = observe::observe(&s, &self.learnt());
         self.resolve_bases(&s, &before).await;
-        tracing::debug!(
-            render_ms = t_render.as_millis() as u64,
-            observe_resolve_ms = (t0.elapsed() - t_render).as_millis() as u64,
-            "pass phases"
-        );
         // Forget native builds the API no longer needs followed.
         let active: HashMap<String, Phase> = s
             .builds
@@ -557,7 +540,7 @@ impl State {
         self.native
             .retain(|b| active.get(b).is_some_and(|p| !p.is_terminal()));
         self.metrics.set_active_builds(self.native.active() as i64);
-        // One observation for the pass. Pools are decided and carried out concurrently
+        // Pools are decided and carried out concurrently
         // (bounded): each pool's actions are independent API objects, and a pool whose
         // decision needs a registry answer is decided again with it at once.
         let s = self.caches.snapshot(&self.opts.namespace);
@@ -703,7 +686,7 @@ async fn run_pool(
             pools: vec![p.clone()],
             ..shared.clone()
         };
-        let actions = decide(&one, now());
+        let actions = decide(&one, execute::now());
         match execute(ctx, s, &p, actions).await {
             Ok(done) => {
                 let again = !done.answers.is_empty();
@@ -851,15 +834,11 @@ async fn execute(
                 done.forget.push(build);
             }
             Action::RemoveRebuildAnnotation { machine_os_config } => {
-                let mut ann = serde_json::Map::new();
-                ann.insert(
-                    machineos_build_lifecycle::vocab::REBUILD_ANNOTATION.into(),
-                    serde_json::Value::Null,
-                );
-                execute::merge(
+                execute::set_annotation(
                     &kinds::all(ctx.client, &kinds::machine_os_config()),
                     &machine_os_config,
-                    serde_json::json!({"metadata": {"annotations": ann}}),
+                    machineos_build_lifecycle::vocab::REBUILD_ANNOTATION,
+                    None,
                     format!("MachineOSConfig {machine_os_config}"),
                 )
                 .await?;
@@ -871,38 +850,25 @@ async fn execute(
                 observed_generation,
             } => {
                 let api = kinds::all(ctx.client, &kinds::machine_os_config());
-                let mut ann = serde_json::Map::new();
-                ann.insert(
-                    machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION.into(),
-                    serde_json::json!(machine_os_build),
-                );
-                execute::merge(
+                let what = format!("MachineOSConfig {machine_os_config}");
+                execute::set_annotation(
                     &api,
                     &machine_os_config,
-                    serde_json::json!({"metadata": {"annotations": ann}}),
-                    format!("MachineOSConfig {machine_os_config}"),
+                    machineos_build_lifecycle::vocab::CURRENT_MACHINE_OS_BUILD_ANNOTATION,
+                    Some(&machine_os_build),
+                    what.clone(),
                 )
                 .await?;
-                execute::edit_status(
-                    &api,
-                    &machine_os_config,
-                    format!("MachineOSConfig {machine_os_config}"),
-                    |obj| {
-                        let mut st = obj
-                            .data
-                            .get("status")
-                            .cloned()
-                            .unwrap_or_else(|| serde_json::json!({}));
-                        st["currentImagePullSpec"] = serde_json::json!(current_image_pull_spec);
-                        st["machineOSBuild"] = serde_json::json!({
-                            "group": "machineconfiguration.openshift.io",
-                            "resource": "machineosbuilds",
-                            "name": machine_os_build,
-                        });
-                        st["observedGeneration"] = serde_json::json!(observed_generation);
-                        Some(st)
-                    },
-                )
+                execute::edit_status(&api, &machine_os_config, what, |_, st| {
+                    st["currentImagePullSpec"] = serde_json::json!(current_image_pull_spec);
+                    st["machineOSBuild"] = serde_json::json!({
+                        "group": "machineconfiguration.openshift.io",
+                        "resource": "machineosbuilds",
+                        "name": machine_os_build,
+                    });
+                    st["observedGeneration"] = serde_json::json!(observed_generation);
+                    true
+                })
                 .await?;
                 tracing::info!(pool = %p.pool.name, build = %machine_os_build, image = %current_image_pull_spec, "MachineOSConfig points at the new image");
             }
@@ -973,12 +939,11 @@ async fn execute(
             }
             Action::SetPoolCondition { condition, .. } => conds.push(condition),
             Action::SetPoolAnnotation { pool, key, value } => {
-                let mut ann = serde_json::Map::new();
-                ann.insert(key, serde_json::json!(value));
-                execute::merge(
+                execute::set_annotation(
                     &kinds::all(ctx.client, &kinds::pool()),
                     &pool,
-                    serde_json::json!({"metadata": {"annotations": ann}}),
+                    &key,
+                    Some(&value),
                     format!("MachineConfigPool {pool}"),
                 )
                 .await?;
@@ -1011,14 +976,6 @@ async fn execute(
     Ok(done)
 }
 
-/// A fingerprint of credentials (which Secrets, what content).
-fn credentials_key(creds: &[(String, Vec<u8>)]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    creds.hash(&mut h);
-    h.finish()
-}
-
 /// A Secret's `.dockerconfigjson`, with a name for messages.
 fn secret_bytes(s: &Snapshot, name: &str) -> Option<(String, Vec<u8>)> {
     let sec = s
@@ -1029,32 +986,16 @@ fn secret_bytes(s: &Snapshot, name: &str) -> Option<(String, Vec<u8>)> {
     Some((format!("Secret {}/{name}", s.namespace), bytes.0.clone()))
 }
 
-fn pull_credentials(s: &Snapshot, p: &PoolObserved) -> Vec<(String, Vec<u8>)> {
-    use machineos_build_lifecycle::OptIn;
-    use machineos_build_lifecycle::vocab::{
-        KEY_BASE_IMAGE_PULL_SECRET, KEY_FINAL_IMAGE_PUSH_SECRET,
-    };
-    // The pull Secret first; the push Secret after it (the MCO's base image pull falls back
-    // on the cluster's global pull secret; here the push Secret, which often covers the same
-    // registry, is that fallback).
-    let names: Vec<String> = match &p.opt_in {
-        Some(OptIn::MachineOSConfig(m)) => m
-            .base_image_pull_secret
-            .iter()
-            .cloned()
-            .chain([m.rendered_image_push_secret.clone()])
-            .collect(),
-        Some(OptIn::Legacy(l)) => l
-            .config_map
-            .as_ref()
-            .map(|d| {
-                [KEY_BASE_IMAGE_PULL_SECRET, KEY_FINAL_IMAGE_PUSH_SECRET]
-                    .iter()
-                    .filter_map(|k| d.get(*k).cloned())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    names.iter().filter_map(|n| secret_bytes(s, n)).collect()
+/// The credentials the base image is pulled with: the pull Secret first, then the push
+/// Secret (the MCO falls back on the cluster's global pull secret; here the push Secret,
+/// which often covers the same registry, is that fallback).
+fn pull_credentials(
+    s: &Snapshot,
+    eff: &machineos_build_lifecycle::config::Effective,
+) -> Vec<(String, Vec<u8>)> {
+    eff.base_image_pull_secret
+        .iter()
+        .chain([&eff.push_secret])
+        .filter_map(|n| secret_bytes(s, n))
+        .collect()
 }

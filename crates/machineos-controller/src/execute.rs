@@ -116,6 +116,13 @@ pub fn rfc3339(t: Timestamp) -> String {
         .unwrap_or_default()
 }
 
+/// Now, in seconds since the Unix epoch (the lifecycle's [`Timestamp`]).
+pub fn now() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as Timestamp)
+}
+
 fn now_time() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
@@ -156,20 +163,21 @@ pub async fn merge(
 }
 
 /// Read-modify-write a status with optimistic concurrency: `edit` gets the current object
-/// and returns the new `status` (or `None`: nothing to write).
+/// and its `status` (`{}` when it has none) to change, and says whether to write it.
 pub async fn edit_status(
     api: &Api<DynamicObject>,
     name: &str,
     what: String,
-    edit: impl FnOnce(&DynamicObject) -> Option<Value>,
+    edit: impl FnOnce(&DynamicObject, &mut Value) -> bool,
 ) -> Result<bool, ExecError> {
     let mut obj = api
         .get(name)
         .await
         .map_err(api_err("reading", what.clone()))?;
-    let Some(status) = edit(&obj) else {
+    let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
+    if !edit(&obj, &mut status) {
         return Ok(false);
-    };
+    }
     obj.data["status"] = status;
     obj.metadata.managed_fields = None;
     api.replace_status(name, &PostParams::default(), &obj)
@@ -178,36 +186,60 @@ pub async fn edit_status(
         .map_err(api_err("writing the status of", what))
 }
 
+/// A status's `conditions` list (empty when it has none).
+pub fn conditions_of(status: &Value) -> Vec<Value> {
+    status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `new` (a condition with its type and status) with its `lastTransitionTime`: that of the
+/// condition of the same type in `old` when the status did not change, else now.
+fn with_transition_time(old: &[Value], mut new: Value) -> Value {
+    let kept = old
+        .iter()
+        .find(|o| o.get("type") == new.get("type"))
+        .filter(|o| o.get("status") == new.get("status"))
+        .and_then(|o| o.get("lastTransitionTime"))
+        .filter(|t| !t.is_null())
+        .cloned();
+    new["lastTransitionTime"] = kept.unwrap_or_else(|| json!(now_time()));
+    new
+}
+
 /// The conditions with `c` set: its `lastTransitionTime` moves only if its status changed.
 pub fn set_condition(conditions: &[Value], c: &PoolCondition) -> Vec<Value> {
-    let mut out = Vec::with_capacity(conditions.len() + 1);
-    let mut found = false;
-    for old in conditions {
-        if old.get("type").and_then(Value::as_str) == Some(c.type_.as_str()) {
-            found = true;
-            let same = old.get("status").and_then(Value::as_str) == Some(c.status.as_str());
-            let time = if same {
-                old.get("lastTransitionTime")
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            } else {
-                json!(now_time())
-            };
-            out.push(json!({
-                "type": c.type_, "status": c.status, "reason": c.reason,
-                "message": c.message, "lastTransitionTime": time,
-            }));
-        } else {
-            out.push(old.clone());
-        }
-    }
-    if !found {
-        out.push(json!({
-            "type": c.type_, "status": c.status, "reason": c.reason,
-            "message": c.message, "lastTransitionTime": now_time(),
-        }));
+    let new = with_transition_time(
+        conditions,
+        json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message}),
+    );
+    let mut out = conditions.to_vec();
+    match out.iter().position(|o| o.get("type") == new.get("type")) {
+        Some(i) => out[i] = new,
+        None => out.push(new),
     }
     out
+}
+
+/// Set (or, with `None`, remove) one annotation with a JSON merge patch.
+pub async fn set_annotation(
+    api: &Api<DynamicObject>,
+    name: &str,
+    key: &str,
+    value: Option<&str>,
+    what: String,
+) -> Result<(), ExecError> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(key.to_owned(), json!(value));
+    merge(
+        api,
+        name,
+        json!({"metadata": {"annotations": annotations}}),
+        what,
+    )
+    .await
 }
 
 /// Set pool conditions (one read-modify-write for all of them).
@@ -217,19 +249,19 @@ pub async fn set_pool_conditions(
     conds: &[PoolCondition],
 ) -> Result<(), ExecError> {
     let api = kinds::all(client, &kinds::pool());
-    edit_status(&api, pool, format!("MachineConfigPool {pool}"), |obj| {
-        let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
-        let mut list: Vec<Value> = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for c in conds {
-            list = set_condition(&list, c);
-        }
-        status["conditions"] = Value::Array(list);
-        Some(status)
-    })
+    edit_status(
+        &api,
+        pool,
+        format!("MachineConfigPool {pool}"),
+        |_, status| {
+            let mut list = conditions_of(status);
+            for c in conds {
+                list = set_condition(&list, c);
+            }
+            status["conditions"] = Value::Array(list);
+            true
+        },
+    )
     .await
     .map(|_| ())
 }
@@ -237,39 +269,25 @@ pub async fn set_pool_conditions(
 /// Write a build's status if it is still in `u.from`.
 pub async fn set_build_status(client: &Client, u: &BuildStatusUpdate) -> Result<bool, ExecError> {
     let api = kinds::all(client, &kinds::build());
-    edit_status(&api, &u.build, format!("MachineOSBuild {}", u.build), |obj| {
+    edit_status(&api, &u.build, format!("MachineOSBuild {}", u.build), |obj, status| {
         if build_phase(obj) != u.from {
             tracing::info!(build = %u.build, want = ?u.from, "build moved on since the decision; skipping its status write");
-            return None;
+            return false;
         }
-        let old: Vec<Value> = obj
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let old = conditions_of(status);
         let conditions: Vec<Value> = u
             .conditions
             .iter()
             .map(|c| {
-                let prev = old
-                    .iter()
-                    .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
-                let time = match prev {
-                    Some(p) if p.get("status").and_then(Value::as_str) == Some(&c.status) => p
-                        .get("lastTransitionTime")
-                        .cloned()
-                        .unwrap_or_else(|| json!(now_time())),
-                    _ => json!(now_time()),
-                };
-                json!({
-                    "type": c.type_, "status": c.status, "reason": c.reason,
-                    "message": c.message, "observedGeneration": c.observed_generation,
-                    "lastTransitionTime": time,
-                })
+                with_transition_time(
+                    &old,
+                    json!({
+                        "type": c.type_, "status": c.status, "reason": c.reason,
+                        "message": c.message, "observedGeneration": c.observed_generation,
+                    }),
+                )
             })
             .collect();
-        let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
         status["conditions"] = Value::Array(conditions);
         if let Some(s) = u.build_start {
             status["buildStart"] = json!(rfc3339(s));
@@ -281,7 +299,7 @@ pub async fn set_build_status(client: &Client, u: &BuildStatusUpdate) -> Result<
             status["digestedImagePushSpec"] = json!(d);
         }
         status["builder"] = json!({"imageBuilderType": u.builder.as_str()});
-        Some(status)
+        true
     })
     .await
 }
@@ -402,20 +420,14 @@ pub async fn render(client: &Client, plan: &RenderPlan) -> Result<(), ExecError>
             &pools,
             &plan.pool,
             format!("MachineConfigPool {}", plan.pool),
-            |obj| {
-                let mut status = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
+            |_, status| {
                 if let Some(c) = &plan.status_configuration {
                     status["configuration"] = c.clone();
                 }
                 if let Some(c) = &plan.condition {
-                    let list: Vec<Value> = status
-                        .get("conditions")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    status["conditions"] = Value::Array(set_condition(&list, c));
+                    status["conditions"] = Value::Array(set_condition(&conditions_of(status), c));
                 }
-                Some(status)
+                true
             },
         )
         .await?;

@@ -26,15 +26,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use machineos_build_lifecycle::{BackendStatus, PushTarget, RegistryImage, Timestamp};
-use machineos_image::auth::{AuthFile, Credentials};
+use machineos_build_lifecycle::{BackendStatus, PushTarget, RegistryImage};
 use machineos_image::{ImageRef, Platform};
 use machineos_native_builder::{BuildSpec, Environment, Quiet};
-use machineos_registry::{CredentialSource, Registry, RegistryOptions};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::execute::now;
 use crate::metrics::Metrics;
+use crate::registry_ops::RegistrySettings;
 
 /// What one native build needs.
 #[derive(Debug, Clone)]
@@ -52,65 +52,6 @@ pub struct NativeJob {
     /// Registry credentials: (source name for messages, `.dockerconfigjson` bytes), push
     /// Secret first.
     pub credentials: Vec<(String, Vec<u8>)>,
-}
-
-/// Registry settings shared by every build, and the clients made from them.
-#[derive(Debug, Clone, Default)]
-pub struct RegistrySettings {
-    /// Extra CA certificates (PEM).
-    pub ca_pems: Vec<Vec<u8>>,
-    /// Hosts that may be reached over plain HTTP besides loopback.
-    pub insecure_hosts: Vec<String>,
-    /// Clients by credentials: making one builds a TLS configuration (CA certificates
-    /// parsed, roots loaded), and reusing one keeps its connections and tokens.
-    clients: Arc<Mutex<HashMap<u64, Registry>>>,
-}
-
-/// At most this many cached clients (one per distinct set of credentials in use).
-const MAX_CLIENTS: usize = 64;
-
-impl RegistrySettings {
-    /// Settings with these CAs and plain-HTTP hosts.
-    pub fn new(ca_pems: Vec<Vec<u8>>, insecure_hosts: Vec<String>) -> Self {
-        RegistrySettings {
-            ca_pems,
-            insecure_hosts,
-            clients: Arc::default(),
-        }
-    }
-
-    /// A registry client with these settings and the given `.dockerconfigjson` payloads
-    /// (source name, bytes), from the cache when the same credentials were used before.
-    pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, String> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        credentials.hash(&mut h);
-        let key = h.finish();
-        let mut clients = self
-            .clients
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(r) = clients.get(&key) {
-            return Ok(r.clone());
-        }
-        let mut files = Vec::new();
-        for (source, bytes) in credentials {
-            let f = AuthFile::parse(bytes).map_err(|e| format!("{source}: {e}"))?;
-            files.push((PathBuf::from(source), f));
-        }
-        let registry = Registry::new(RegistryOptions {
-            ca_pems: self.ca_pems.clone(),
-            insecure_hosts: self.insecure_hosts.clone(),
-            credentials: CredentialSource::Loaded(Credentials::from_files(files)),
-            ..RegistryOptions::default()
-        })
-        .map_err(|e| e.to_string())?;
-        if clients.len() >= MAX_CLIENTS {
-            clients.clear();
-        }
-        clients.insert(key, registry.clone());
-        Ok(registry)
-    }
 }
 
 /// Settings of the backend.
@@ -148,12 +89,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct NativeBackend {
     inner: Arc<Inner>,
-}
-
-fn now() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as Timestamp)
 }
 
 impl NativeBackend {
@@ -322,7 +257,6 @@ impl NativeBackend {
             cache: s.cache_dir.clone().map(machineos_baseindex::Cache::new),
             progress: Arc::new(Quiet),
         };
-        let push_started = Instant::now();
         let outcome = machineos_native_builder::build(spec, env)
             .await
             .map_err(|e| e.to_string())?;
@@ -332,13 +266,10 @@ impl NativeBackend {
                 .await
                 .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
         }
-        self.inner.metrics.push(
-            &job.pool,
-            true,
-            Duration::from_secs_f64(outcome.timings.publish_ms / 1000.0)
-                .min(push_started.elapsed())
-                .as_secs_f64(),
-        );
+        // The engine times its publish stage itself.
+        self.inner
+            .metrics
+            .push(&job.pool, true, outcome.timings.publish_ms / 1000.0);
         Ok(RegistryImage {
             image: format!("{repository}@{}", outcome.manifest_digest),
             architectures: vec![(

@@ -28,7 +28,7 @@ use kube::api::{DynamicObject, PartialObjectMeta};
 use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::{
     BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
-    MachineOSImageObserved, Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved,
+    MachineOSImageObserved, ObjectRef, Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved,
     RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };
 use serde_json::Value;
@@ -87,20 +87,43 @@ pub fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
-/// The base image reference a pool builds on, not yet resolved: the rendered config's
-/// `spec.osImageURL`, else the `machine-config-osimageurl` ConfigMap's
-/// `baseOSContainerImage`. `None` when neither gives one.
-pub fn base_image_reference(
+/// Where a pool's base image comes from: the rendered config's `spec.osImageURL` when it
+/// sets one, else the `machine-config-osimageurl` ConfigMap's `baseOSContainerImage` — the
+/// object and field to name when it is missing or unusable, and the reference, not yet
+/// resolved (`None` when neither gives one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaseImageSource {
+    /// The reference as written.
+    pub reference: Option<String>,
+    /// The object that names it (or should).
+    pub object: ObjectRef,
+    /// Its field.
+    pub field: &'static str,
+}
+
+/// The [`BaseImageSource`] of a pool whose rendered config is `rendered` (named
+/// `rendered_name`), in the controller's `namespace`.
+pub fn base_image_source(
     rendered: Option<&DynamicObject>,
+    rendered_name: &str,
     config_maps: &[Arc<ConfigMap>],
-) -> Option<String> {
+    namespace: &str,
+) -> BaseImageSource {
     if let Some(url) = rendered
         .and_then(|r| str_at(&r.data, "/spec/osImageURL"))
         .filter(|s| !s.is_empty())
     {
-        return Some(url.to_owned());
+        return BaseImageSource {
+            reference: Some(url.to_owned()),
+            object: ObjectRef::cluster("MachineConfig", rendered_name),
+            field: "spec.osImageURL",
+        };
     }
-    config_map_value(config_maps, OS_IMAGE_URL_CONFIG_MAP, "baseOSContainerImage")
+    BaseImageSource {
+        reference: config_map_value(config_maps, OS_IMAGE_URL_CONFIG_MAP, "baseOSContainerImage"),
+        object: ObjectRef::namespaced("ConfigMap", namespace, OS_IMAGE_URL_CONFIG_MAP),
+        field: "data.baseOSContainerImage",
+    }
 }
 
 /// A value of a ConfigMap by name (non-empty).
@@ -340,13 +363,17 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
                 .filter(|s| is_digested(s))
                 .map(str::to_owned),
         });
-        let base_image = base_image_reference(rendered_obj, &s.config_maps).and_then(|r| {
-            if is_digested(&r) {
-                Some(r)
-            } else {
-                learnt.base_images.get(&r).cloned()
-            }
-        });
+        let rendered_name = pool.rendered_config.as_deref().unwrap_or_default();
+        let base_image =
+            base_image_source(rendered_obj, rendered_name, &s.config_maps, &s.namespace)
+                .reference
+                .and_then(|r| {
+                    if is_digested(&r) {
+                        Some(r)
+                    } else {
+                        learnt.base_images.get(&r).cloned()
+                    }
+                });
         let names: BTreeSet<&str> = builds.iter().map(|b| b.name.as_str()).collect();
         let registry: BTreeMap<String, RegistryObservation> = learnt
             .registry

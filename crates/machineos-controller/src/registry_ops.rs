@@ -1,7 +1,9 @@
 //! The registry operations the lifecycle asks for, carried out with the referenced Secret's
 //! credentials: does `repo:<build>` exist ([`check`]), delete an image by digest
 //! ([`delete`]), resolve a base image tag to its digest ([`resolve`]), and move an extra tag
-//! ([`retag`]).
+//! ([`retag`]); and [`RegistrySettings`], which makes the clients for all of them (and for
+//! native builds) from Secrets' `.dockerconfigjson`, one cached client per set of
+//! credentials ([`credentials_key`]).
 //!
 //! Errors keep the registry's classification: [`check`] turns "not found" into
 //! [`RegistryObservation::Absent`] and everything else (auth denied, 5xx after retries) into
@@ -14,7 +16,80 @@ use machineos_build_lifecycle::{RegistryImage, RegistryObservation};
 use machineos_diagnostics::{Classify as _, Retry};
 use machineos_image::ImageRef;
 use machineos_image::reference::RegistryRef;
-use machineos_registry::{DeleteOutcome, Registry, RegistryError};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use machineos_image::auth::{AuthFile, Credentials};
+use machineos_registry::{
+    CredentialSource, DeleteOutcome, Registry, RegistryError, RegistryOptions,
+};
+
+/// Registry settings shared by every registry operation (builds, checks, base image
+/// resolution, deletes), and the clients made from them.
+#[derive(Debug, Clone, Default)]
+pub struct RegistrySettings {
+    /// Extra CA certificates (PEM).
+    pub ca_pems: Vec<Vec<u8>>,
+    /// Hosts that may be reached over plain HTTP besides loopback.
+    pub insecure_hosts: Vec<String>,
+    /// Clients by credentials: making one builds a TLS configuration (CA certificates
+    /// parsed, roots loaded), and reusing one keeps its connections and tokens.
+    clients: Arc<Mutex<HashMap<u64, Registry>>>,
+}
+
+/// At most this many cached clients (one per distinct set of credentials in use).
+const MAX_CLIENTS: usize = 64;
+
+impl RegistrySettings {
+    /// Settings with these CAs and plain-HTTP hosts.
+    pub fn new(ca_pems: Vec<Vec<u8>>, insecure_hosts: Vec<String>) -> Self {
+        RegistrySettings {
+            ca_pems,
+            insecure_hosts,
+            clients: Arc::default(),
+        }
+    }
+
+    /// A registry client with these settings and the given `.dockerconfigjson` payloads
+    /// (source name, bytes), from the cache when the same credentials were used before.
+    pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, String> {
+        let key = credentials_key(credentials);
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = clients.get(&key) {
+            return Ok(r.clone());
+        }
+        let mut files = Vec::new();
+        for (source, bytes) in credentials {
+            let f = AuthFile::parse(bytes).map_err(|e| format!("{source}: {e}"))?;
+            files.push((PathBuf::from(source), f));
+        }
+        let registry = Registry::new(RegistryOptions {
+            ca_pems: self.ca_pems.clone(),
+            insecure_hosts: self.insecure_hosts.clone(),
+            credentials: CredentialSource::Loaded(Credentials::from_files(files)),
+            ..RegistryOptions::default()
+        })
+        .map_err(|e| e.to_string())?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, registry.clone());
+        Ok(registry)
+    }
+}
+
+/// A fingerprint of credentials: which Secrets, with what content (the `(source, bytes)`
+/// pairs a client is made from).
+pub fn credentials_key(credentials: &[(String, Vec<u8>)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    credentials.hash(&mut h);
+    h.finish()
+}
 
 fn registry_ref(pullspec: &str) -> Result<RegistryRef, String> {
     match ImageRef::parse(pullspec) {

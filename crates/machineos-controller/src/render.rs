@@ -207,16 +207,9 @@ pub fn plan(
         out.spec_configuration = Some(want.clone());
     }
     // status.configuration: once every node of the pool runs the spec's config.
-    let selector = typed_pool
-        .spec
-        .node_selector
-        .as_ref()
-        .and_then(|s| Selector::parse(s).ok());
-    let all_updated = match &selector {
-        None => true,
-        Some(_) => pool_nodes(pool, nodes)
-            .all(|n| n.annotations().get(CURRENT_CONFIG) == Some(&rendered_name)),
-    };
+    // No usable nodeSelector selects no node: every node (of none) is updated.
+    let all_updated = pool_nodes(pool, nodes)
+        .all(|n| n.annotations().get(CURRENT_CONFIG) == Some(&rendered_name));
     let status_now = pool.data.pointer("/status/configuration").cloned();
     if all_updated && !same_configuration(status_now.as_ref(), &want) {
         out.status_configuration = Some(want);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use machineos_controller::controller::ControllerOptions;
-use machineos_controller::native::RegistrySettings;
+use machineos_controller::registry_ops::RegistrySettings;
 
 /// Arguments of `machineos controller`.
 #[derive(Debug, clap::Args)]

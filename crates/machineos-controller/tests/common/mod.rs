@@ -16,7 +16,7 @@ use machineos_controller::health::Health;
 use machineos_controller::kinds;
 use machineos_controller::leader::Leadership;
 use machineos_controller::metrics::Metrics;
-use machineos_controller::native::RegistrySettings;
+use machineos_controller::registry_ops::RegistrySettings;
 use machineos_image::{Platform, layout::Layout};
 use machineos_kubetest::http::{Server, new_store};
 use machineos_testkit::{CopyOptions, RegistryOptions, TestRegistry, skopeo_copy};
