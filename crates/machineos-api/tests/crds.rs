@@ -10,27 +10,7 @@ use serde_json::{Value, json};
 #[test]
 fn crds_yaml_matches_snapshot() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/crds.yaml");
-    let got = crds_yaml();
-    if std::env::var_os("MACHINEOS_UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    if got != want {
-        let line = got
-            .lines()
-            .zip(want.lines())
-            .position(|(g, w)| g != w)
-            .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
-        panic!(
-            "{} differs from crds_yaml() first at line {}:\n  snapshot: {:?}\n  now:      {:?}\n\
-             rerun with MACHINEOS_UPDATE_SNAPSHOTS=1 if the change is intended",
-            path.display(),
-            line + 1,
-            want.lines().nth(line),
-            got.lines().nth(line),
-        );
-    }
+    machineos_testkit::golden::assert_golden(&path, &crds_yaml());
 }
 
 #[test]

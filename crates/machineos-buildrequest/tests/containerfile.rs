@@ -67,21 +67,7 @@ fn golden(name: &str, got: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/containerfile")
         .join(format!("{name}.Containerfile"));
-    if std::env::var_os("MACHINEOS_UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with MACHINEOS_UPDATE_SNAPSHOTS=1)",
-            path.display()
-        )
-    });
-    assert!(
-        got == want,
-        "{} differs (rerun with MACHINEOS_UPDATE_SNAPSHOTS=1 if intended):\n--- golden\n{want}\n--- now\n{got}",
-        path.display()
-    );
+    machineos_testkit::golden::assert_golden(&path, got);
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! - [`tools`]: `skopeo`, `umoci` and `buildah` runners that fail with the tool's stderr.
 //! - [`tree`]: snapshots and diffs of directory trees.
 
+pub mod golden;
 pub mod proxy;
 
 /// The capped allocator [`capped_allocator!`] installs.
