@@ -2,10 +2,13 @@
 //! the mapping of the Job's state back to the build's — the MCO's
 //! `buildrequest.go`/`toBuildahPod`/`podToJob` re-done as pure functions.
 //!
-//! * [`names`]: `containerfile-<build>`, `mc-<build>`, `build-<build>`, fitted to
-//!   Kubernetes' name limits; the MCO's labels and annotations; owner references.
+//! * [`names`]: `containerfile-<build>`, `mc-<build>`, `pull-<build>`, `build-<build>`,
+//!   fitted to Kubernetes' name limits; the MCO's labels and annotations; owner references.
 //! * [`configmaps`]: the Containerfile ConfigMap; the MachineConfig ConfigMap(s), split when
 //!   over 1 MiB and refused above 8 parts; [`configmaps::reassemble`], the inverse.
+//! * [`secrets`]: the merged pull Secret `pull-<build>` (the push Secret's and the base pull
+//!   Secret's credentials in one `.dockerconfigjson`, since a build takes one pull
+//!   authfile), canonicalized as the MCO canonicalizes its per-build copies.
 //! * [`job`]: the `batch/v1` Job running rootless buildah, the digest coming back through
 //!   the container's termination message (no API credentials in the pod).
 //! * [`state`]: [`state::job_state`], the Job's and its pods' status → [`state::JobState`].
@@ -13,16 +16,17 @@
 //! Why JSON values and not `k8s-openapi` types: the objects read like the YAML they become
 //! (the golden files), the controller applies them with server-side apply as they are, and
 //! [`state::job_state`] reads what a watch delivers without a typed round trip. The tests
-//! deserialize every object into `k8s-openapi`'s types and back to check that every field
-//! is a real one.
+//! deserialize every Kubernetes object into `k8s-openapi`'s types and back to check that
+//! every field is a real one.
 //!
 //! Every object carries an owner reference to the MachineOSBuild (the Job as controller),
-//! so deleting the build deletes them; the MCO instead points the ConfigMaps at the Job
-//! after creating it (machineos needs no second write).
+//! so deleting the build deletes them; the MCO instead points the ConfigMaps and Secrets at
+//! the Job after creating it (machineos needs no second write).
 
 pub mod configmaps;
 pub mod job;
 pub mod names;
+pub mod secrets;
 pub mod state;
 
 pub use configmaps::{
@@ -31,4 +35,5 @@ pub use configmaps::{
 };
 pub use job::{JobInputs, build_job};
 pub use names::BuildMeta;
+pub use secrets::{RegistrySecret, SecretError, merged_auths, merged_pull_secret};
 pub use state::{JobState, job_state};

@@ -5,11 +5,14 @@
 # STORAGE_DRIVER, HOME for buildah itself).
 #
 # 1. Lays out the build context: $CONTEXT_DIR/Containerfile and
-#    $CONTEXT_DIR/machineconfig/machineconfig.json.gz (base64 of gzip, as the MCO's; the
-#    Containerfile's extract stage decodes it). A MachineConfig split across MC_PARTS > 1
-#    ConfigMaps is reassembled here: the parts machineconfig.json.gz.part0 .. part<N-1>
-#    concatenated in that order (a missing part fails the build, naming it).
-# 2. buildah bud, then buildah push --digestfile "$TERMINATION_LOG": on success the
+#    $CONTEXT_DIR/machineconfig/machineconfig.json.gz (base64 of gzip: the MCO's build
+#    context; the Containerfile starts FROM the native image and does not read it). A
+#    MachineConfig split across MC_PARTS > 1 ConfigMaps is reassembled here: the parts
+#    machineconfig.json.gz.part0 .. part<N-1> concatenated in that order (a missing part
+#    fails the build, naming it).
+# 2. buildah bud with PULL_AUTHFILE, the merged pull Secret (the push credentials read the
+#    native image, the base pull credentials the extensions image), then buildah push with
+#    PUSH_AUTHFILE --digestfile "$TERMINATION_LOG": on success the
 #    container's termination message is exactly the pushed digest (sha256:<64 hex>).
 #    On failure nothing is written there, so the kubelet's FallbackToLogsOnError makes the
 #    termination message the last lines of this script's output.

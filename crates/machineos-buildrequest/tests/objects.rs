@@ -222,7 +222,7 @@ fn a_small_machine_config_is_one_config_map_encoded_as_the_mco_does() {
     );
     let data = cms[0]["data"].as_object().unwrap();
     assert_eq!(data.keys().collect::<Vec<_>>(), [MC_KEY]);
-    // What the Containerfile's extract stage does: base64 -d | gunzip.
+    // The MCO's encoding: base64 -d | gunzip gives the JSON back.
     assert_eq!(gunzip_base64(data[MC_KEY].as_str().unwrap()), json);
     assert_eq!(reassemble(&cms).unwrap(), json);
     assert!(cms[0]["metadata"]["annotations"][MC_PARTS_ANNOTATION].is_null());
@@ -367,7 +367,6 @@ fn inputs() -> JobInputs {
         meta("worker"),
         NS,
         "registry.example.com/os/worker:worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
-        "global-pull-secret-copy",
         "push-secret",
     )
 }
@@ -416,6 +415,23 @@ fn the_job_has_the_owner_limits_and_the_termination_message_contract() {
     assert!(
         BUILD_SCRIPT.contains("buildah bud --storage-driver vfs --authfile \"$PULL_AUTHFILE\"")
     );
+    // buildah bud reads the merged pull Secret, buildah push the push Secret.
+    let volumes = &pod["volumes"];
+    let secret_of = |volume: &str| {
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == volume)
+            .map(|v| v["secret"]["secretName"].clone())
+            .unwrap()
+    };
+    assert_eq!(
+        secret_of("pull-secret"),
+        "pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a"
+    );
+    assert_eq!(secret_of("push-secret"), "push-secret");
+    assert!(env.contains(&("PULL_AUTHFILE", "/tmp/base-image-pull-creds/config.json")));
 
     let mut custom = inputs();
     custom.backoff_limit = 0;

@@ -25,9 +25,14 @@
 //!   the paths the script reads.
 //! * Volumes: the Containerfile ConfigMap at [`CONTAINERFILE_DIR`]; the MachineConfig
 //!   ConfigMap(s) as one projected volume at [`MACHINECONFIG_DIR`] (every part under its
-//!   own key); the pull and push Secrets' `.dockerconfigjson` as `config.json` under
-//!   [`PULL_AUTH_DIR`] and [`PUSH_AUTH_DIR`]; emptyDirs for the build context
-//!   ([`CONTEXT_DIR`]) and buildah's storage ([`STORAGE_DIR`]; vfs copies every layer).
+//!   own key); the `.dockerconfigjson` of the build's merged pull Secret `pull-<build>`
+//!   ([`super::secrets`]: the push Secret's credentials, which read the native image the
+//!   Containerfile starts `FROM`, and the base pull Secret's, which read the extensions
+//!   image) as `config.json` under [`PULL_AUTH_DIR`], for `buildah bud`; the push
+//!   Secret's as `config.json` under [`PUSH_AUTH_DIR`], for `buildah push` (so the push
+//!   Secret must have a `.dockerconfigjson` key; the MCO mounts its canonicalized copy);
+//!   emptyDirs for the build context ([`CONTEXT_DIR`]) and buildah's storage
+//!   ([`STORAGE_DIR`]; vfs copies every layer).
 //! * **Security.** The pod runs as uid/gid 1000 (`runAsNonRoot`), the `build` user of the
 //!   `quay.io/buildah/stable` image, with every capability dropped but `SETUID` and
 //!   `SETGID`, and `allowPrivilegeEscalation: true`. Why not fully restricted: rootless
@@ -51,7 +56,7 @@ use serde_json::{Value, json};
 use super::configmaps::{CONTAINERFILE_KEY, MC_KEY, mc_part_key};
 use super::names::{
     BuildMeta, containerfile_config_map_name, job_name, labels, machine_config_config_map_name,
-    machine_config_part_name, object_meta,
+    machine_config_part_name, object_meta, pull_secret_name,
 };
 
 /// The build script run by the pod's container.
@@ -72,7 +77,7 @@ pub const HOME_DIR: &str = "/home/build";
 pub const CONTAINERFILE_DIR: &str = "/tmp/containerfile";
 /// Where the MachineConfig ConfigMap(s) are mounted (`machineconfig.json.gz` or its parts).
 pub const MACHINECONFIG_DIR: &str = "/tmp/machineconfig";
-/// Where the pull Secret is mounted (file `config.json`).
+/// Where the merged pull Secret `pull-<build>` is mounted (file `config.json`).
 pub const PULL_AUTH_DIR: &str = "/tmp/base-image-pull-creds";
 /// Where the push Secret is mounted (file `config.json`).
 pub const PUSH_AUTH_DIR: &str = "/tmp/final-image-push-creds";
@@ -93,9 +98,8 @@ pub struct JobInputs {
     pub namespace: String,
     /// Where to push (the MachineOSBuild's `renderedImagePushSpec`, a tagged pullspec).
     pub tag: String,
-    /// The Secret (`kubernetes.io/dockerconfigjson`) to pull the base images with.
-    pub pull_secret: String,
-    /// The Secret (`kubernetes.io/dockerconfigjson`) to push with.
+    /// The Secret (`kubernetes.io/dockerconfigjson`) to push with. (Pulls use the merged
+    /// Secret `pull-<build>`, see [`super::secrets::merged_pull_secret`].)
     pub push_secret: String,
     /// How many MachineConfig ConfigMaps there are (1: `mc-<build>`; more: the parts).
     pub mc_parts: usize,
@@ -122,14 +126,12 @@ impl JobInputs {
         meta: BuildMeta,
         namespace: impl Into<String>,
         tag: impl Into<String>,
-        pull_secret: impl Into<String>,
         push_secret: impl Into<String>,
     ) -> Self {
         Self {
             meta,
             namespace: namespace.into(),
             tag: tag.into(),
-            pull_secret: pull_secret.into(),
             push_secret: push_secret.into(),
             mc_parts: 1,
             image: DEFAULT_IMAGE.to_owned(),
@@ -202,7 +204,7 @@ pub fn build_job(inputs: &JobInputs) -> Value {
                 },
             },
             { "name": "machineconfig", "projected": { "sources": mc_sources(inputs) } },
-            secret_volume("pull-secret", &inputs.pull_secret),
+            secret_volume("pull-secret", &pull_secret_name(&meta.build)),
             secret_volume("push-secret", &inputs.push_secret),
             { "name": "context", "emptyDir": {} },
             { "name": "buildah-storage", "emptyDir": {} },

@@ -3,12 +3,14 @@
 //! Contract: every name returned is a valid Kubernetes object name for its kind and every
 //! label value a valid label value, whatever the build's name:
 //!
-//! * ConfigMap names (`containerfile-<build>`, `mc-<build>`, `mc-<build>-<i>`) are DNS
-//!   subdomains of at most 253 characters; the Job name (`build-<build>`) has at most 63,
-//!   because the Job controller copies it into the `job-name` and
-//!   `batch.kubernetes.io/job-name` labels of its pods (the API server rejects longer Job
-//!   names). A build is named `<pool>-<32 hex>`, so a pool name of more than 24 characters
-//!   makes `build-<build>` too long.
+//! * ConfigMap and Secret names (`containerfile-<build>`, `mc-<build>`, `mc-<build>-<i>`,
+//!   `pull-<build>`) are DNS subdomains of at most 253 characters; the Job name
+//!   (`build-<build>`) has at most 63, because the Job controller copies it into the
+//!   `job-name` and `batch.kubernetes.io/job-name` labels of its pods (the API server
+//!   rejects longer Job names). A build is named `<pool>-<32 hex>`, so a pool name of more
+//!   than 24 characters makes `build-<build>` too long. The OpenShift Build has the Job's
+//!   name, fitted the same way ([`build_name`]): its pod's `openshift.io/build.name` label
+//!   carries it too, and one name per build whatever the backend keeps selectors simple.
 //! * A name or label value that does not fit is **shortened, not refused**: its first
 //!   characters, then `-` and the first 10 hex digits of the SHA-256 of the whole original
 //!   (see [`fit_name`] and [`label_value`]). Different builds keep different names unless
@@ -147,6 +149,16 @@ pub fn machine_config_part_name(build: &str, index: usize) -> String {
 /// The build Job's name: `build-<build>`, fitted to 63 characters.
 pub fn job_name(build: &str) -> String {
     fit_name(&format!("build-{build}"), MAX_JOB_NAME)
+}
+
+/// The merged pull Secret's name: `pull-<build>` (fitted to 253).
+pub fn pull_secret_name(build: &str) -> String {
+    fit_name(&format!("pull-{build}"), MAX_NAME)
+}
+
+/// The OpenShift Build's name: the Job's, `build-<build>` fitted to 63 characters.
+pub fn build_name(build: &str) -> String {
+    job_name(build)
 }
 
 /// The labels of every per-build object (the MCO's six, values through [`label_value`]).
