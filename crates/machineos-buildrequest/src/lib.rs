@@ -4,9 +4,10 @@
 //! * [`containerfile`]: the Containerfile for a build (rendered from the template kept in
 //!   `templates/`), or none when the pool's configuration needs no RUN step; and its
 //!   validation (a syntax error fails the build at once, with the line).
-//! * [`objects`]: the per-build ConfigMaps (`containerfile-<build>`, `mc-<build>`), the Job
-//!   `build-<build>`, with the MCO's labels and annotations; and the mapping of a Job's and
-//!   its pod's status to the build's.
+//! * [`objects`]: the per-build ConfigMaps (`containerfile-<build>`, `mc-<build>`), the
+//!   merged pull Secret `pull-<build>`, the Job `build-<build>` or, for OpenShift's build
+//!   controller, the Build `build-<build>`, with the MCO's labels and annotations; and the
+//!   mapping of a Job's and its pod's status, or a Build's, to the build's.
 //!
 //! Pure: no I/O, no Kubernetes client. The controller's backends create what these return
 //! and feed back what they observe.

@@ -286,13 +286,13 @@ fn reason_suffix(status: &Value) -> String {
 }
 
 /// The last [`TAIL_LINES`] non-empty-trailing lines of `text`.
-fn tail(text: &str) -> String {
+pub(super) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
 /// `text` quoted, cut to 200 characters.
-fn excerpt(text: &str) -> String {
+pub(super) fn excerpt(text: &str) -> String {
     if text.trim().is_empty() {
         return "(empty)".to_owned();
     }
