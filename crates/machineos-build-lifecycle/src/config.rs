@@ -165,11 +165,12 @@ pub fn resolve(observed: &Observed, p: &PoolObserved) -> Result<Option<Effective
             let backend = match m.image_builder_type.as_str() {
                 "Native" => Backend::Native,
                 "Job" => Backend::Job,
+                "OpenShiftBuild" => Backend::OpenShiftBuild,
                 other => {
                     return Err(err(
                         "spec.imageBuilder.imageBuilderType",
                         format!(
-                            "unsupported value {other:?}: supported values: \"Native\", \"Job\""
+                            "unsupported value {other:?}: supported values: \"Native\", \"Job\", \"OpenShiftBuild\""
                         ),
                     ));
                 }

@@ -32,8 +32,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
-    Action, Backend, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation,
-    decide,
+    Action, BaseImageError, ObjectRef, Observed, Phase, PoolObserved, RegistryObservation, decide,
 };
 use machineos_diagnostics::{Classify, Retry};
 use machineos_image::Platform;
@@ -41,16 +40,18 @@ use machineos_render::RenderDefaults;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::builder::{BuildRequest, Builder, Builders};
 use crate::execute::{self, Events, ExecError};
 use crate::health::Health;
 use crate::kinds;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ReconcileResult};
-use crate::native::{NativeBackend, NativeJob, NativeSettings};
+use crate::native::{NativeBackend, NativeSettings};
 use crate::observe::{self, Learnt, Snapshot};
 use crate::registry_ops;
 use crate::registry_ops::RegistrySettings;
 use crate::render;
+use crate::runsteps::{RunStepBackend, RunStepSettings, Runner};
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -77,6 +78,15 @@ pub struct ControllerOptions {
     pub leader_election: bool,
     /// Lease duration, renew deadline and retry period (client-go's 15 s / 10 s / 2 s).
     pub lease_timings: (Duration, Duration, Duration),
+    /// The Job builder backend's image (buildah).
+    pub builder_image: String,
+    /// The build Job's `backoffLimit`.
+    pub job_backoff_limit: i32,
+    /// The service account of build pods and Builds (`None`: the namespace's default).
+    pub build_service_account: Option<String>,
+    /// Run the OpenShift Build backend: `None` asks the API server whether it serves
+    /// `build.openshift.io/v1` at start-up.
+    pub openshift_build: Option<bool>,
 }
 
 impl ControllerOptions {
@@ -98,6 +108,10 @@ impl ControllerOptions {
                 Duration::from_secs(10),
                 Duration::from_secs(2),
             ),
+            builder_image: machineos_buildrequest::objects::job::DEFAULT_IMAGE.to_owned(),
+            job_backoff_limit: machineos_buildrequest::objects::job::DEFAULT_BACKOFF_LIMIT,
+            build_service_account: None,
+            openshift_build: None,
         }
     }
 }
@@ -112,6 +126,9 @@ struct Caches {
     config_maps: Store<ConfigMap>,
     secrets: Store<Secret>,
     nodes: Store<PartialObjectMeta<Node>>,
+    jobs: Store<DynamicObject>,
+    pods: Store<DynamicObject>,
+    openshift_builds: Option<Store<DynamicObject>>,
 }
 
 /// Run a reflector's stream on its own task, waking the loop on every change (errors are
@@ -148,6 +165,26 @@ fn watch_dynamic(
     reader
 }
 
+/// A cache of the ephemeral build objects of kind `ar` in namespace `ns`.
+fn watch_ephemeral(
+    client: &Client,
+    ar: ApiResource,
+    ns: &str,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let writer = reflector::store::Writer::new(ar);
+    let reader = writer.as_reader();
+    let config = watcher::Config::default()
+        .labels(machineos_buildrequest::objects::names::EPHEMERAL_BUILD_OBJECT_LABEL);
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    drive(stream, wake, tasks);
+    reader
+}
+
 /// A typed cache; `Api<PartialObjectMeta<K>>` watches metadata only (Nodes).
 fn watch_typed<K>(
     api: Api<K>,
@@ -175,6 +212,7 @@ impl Caches {
     fn start(
         client: &Client,
         ns: &str,
+        openshift_builds: bool,
         wake: &Arc<Notify>,
         tasks: &mut Vec<tokio::task::JoinHandle<()>>,
     ) -> Caches {
@@ -192,6 +230,10 @@ impl Caches {
                 wake,
                 tasks,
             ),
+            jobs: watch_ephemeral(client, kinds::job(), ns, wake, tasks),
+            pods: watch_ephemeral(client, kinds::pod(), ns, wake, tasks),
+            openshift_builds: openshift_builds
+                .then(|| watch_ephemeral(client, kinds::openshift_build(), ns, wake, tasks)),
         }
     }
 
@@ -204,6 +246,11 @@ impl Caches {
         self.machine_images.wait_until_ready().await?;
         self.config_maps.wait_until_ready().await?;
         self.secrets.wait_until_ready().await?;
+        self.jobs.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        if let Some(b) = &self.openshift_builds {
+            b.wait_until_ready().await?;
+        }
         self.nodes.wait_until_ready().await
     }
 
@@ -219,6 +266,13 @@ impl Caches {
             config_maps: self.config_maps.state(),
             secrets: self.secrets.state(),
             nodes: self.nodes.state(),
+            jobs: self.jobs.state(),
+            pods: self.pods.state(),
+            openshift_builds: self
+                .openshift_builds
+                .as_ref()
+                .map(|b| b.state())
+                .unwrap_or_default(),
         };
         // Deterministic order: the stores are hash maps.
         s.pools.sort_by_key(|o| o.name_any());
@@ -233,12 +287,13 @@ const REGISTRY_TTL: Duration = Duration::from_secs(30);
 
 /// The controller's state between passes.
 struct State {
-    /// Cancels every native build when the loop ends, however it ends.
-    _builds: tokio_util::sync::DropGuard,
+    /// Cancel every in-process build when the loop ends, however it ends.
+    _builds: Vec<tokio_util::sync::DropGuard>,
     client: Client,
     opts: ControllerOptions,
     caches: Caches,
     native: NativeBackend,
+    builders: Builders,
     events: Events,
     metrics: Metrics,
     registry: HashMap<String, (RegistryObservation, Instant)>,
@@ -265,7 +320,18 @@ pub async fn run(
 ) -> Result<(), String> {
     let wake = Arc::new(Notify::new());
     let mut tasks = Vec::new();
-    let caches = Caches::start(&client, &opts.namespace, &wake, &mut tasks);
+    let openshift_build = match opts.openshift_build {
+        Some(on) => on,
+        None => {
+            let served = client
+                .list_api_group_resources(&kinds::openshift_build().api_version)
+                .await
+                .is_ok_and(|l| l.resources.iter().any(|r| r.name == "builds"));
+            tracing::info!(served, "the OpenShift Build API (build.openshift.io/v1)");
+            served
+        }
+    };
+    let caches = Caches::start(&client, &opts.namespace, openshift_build, &wake, &mut tasks);
     let native = NativeBackend::new(
         NativeSettings {
             max_concurrent: opts.max_concurrent_builds,
@@ -276,8 +342,36 @@ pub async fn run(
         wake.clone(),
         metrics.clone(),
     );
+    let mut guards = vec![native.drop_guard()];
+    let mut backends: Vec<Arc<dyn Builder>> = vec![Arc::new(native.clone())];
+    let runners = [
+        Some(Runner::Job),
+        openshift_build.then_some(Runner::OpenShiftBuild),
+    ];
+    for runner in runners.into_iter().flatten() {
+        let settings = RunStepSettings {
+            builder_image: opts.builder_image.clone(),
+            backoff_limit: opts.job_backoff_limit,
+            service_account: opts.build_service_account.clone(),
+            ..RunStepSettings::new(
+                &opts.namespace,
+                &opts.platform.architecture,
+                opts.registry.clone(),
+            )
+        };
+        let b = RunStepBackend::new(
+            runner,
+            client.clone(),
+            native.clone(),
+            settings,
+            wake.clone(),
+        );
+        guards.push(b.drop_guard());
+        backends.push(Arc::new(b));
+    }
     let mut state = State {
-        _builds: native.drop_guard(),
+        _builds: guards,
+        builders: Builders::new(backends),
         events: Events::new(client.clone(), &opts.identity),
         client,
         opts,
@@ -317,7 +411,7 @@ pub async fn run(
         if !leadership.is_leader() {
             // A standby (or a leader that lost its Lease) stops its builds: the new leader
             // adopts them.
-            state.native.cancel_all();
+            state.builders.cancel_all();
             continue;
         }
         // Coalesce a burst of watch events into one pass.
@@ -326,7 +420,7 @@ pub async fn run(
         state.pass().await;
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "pass");
     }
-    state.native.cancel_all();
+    state.builders.cancel_all();
     for t in &tasks {
         t.abort();
     }
@@ -506,12 +600,13 @@ impl State {
         }
     }
 
-    fn learnt(&mut self) -> Learnt {
+    fn learnt(&mut self, s: &Snapshot) -> Learnt {
         let fresh = Instant::now();
         self.registry
             .retain(|_, (_, at)| fresh.duration_since(*at) < REGISTRY_TTL);
         Learnt {
-            backend: self.native.statuses(),
+            backend: self.builders.observe(s),
+            supported_backends: self.builders.kinds(),
             registry: self
                 .registry
                 .iter()
@@ -529,7 +624,8 @@ impl State {
         }
         // Base images are resolved on a first observation; the pools are decided on a
         // second one, which has them (and whatever the render just wrote).
-        let before = observe::observe(&s, &self.learnt());
+        let learnt = self.learnt(&s);
+        let before = observe::observe(&s, &learnt);
         self.resolve_bases(&s, &before).await;
         // Forget native builds the API no longer needs followed.
         let active: HashMap<String, Phase> = s
@@ -537,14 +633,18 @@ impl State {
             .iter()
             .map(|b| (b.name_any(), observe::build_phase(b)))
             .collect();
-        self.native
-            .retain(|b| active.get(b).is_some_and(|p| !p.is_terminal()));
-        self.metrics.set_active_builds(self.native.active() as i64);
+        self.builders
+            .retain(&|b| active.get(b).is_some_and(|p| !p.is_terminal()));
+        // Terminal builds' ephemeral objects (Jobs, Builds, their inputs).
+        self.builders.clean_up(&s, &|b| active.get(b).copied());
+        self.metrics
+            .set_active_builds(self.builders.active() as i64);
         // Pools are decided and carried out concurrently
         // (bounded): each pool's actions are independent API objects, and a pool whose
         // decision needs a registry answer is decided again with it at once.
         let s = self.caches.snapshot(&self.opts.namespace);
-        let o = observe::observe(&s, &self.learnt());
+        let learnt = self.learnt(&s);
+        let o = observe::observe(&s, &learnt);
         let shared = Observed {
             pools: Vec::new(),
             ..o.clone()
@@ -564,6 +664,7 @@ impl State {
             client: &self.client,
             opts: &self.opts,
             native: &self.native,
+            builders: &self.builders,
             events: &self.events,
             metrics: &self.metrics,
         };
@@ -651,6 +752,7 @@ struct Ctx<'a> {
     client: &'a Client,
     opts: &'a ControllerOptions,
     native: &'a NativeBackend,
+    builders: &'a Builders,
     events: &'a Events,
     metrics: &'a Metrics,
 }
@@ -774,11 +876,12 @@ async fn execute(
                 push_secret,
                 base_image_pull_secret,
             } => {
-                if backend != Backend::Native {
+                let Some(builder) = ctx.builders.get(backend) else {
+                    // The lifecycle only starts supported backends.
                     continue;
-                }
+                };
                 let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
-                let rendered = s
+                let rendered_obj = s
                     .machine_configs
                     .iter()
                     .find(|m| m.name_any() == rendered_name)
@@ -786,31 +889,52 @@ async fn execute(
                         object: format!("MachineConfig {rendered_name}"),
                         message: "not in the cache".into(),
                     })?;
+                let rendered_json =
+                    serde_json::to_vec(rendered_obj.as_ref()).map_err(|e| ExecError::Missing {
+                        object: format!("MachineConfig {rendered_name}"),
+                        message: e.to_string(),
+                    })?;
                 let rendered: machineos_api::v1::MachineConfig =
-                    serde_json::to_value(rendered.as_ref())
-                        .and_then(serde_json::from_value)
-                        .map_err(|e| ExecError::Missing {
-                            object: format!("MachineConfig {rendered_name}"),
-                            message: e.to_string(),
-                        })?;
-                let mut credentials: Vec<(String, Vec<u8>)> =
-                    secret_bytes(s, &push_secret).into_iter().collect();
-                if let Some(pull) = &base_image_pull_secret {
-                    credentials.extend(secret_bytes(s, pull));
-                }
+                    serde_json::from_slice(&rendered_json).map_err(|e| ExecError::Missing {
+                        object: format!("MachineConfig {rendered_name}"),
+                        message: e.to_string(),
+                    })?;
+                let bytes = |name: &str| {
+                    secret_bytes(s, name)
+                        .map(|(_, b)| (name.to_owned(), b))
+                        .ok_or_else(|| ExecError::Missing {
+                            object: format!("Secret {}/{name}", s.namespace),
+                            message: "not in the cache, or without .dockerconfigjson".into(),
+                        })
+                };
+                let push_secret = bytes(&push_secret)?;
+                let pull_secret = match &base_image_pull_secret {
+                    Some(n) => Some(bytes(n)?),
+                    None => None,
+                };
+                let build_obj = s.builds.iter().find(|b| b.name_any() == build);
+                let machine_os_config = build_obj
+                    .and_then(|b| observe::str_at(&b.data, "/spec/machineOSConfig/name"))
+                    .unwrap_or(&p.pool.name)
+                    .to_owned();
                 ctx.metrics.build_started(&p.pool.name);
-                ctx.native.start(NativeJob {
+                builder.start(BuildRequest {
+                    namespace: s.namespace.clone(),
+                    build_uid: build_obj.and_then(|b| b.uid()).unwrap_or_default(),
                     build,
+                    machine_os_config,
                     pool: p.pool.name.clone(),
                     rendered,
-                    base: inputs.base_image.clone(),
+                    rendered_json,
+                    inputs,
                     push,
-                    credentials,
+                    push_secret,
+                    pull_secret,
                 });
             }
-            Action::CancelBuild { build } => ctx.native.cancel(&build),
+            Action::CancelBuild { build } => ctx.builders.cancel(&build),
             Action::SetBuildStatus(u) => {
-                if execute::set_build_status(ctx.client, &u).await? {
+                if execute::set_build_status(ctx.client, &ctx.opts.namespace, &u).await? {
                     tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
                     ctx.metrics.build_state(&p.pool.name, u.to);
                     if u.to.is_terminal() {
@@ -824,7 +948,7 @@ async fn execute(
                 }
             }
             Action::DeleteBuild { build } => {
-                ctx.native.cancel(&build);
+                ctx.builders.cancel(&build);
                 execute::delete(
                     &kinds::all(ctx.client, &kinds::build()),
                     &build,

@@ -266,8 +266,13 @@ pub async fn set_pool_conditions(
     .map(|_| ())
 }
 
-/// Write a build's status if it is still in `u.from`.
-pub async fn set_build_status(client: &Client, u: &BuildStatusUpdate) -> Result<bool, ExecError> {
+/// Write a build's status if it is still in `u.from`. A Job-built build's
+/// `status.builder.job` names its Job in `namespace` (the CRD requires it for `Job`).
+pub async fn set_build_status(
+    client: &Client,
+    namespace: &str,
+    u: &BuildStatusUpdate,
+) -> Result<bool, ExecError> {
     let api = kinds::all(client, &kinds::build());
     edit_status(&api, &u.build, format!("MachineOSBuild {}", u.build), |obj, status| {
         if build_phase(obj) != u.from {
@@ -299,6 +304,14 @@ pub async fn set_build_status(client: &Client, u: &BuildStatusUpdate) -> Result<
             status["digestedImagePushSpec"] = json!(d);
         }
         status["builder"] = json!({"imageBuilderType": u.builder.as_str()});
+        if u.builder == machineos_build_lifecycle::Backend::Job {
+            status["builder"]["job"] = json!({
+                "group": "batch",
+                "resource": "jobs",
+                "namespace": namespace,
+                "name": machineos_buildrequest::objects::names::job_name(&u.build),
+            });
+        }
         true
     })
     .await

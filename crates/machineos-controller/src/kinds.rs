@@ -30,6 +30,33 @@ pub fn image() -> ApiResource {
 pub fn machine_image() -> ApiResource {
     ApiResource::erase::<machineos_api::v1alpha1::MachineImage>(&())
 }
+/// `batch/v1` Job (the Job builder backend).
+pub fn job() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&())
+}
+/// Pod (the Job's pods: their termination message carries the digest).
+pub fn pod() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
+}
+/// ConfigMap.
+pub fn config_map() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+}
+/// Secret.
+pub fn secret() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&())
+}
+/// OpenShift's `build.openshift.io/v1` Build (the OpenShift Build backend; an aggregated
+/// API, not a CRD, so no type of ours describes it).
+pub fn openshift_build() -> ApiResource {
+    ApiResource {
+        group: "build.openshift.io".into(),
+        version: "v1".into(),
+        api_version: "build.openshift.io/v1".into(),
+        kind: "Build".into(),
+        plural: "builds".into(),
+    }
+}
 
 /// A cluster-scoped `Api` on `ar`.
 pub fn all(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {

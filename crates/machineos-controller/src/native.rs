@@ -26,14 +26,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use machineos_build_lifecycle::{BackendStatus, PushTarget, RegistryImage};
+use machineos_build_lifecycle::{Backend, BackendStatus, Phase, PushTarget, RegistryImage};
 use machineos_image::{ImageRef, Platform};
 use machineos_native_builder::{BuildSpec, Environment, Quiet};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::builder::{BuildRequest, Builder};
 use crate::execute::now;
 use crate::metrics::Metrics;
+use crate::observe::Snapshot;
 use crate::registry_ops::RegistrySettings;
 
 /// What one native build needs.
@@ -234,6 +236,13 @@ impl NativeBackend {
         });
     }
 
+    /// Run `job` once, to the end, in a build slot, without recording it (a RUN-step
+    /// backend's native stage: it follows the build itself).
+    pub async fn build_once(&self, job: &NativeJob) -> Result<RegistryImage, String> {
+        let _permit = self.inner.permits.acquire().await.ok();
+        self.run(job).await
+    }
+
     async fn run(&self, job: &NativeJob) -> Result<RegistryImage, String> {
         let s = &self.inner.settings;
         let recipe =
@@ -277,5 +286,53 @@ impl NativeBackend {
                 outcome.manifest_digest.to_string(),
             )],
         })
+    }
+}
+
+impl Builder for NativeBackend {
+    fn kind(&self) -> Backend {
+        Backend::Native
+    }
+
+    fn start(&self, request: BuildRequest) {
+        let credentials = request.credentials();
+        NativeBackend::start(
+            self,
+            NativeJob {
+                build: request.build,
+                pool: request.pool,
+                rendered: request.rendered,
+                base: request.inputs.base_image,
+                push: request.push,
+                credentials,
+            },
+        );
+    }
+
+    fn observe(&self, _: &Snapshot) -> HashMap<String, BackendStatus> {
+        self.statuses()
+    }
+
+    fn cancel(&self, build: &str) {
+        NativeBackend::cancel(self, build);
+    }
+
+    /// Nothing to clean: a native build has no ephemeral objects.
+    fn clean_up(&self, _: &Snapshot, _: &str, _: Phase) {}
+
+    fn leftovers(&self, _: &Snapshot) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        NativeBackend::retain(self, keep);
+    }
+
+    fn cancel_all(&self) {
+        NativeBackend::cancel_all(self);
+    }
+
+    fn active(&self) -> usize {
+        NativeBackend::active(self)
     }
 }

@@ -67,6 +67,13 @@ pub struct Snapshot {
     pub secrets: Vec<Arc<Secret>>,
     /// Nodes, metadata only.
     pub nodes: Vec<Arc<PartialObjectMeta<k8s_openapi::api::core::v1::Node>>>,
+    /// Build Jobs of the controller's namespace (ephemeral build objects only).
+    pub jobs: Vec<Arc<DynamicObject>>,
+    /// Their pods.
+    pub pods: Vec<Arc<DynamicObject>>,
+    /// OpenShift Builds of the controller's namespace (ephemeral build objects only; empty
+    /// where the Build API is not served).
+    pub openshift_builds: Vec<Arc<DynamicObject>>,
 }
 
 /// What the controller knows that is not in the API server.
@@ -80,6 +87,8 @@ pub struct Learnt {
     pub base_images: HashMap<String, String>,
     /// Pools whose base image is known to be unavailable, and why.
     pub base_image_errors: HashMap<String, BaseImageError>,
+    /// The builder backends this controller runs (empty: the native one only).
+    pub supported_backends: Vec<machineos_build_lifecycle::Backend>,
 }
 
 /// A string at a JSON pointer.
@@ -296,6 +305,9 @@ fn secret_state(s: &Secret) -> SecretState {
 /// The whole observation.
 pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
     let mut o = Observed::new(&s.namespace);
+    if !learnt.supported_backends.is_empty() {
+        o.supported_backends = learnt.supported_backends.clone();
+    }
     o.secrets = s
         .secrets
         .iter()
@@ -490,6 +502,9 @@ mod tests {
                     "containerFile": [{"content": "RUN true"}]},
                 "status": {"currentImagePullSpec": "r/worker@sha256:22"},
             }))],
+            jobs: vec![],
+            pods: vec![],
+            openshift_builds: vec![],
             nodes: vec![Arc::new(
                 serde_json::from_value(json!({
                     "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",

@@ -50,6 +50,19 @@ pub struct ControllerArgs {
     /// An extra CA certificate (PEM) to trust for registries. Repeatable.
     #[arg(long = "ca-file", value_name = "FILE")]
     ca_files: Vec<PathBuf>,
+    /// The image the `Job` builder's pod runs (buildah).
+    #[arg(long, value_name = "IMAGE", default_value = machineos_buildrequest::objects::job::DEFAULT_IMAGE)]
+    builder_image: String,
+    /// The build Job's `backoffLimit` (retries after a failed or evicted pod).
+    #[arg(long, value_name = "N", default_value_t = machineos_buildrequest::objects::job::DEFAULT_BACKOFF_LIMIT)]
+    job_backoff_limit: i32,
+    /// The service account of build pods and OpenShift Builds (default: the namespace's).
+    #[arg(long, value_name = "NAME")]
+    build_service_account: Option<String>,
+    /// The `OpenShiftBuild` builder: `auto` runs it when the API server serves
+    /// `build.openshift.io/v1`.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    openshift_build: String,
 }
 
 fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
@@ -73,6 +86,14 @@ fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
         ca_pems.push(std::fs::read(f).with_context(|| format!("--ca-file {}", f.display()))?);
     }
     o.registry = RegistrySettings::new(ca_pems, args.insecure_registries.clone());
+    o.builder_image = args.builder_image.clone();
+    o.job_backoff_limit = args.job_backoff_limit.max(0);
+    o.build_service_account = args.build_service_account.clone();
+    o.openshift_build = match args.openshift_build.as_str() {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    };
     Ok(o)
 }
 

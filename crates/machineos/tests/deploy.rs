@@ -93,8 +93,23 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
 
 /// The Role's grants in the controller's namespace: (apiGroup, resource, verbs).
 const NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
-    ("", "configmaps", &["get", "list", "watch"]),
-    ("", "secrets", &["get", "list", "watch"]),
+    (
+        "",
+        "configmaps",
+        &["get", "list", "watch", "create", "delete"],
+    ),
+    ("", "secrets", &["get", "list", "watch", "create", "delete"]),
+    ("", "pods", &["get", "list", "watch"]),
+    (
+        "batch",
+        "jobs",
+        &["get", "list", "watch", "create", "delete"],
+    ),
+    (
+        "build.openshift.io",
+        "builds",
+        &["get", "list", "watch", "create", "delete"],
+    ),
     (
         "coordination.k8s.io",
         "leases",

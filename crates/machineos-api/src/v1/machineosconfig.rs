@@ -74,15 +74,19 @@ pub struct MachineOSImageBuilder {
     pub image_builder_type: ImageBuilderType,
 }
 
-/// The image builder backends. openshift/api's enum has `Job` only; `Native` is machineos's
-/// own value (issue 14), listed after the MCO's so the schema's enum is a superset of
-/// openshift/api's — the one deliberate difference `tests/upstream_crds.rs` allows.
+/// The image builder backends. openshift/api's enum has `Job` only; `Native` (issue 14) and
+/// `OpenShiftBuild` (issue 15; the MCO's legacy `openshift-image-builder`) are machineos's
+/// own values, listed after the MCO's so the schema's enum is a superset of openshift/api's
+/// — the one deliberate difference `tests/upstream_crds.rs` allows.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum ImageBuilderType {
     /// A Kubernetes Job running the build.
     Job,
     /// machineos's native builder, run in the controller process (no Job, no privileges).
     Native,
+    /// An OpenShift `build.openshift.io/v1` Build (Docker strategy) runs the RUN steps on
+    /// top of the native image.
+    OpenShiftBuild,
 }
 
 /// MachineOSContainerfile contains all custom content the user wants built into the image.

@@ -1,0 +1,843 @@
+//! The RUN-step backends: a buildah `batch/v1` Job ([`Runner::Job`]) and an OpenShift
+//! `build.openshift.io/v1` Build ([`Runner::OpenShiftBuild`]), behind [`Builder`].
+//!
+//! **A build, step by step** (`machineos_buildrequest` makes every object; this module only
+//! creates, observes and deletes them):
+//!
+//! 1. *What needs RUN* ([`machineos_buildrequest::containerfile::RunSteps`]: extensions, a
+//!    kernel swap, the MachineOSConfig's Containerfile for the target architecture). An
+//!    invalid input (an unknown extension, a Containerfile with a syntax error, 64k-pages off
+//!    arm64) fails the build at once, with the field or the line.
+//! 2. *Nothing needs RUN*: the build is handed to the native backend under its own name — no
+//!    Job, no Build, the same digest the native backend gives.
+//! 3. Else the *native stage*: the native engine builds the image with the configuration
+//!    applied and pushes it to `<repository>:<build>-native` (in a native build slot). A
+//!    separate tag, because the registry check the lifecycle does after a restart looks at
+//!    `<repository>:<build>` and must not mistake this intermediate image for the result.
+//! 4. *Prepare*: the Containerfile (`FROM` the native image by digest) is rendered and
+//!    validated, then the ephemeral objects are created, the Job or Build last so that its
+//!    inputs exist when it starts: the merged pull Secret `pull-<build>` (push credentials
+//!    for the native image, base pull credentials for the rest), `containerfile-<build>`,
+//!    `mc-<build>` (or its parts). Creates are idempotent (AlreadyExists is success: names
+//!    and contents are functions of the build). A transient API error is retried with
+//!    backoff until the build is cancelled; a permanent one (invalid object, forbidden)
+//!    fails the build with the API server's message.
+//! 5. *Observe*: the Job (with its pods) or the Build in the controller's caches is mapped
+//!    by [`machineos_buildrequest::objects::job_state`] / `build_state` to a
+//!    [`BackendStatus`]; the digest comes from the pod's termination message or the
+//!    Build's `status.output.to.imageDigest`. A Job that is Complete while the cache shows no
+//!    Succeeded pod yet reports Running (the pod's watch event follows), never a failure.
+//! 6. *Clean up* once the lifecycle recorded a terminal phase: after a success the extra tag
+//!    of the push spec (`:latest`) is moved to the image, the intermediate native image is
+//!    deleted from the registry by digest, and the Job (its pods with it) or Build, the
+//!    ConfigMaps and the Secret are deleted; after an interruption, the same without the tag;
+//!    after a failure everything is kept for inspection (the owner references to the
+//!    MachineOSBuild delete them with it).
+//!
+//! **Restarts.** What must survive lives in the API server: the Job or Build, labelled and
+//! annotated with its MachineOSBuild, carrying the native image and the push settings as
+//! annotations. A restarted controller observes a running Job and follows it; a build that
+//! was in its native stage or half-prepared has no Job, so the lifecycle starts it again,
+//! and the native stage pushes the same digest (the engine is deterministic) and the
+//! creates find what is already there.
+//!
+//! **Cancel** (an interrupted or deleted build): the in-process stage stops at its next
+//! await, and the Job (background propagation: its pods go with it) or the Build is
+//! deleted, which stops the buildah run.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::{Client, ResourceExt};
+use machineos_build_lifecycle::{
+    Backend, BackendStatus, Phase, PushTarget, RegistryImage, Timestamp,
+};
+use machineos_buildrequest::containerfile::{self, ContainerfileInputs, RunSteps};
+use machineos_buildrequest::objects::{self, BuildMeta, JobState, RegistrySecret};
+use machineos_diagnostics::Retry;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::builder::{BuildRequest, Builder};
+use crate::execute::{self, now};
+use crate::kinds;
+use crate::native::{NativeBackend, NativeJob};
+use crate::observe::{Snapshot, str_at};
+use crate::registry_ops::{self, RegistrySettings};
+
+/// Annotation on the Job/Build: the intermediate native image, `repo@sha256:…`.
+pub const NATIVE_IMAGE_ANNOTATION: &str = "machineos.io/native-image";
+/// Annotation on the Job/Build: the push spec's extra tag, moved after a success.
+pub const EXTRA_TAG_ANNOTATION: &str = "machineos.io/extra-tag";
+/// Annotation on the Job/Build: the push Secret's name (for the clean-up's registry work).
+pub const PUSH_SECRET_ANNOTATION: &str = "machineos.io/push-secret";
+/// Suffix of the intermediate native image's tag.
+pub const NATIVE_TAG_SUFFIX: &str = "-native";
+
+/// Which object runs the RUN steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    /// A `batch/v1` Job running buildah.
+    Job,
+    /// A `build.openshift.io/v1` Build (Docker strategy).
+    OpenShiftBuild,
+}
+
+impl Runner {
+    fn backend(self) -> Backend {
+        match self {
+            Runner::Job => Backend::Job,
+            Runner::OpenShiftBuild => Backend::OpenShiftBuild,
+        }
+    }
+
+    fn resource(self) -> ApiResource {
+        match self {
+            Runner::Job => kinds::job(),
+            Runner::OpenShiftBuild => kinds::openshift_build(),
+        }
+    }
+
+    fn kind_name(self) -> &'static str {
+        match self {
+            Runner::Job => "Job",
+            Runner::OpenShiftBuild => "Build",
+        }
+    }
+}
+
+/// Settings of a RUN-step backend.
+#[derive(Debug, Clone)]
+pub struct RunStepSettings {
+    /// The namespace of the ephemeral objects (the controller's).
+    pub namespace: String,
+    /// The target architecture (`GOARCH` spelling: `amd64`, `arm64`, …).
+    pub arch: String,
+    /// The Job's builder image.
+    pub builder_image: String,
+    /// The Job's `backoffLimit`.
+    pub backoff_limit: i32,
+    /// The service account of the Job's pod or of the Build; `None`: the namespace's
+    /// default (Job) / `builder` (Build).
+    pub service_account: Option<String>,
+    /// Registry access (clean-up: the extra tag, the intermediate image).
+    pub registry: RegistrySettings,
+}
+
+impl RunStepSettings {
+    /// Defaults for namespace `ns` and architecture `arch`.
+    pub fn new(ns: &str, arch: &str, registry: RegistrySettings) -> Self {
+        RunStepSettings {
+            namespace: ns.to_owned(),
+            arch: arch.to_owned(),
+            builder_image: objects::job::DEFAULT_IMAGE.to_owned(),
+            backoff_limit: objects::job::DEFAULT_BACKOFF_LIMIT,
+            service_account: None,
+            registry,
+        }
+    }
+}
+
+/// Where an in-process build is.
+#[derive(Debug, Clone)]
+enum Stage {
+    /// Nothing needs RUN: the native backend builds it under its own name.
+    Direct,
+    /// The native stage runs, since then.
+    Native { since: Timestamp },
+    /// The ephemeral objects are being created, since the build started.
+    Preparing { since: Timestamp },
+    /// The Job or Build was created; the API objects say the rest.
+    Launched { since: Timestamp },
+    /// Failed before the Job or Build existed.
+    Failed { message: String, at: Timestamp },
+}
+
+struct Entry {
+    stage: Stage,
+    cancel: CancellationToken,
+}
+
+struct Inner {
+    runner: Runner,
+    client: Client,
+    native: NativeBackend,
+    settings: RunStepSettings,
+    builds: Mutex<HashMap<String, Entry>>,
+    /// Builds whose clean-up is under way (not started again until it ends).
+    cleaning: Mutex<std::collections::HashSet<String>>,
+    root: CancellationToken,
+    wake: Arc<Notify>,
+}
+
+/// A RUN-step backend (see the module documentation).
+#[derive(Clone)]
+pub struct RunStepBackend {
+    inner: Arc<Inner>,
+}
+
+impl RunStepBackend {
+    /// A backend running its RUN steps with `runner`; native stages and no-RUN builds go to
+    /// `native`. `wake` is notified on every in-process change.
+    pub fn new(
+        runner: Runner,
+        client: Client,
+        native: NativeBackend,
+        settings: RunStepSettings,
+        wake: Arc<Notify>,
+    ) -> Self {
+        RunStepBackend {
+            inner: Arc::new(Inner {
+                runner,
+                client,
+                native,
+                settings,
+                builds: Mutex::new(HashMap::new()),
+                cleaning: Mutex::new(std::collections::HashSet::new()),
+                root: CancellationToken::new(),
+                wake,
+            }),
+        }
+    }
+
+    /// A guard that cancels every in-process stage when dropped (see
+    /// [`NativeBackend::drop_guard`]).
+    pub fn drop_guard(&self) -> tokio_util::sync::DropGuard {
+        self.inner.root.clone().drop_guard()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.inner
+            .builds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, build: &str, stage: Stage) {
+        if let Some(e) = self.lock().get_mut(build) {
+            e.stage = stage;
+        }
+        self.inner.wake.notify_one();
+    }
+
+    fn api(&self, ar: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.inner.client.clone(),
+            &self.inner.settings.namespace,
+            ar,
+        )
+    }
+
+    /// The Jobs or Builds of this backend in the snapshot, by build name.
+    fn runner_objects<'a>(&self, s: &'a Snapshot) -> Vec<(String, &'a DynamicObject)> {
+        let list = match self.inner.runner {
+            Runner::Job => &s.jobs,
+            Runner::OpenShiftBuild => &s.openshift_builds,
+        };
+        list.iter()
+            .filter_map(|o| Some((build_of_object(o.as_ref())?, o.as_ref())))
+            .collect()
+    }
+
+    /// The build's state from its Job (and pods) or Build.
+    fn state_of(&self, s: &Snapshot, obj: &DynamicObject) -> JobState {
+        let value = to_value(obj);
+        match self.inner.runner {
+            Runner::Job => {
+                let uid = obj.uid();
+                let pods: Vec<Value> = s
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        p.owner_references()
+                            .iter()
+                            .any(|o| Some(&o.uid) == uid.as_ref())
+                    })
+                    .map(|p| to_value(p.as_ref()))
+                    .collect();
+                let state = objects::job_state(&value, &pods);
+                let complete = value["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        (c["type"] == "Complete" || c["type"] == "SuccessCriteriaMet")
+                            && c["status"] == "True"
+                    });
+                let pod_succeeded = pods.iter().any(|p| p["status"]["phase"] == "Succeeded");
+                match state {
+                    // The cache has the Job's completion before its pod's: wait for it.
+                    JobState::Failed { .. } if complete && !pod_succeeded => JobState::Running {
+                        since: str_at(&value, "/status/startTime").map(str::to_owned),
+                    },
+                    other => other,
+                }
+            }
+            Runner::OpenShiftBuild => objects::build_state(&value),
+        }
+    }
+
+    /// Run a build's native stage and prepare it; the stage is recorded as it goes.
+    async fn run(&self, request: BuildRequest, steps: RunSteps) {
+        let build = request.build.clone();
+        match self.prepare(&request, &steps).await {
+            Ok(()) => {
+                tracing::info!(build = %build, runner = self.inner.runner.kind_name(), "RUN-step build launched");
+                self.set(&build, Stage::Launched { since: now() });
+            }
+            Err(message) => {
+                tracing::warn!(build = %build, %message, "RUN-step build failed before launch");
+                self.set(&build, Stage::Failed { message, at: now() });
+            }
+        }
+    }
+
+    async fn prepare(&self, request: &BuildRequest, steps: &RunSteps) -> Result<(), String> {
+        let settings = &self.inner.settings;
+        let runner = self.inner.runner;
+        let build = &request.build;
+        let since = now();
+        self.set(build, Stage::Native { since });
+        let native_push = PushTarget {
+            repository: request.push.repository.clone(),
+            tag: native_tag(build),
+            extra_tag: None,
+        };
+        let native = self
+            .inner
+            .native
+            .build_once(&NativeJob {
+                build: build.clone(),
+                pool: request.pool.clone(),
+                rendered: request.rendered.clone(),
+                base: request.inputs.base_image.clone(),
+                push: native_push,
+                credentials: request.credentials(),
+            })
+            .await
+            .map_err(|e| format!("native stage: {e}"))?;
+        tracing::info!(build = %build, image = %native.image, "native stage pushed");
+        self.set(build, Stage::Preparing { since });
+
+        let rendered_name = request.rendered.name().to_owned();
+        let text = containerfile::render(&ContainerfileInputs {
+            run_steps: steps,
+            from_image: &native.image,
+            extensions_image: request.inputs.extensions_image.as_deref(),
+            machine_config: &rendered_name,
+            pool: &request.pool,
+            base_image: &request.inputs.base_image,
+        })
+        .map_err(|e| format!("Containerfile: {e}"))?
+        .ok_or_else(|| "Containerfile: nothing to RUN after all (a machineos bug)".to_owned())?;
+
+        // The owner's uid: a build created in the same pass is not in that pass's snapshot.
+        let build_uid = if request.build_uid.is_empty() {
+            self.build_uid(build).await?
+        } else {
+            request.build_uid.clone()
+        };
+        let meta = BuildMeta {
+            build: build.clone(),
+            build_uid,
+            machine_os_config: request.machine_os_config.clone(),
+            pool: request.pool.clone(),
+            rendered_machine_config: rendered_name,
+        };
+        let ns = settings.namespace.as_str();
+        let (push_name, push_bytes) = &request.push_secret;
+        let secret = objects::merged_pull_secret(
+            &meta,
+            ns,
+            RegistrySecret::dockerconfigjson(push_name, push_bytes),
+            request
+                .pull_secret
+                .as_ref()
+                .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
+        )
+        .map_err(|e| e.to_string())?;
+        let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
+            .map_err(|e| e.to_string())?;
+        let mut inputs = vec![(kinds::secret(), secret)];
+        inputs.push((
+            kinds::config_map(),
+            objects::containerfile_config_map(&meta, ns, &text),
+        ));
+        inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
+        let mut runner_obj = match runner {
+            Runner::Job => {
+                let mut job = objects::JobInputs::new(
+                    meta.clone(),
+                    ns,
+                    request.push.pullspec(),
+                    push_name.clone(),
+                );
+                job.mc_parts = mcs.len();
+                job.image = settings.builder_image.clone();
+                job.backoff_limit = settings.backoff_limit;
+                job.arch = Some(settings.arch.clone());
+                job.service_account = settings.service_account.clone();
+                objects::build_job(&job)
+            }
+            Runner::OpenShiftBuild => {
+                let mut b = objects::BuildApiInputs::new(
+                    meta.clone(),
+                    ns,
+                    request.push.pullspec(),
+                    text.clone(),
+                    push_name.clone(),
+                );
+                b.mc_parts = mcs.len();
+                b.arch = Some(settings.arch.clone());
+                b.service_account = settings.service_account.clone();
+                objects::build_build(&b).map_err(|e| e.to_string())?
+            }
+        };
+        let annotations = &mut runner_obj["metadata"]["annotations"];
+        annotations[NATIVE_IMAGE_ANNOTATION] = json!(native.image);
+        annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
+        if let Some(tag) = &request.push.extra_tag {
+            annotations[EXTRA_TAG_ANNOTATION] = json!(tag);
+        }
+        inputs.push((runner.resource(), runner_obj));
+        for (ar, obj) in inputs {
+            let what = format!(
+                "{} {ns}/{}",
+                ar.kind,
+                str_at(&obj, "/metadata/name").unwrap_or_default()
+            );
+            self.create_with_retry(&ar, obj, what).await?;
+        }
+        Ok(())
+    }
+
+    /// The MachineOSBuild's uid, read from the API server (transient errors retried).
+    async fn build_uid(&self, build: &str) -> Result<String, String> {
+        use machineos_diagnostics::Classify;
+        let api = kinds::all(&self.inner.client, &kinds::build());
+        let mut wait = Duration::from_millis(250);
+        loop {
+            let err = match api.get(build).await {
+                Ok(b) => match b.uid() {
+                    Some(uid) => return Ok(uid),
+                    None => return Err(format!("MachineOSBuild {build} has no uid")),
+                },
+                Err(e) => execute::ExecError::Api {
+                    op: "reading",
+                    object: format!("MachineOSBuild {build}"),
+                    error: Box::new(e),
+                },
+            };
+            if err.retry() != Retry::Transient {
+                return Err(err.to_string());
+            }
+            tracing::warn!(error = %err, "reading the build's uid failed (retrying)");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    async fn create_with_retry(
+        &self,
+        ar: &ApiResource,
+        obj: Value,
+        what: String,
+    ) -> Result<(), String> {
+        use machineos_diagnostics::Classify;
+        let mut wait = Duration::from_millis(250);
+        loop {
+            match execute::create(&self.api(ar), obj.clone(), what.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.retry() == Retry::Transient => {
+                    tracing::warn!(error = %e, "creating a build object failed (retrying)");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// The registry work and deletes of [`Builder::clean_up`].
+    async fn clean(&self, objects_of: Vec<(ApiResource, String)>, registry: Option<CleanUp>) {
+        if let Some(r) = registry {
+            let creds: Vec<(String, Vec<u8>)> = r.credentials.into_iter().collect();
+            match self.inner.settings.registry.client(&creds) {
+                Ok(client) => {
+                    if let (Some(tag), Some(image)) = (&r.extra_tag, &r.image) {
+                        match machineos_image::ImageRef::parse(image) {
+                            Ok(image_ref) => {
+                                if let Err(e) = registry_ops::retag(&client, &image_ref, tag).await
+                                {
+                                    tracing::warn!(%image, %tag, error = %e, "moving the extra tag failed");
+                                }
+                            }
+                            Err(e) => tracing::warn!(%image, error = %e, "bad image reference"),
+                        }
+                    }
+                    if let Some(native) = &r.native_image
+                        && let Err(e) = registry_ops::delete(&client, native).await
+                    {
+                        tracing::warn!(image = %native, error = %e, "deleting the intermediate native image failed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "registry credentials for the clean-up"),
+            }
+        }
+        for (ar, name) in objects_of {
+            let what = format!("{} {}/{name}", ar.kind, self.inner.settings.namespace);
+            if let Err(e) = execute::delete(&self.api(&ar), &name, what).await {
+                tracing::warn!(error = %e, "clean-up delete failed (retried on the next pass)");
+            }
+        }
+    }
+}
+
+/// Registry work of a clean-up.
+struct CleanUp {
+    credentials: Option<(String, Vec<u8>)>,
+    /// The build's image, `repo@sha256:…` (for the extra tag).
+    image: Option<String>,
+    extra_tag: Option<String>,
+    native_image: Option<String>,
+}
+
+/// `<build>-native`, fitted to a tag's 128 characters.
+pub fn native_tag(build: &str) -> String {
+    let tag = format!("{build}{NATIVE_TAG_SUFFIX}");
+    if tag.len() <= 128 {
+        return tag;
+    }
+    let short = objects::names::fit_name(build, 128 - NATIVE_TAG_SUFFIX.len());
+    format!("{short}{NATIVE_TAG_SUFFIX}")
+}
+
+/// The MachineOSBuild an ephemeral object belongs to (its annotation, full name).
+fn build_of_object<K: ResourceExt>(o: &K) -> Option<String> {
+    o.annotations()
+        .get(objects::names::MACHINE_OS_BUILD_KEY)
+        .cloned()
+}
+
+fn to_value<K: serde::Serialize>(o: &K) -> Value {
+    serde_json::to_value(o).unwrap_or(Value::Null)
+}
+
+/// RFC 3339 → seconds.
+fn parse_time(t: Option<&str>) -> Option<Timestamp> {
+    t?.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
+/// The repository of a tagged or digested reference (`host/path/name:tag` → `host/path/name`).
+fn repository_of(reference: &str) -> String {
+    let no_digest = reference.split('@').next().unwrap_or(reference);
+    match no_digest.rfind(':') {
+        Some(i) if !no_digest[i..].contains('/') => no_digest[..i].to_owned(),
+        _ => no_digest.to_owned(),
+    }
+}
+
+impl Builder for RunStepBackend {
+    fn kind(&self) -> Backend {
+        self.inner.runner.backend()
+    }
+
+    fn start(&self, request: BuildRequest) {
+        let build = request.build.clone();
+        if self.lock().contains_key(&build) {
+            return;
+        }
+        let arch = self.inner.settings.arch.clone();
+        let entries: Vec<(machineos_api::v1::ContainerfileArch, String)> = request
+            .inputs
+            .containerfiles
+            .iter()
+            .map(|(a, c)| (containerfile_arch(a), c.clone()))
+            .collect();
+        let borrowed: Vec<(machineos_api::v1::ContainerfileArch, &str)> =
+            entries.iter().map(|(a, c)| (*a, c.as_str())).collect();
+        let cancel = self.inner.root.child_token();
+        let steps = match RunSteps::new(&request.rendered, &borrowed, &arch) {
+            Ok(s) => s,
+            Err(e) => {
+                self.lock().insert(
+                    build,
+                    Entry {
+                        stage: Stage::Failed {
+                            message: e.to_string(),
+                            at: now(),
+                        },
+                        cancel,
+                    },
+                );
+                self.inner.wake.notify_one();
+                return;
+            }
+        };
+        if steps.is_empty() {
+            tracing::info!(build = %build, "nothing needs RUN: the native image is the result");
+            self.lock().insert(
+                build,
+                Entry {
+                    stage: Stage::Direct,
+                    cancel,
+                },
+            );
+            Builder::start(&self.inner.native, request);
+            return;
+        }
+        self.lock().insert(
+            build.clone(),
+            Entry {
+                stage: Stage::Native { since: now() },
+                cancel: cancel.clone(),
+            },
+        );
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    tracing::info!(build = %build, "RUN-step build stopped before launch: cancelled");
+                }
+                () = this.run(request, steps) => {}
+            }
+        });
+    }
+
+    fn observe(&self, s: &Snapshot) -> HashMap<String, BackendStatus> {
+        let mut out = HashMap::new();
+        let settings = &self.inner.settings;
+        for (build, obj) in self.runner_objects(s) {
+            let value = to_value(obj);
+            let target = match self.inner.runner {
+                Runner::Job => value["spec"]["template"]["spec"]["containers"][0]["env"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|e| e["name"] == "TAG")
+                    .and_then(|e| e["value"].as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+                Runner::OpenShiftBuild => str_at(&value, "/spec/output/to/name")
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            let arch = value
+                .pointer("/spec/template/spec/nodeSelector/kubernetes.io~1arch")
+                .or_else(|| value.pointer("/spec/nodeSelector/kubernetes.io~1arch"))
+                .and_then(Value::as_str)
+                .unwrap_or(&settings.arch)
+                .to_owned();
+            let finished_at = parse_time(
+                str_at(&value, "/status/completionTime")
+                    .or_else(|| str_at(&value, "/status/completionTimestamp")),
+            );
+            let status = match self.state_of(s, obj) {
+                JobState::Pending { .. } => BackendStatus::Pending,
+                JobState::Running { since } => BackendStatus::Running {
+                    since: parse_time(since.as_deref())
+                        .or_else(|| obj.creation_timestamp().map(|t| t.0.as_second()))
+                        .unwrap_or_else(now),
+                },
+                JobState::Succeeded { digest } => BackendStatus::Succeeded {
+                    image: RegistryImage {
+                        image: format!("{}@{digest}", repository_of(&target)),
+                        architectures: vec![(arch, digest)],
+                    },
+                    at: finished_at.unwrap_or_else(now),
+                },
+                // The message names the Job (or Build) and its last attempt.
+                JobState::Failed { message } => BackendStatus::Failed {
+                    message,
+                    at: finished_at.unwrap_or_else(now),
+                },
+            };
+            out.insert(build, status);
+        }
+        for (build, e) in self.lock().iter() {
+            if out.contains_key(build) {
+                continue;
+            }
+            let status = match &e.stage {
+                Stage::Direct => continue,
+                Stage::Native { since }
+                | Stage::Preparing { since }
+                | Stage::Launched { since } => BackendStatus::Running { since: *since },
+                Stage::Failed { message, at } => BackendStatus::Failed {
+                    message: message.clone(),
+                    at: *at,
+                },
+            };
+            out.insert(build.clone(), status);
+        }
+        out
+    }
+
+    fn cancel(&self, build: &str) {
+        // A build handed to the native backend is cancelled there ([`crate::builder::Builders::cancel`]
+        // asks every backend).
+        if let Some(e) = self.lock().remove(build) {
+            e.cancel.cancel();
+        }
+        // The Job or Build may exist without this process knowing (a restart): delete it by
+        // name whatever the memory says; NotFound is success.
+        let this = self.clone();
+        let name = objects::names::job_name(build);
+        let ar = self.inner.runner.resource();
+        tokio::spawn(async move {
+            this.clean(vec![(ar, name)], None).await;
+        });
+    }
+
+    fn clean_up(&self, s: &Snapshot, build: &str, phase: Phase) {
+        if phase == Phase::Failed {
+            // Kept for inspection; only the memory goes.
+            self.lock().remove(build);
+            return;
+        }
+        let ns = &self.inner.settings.namespace;
+        let mut objects_of: Vec<(ApiResource, String)> = Vec::new();
+        let mut registry = None;
+        for (b, obj) in self.runner_objects(s) {
+            if b != build {
+                continue;
+            }
+            let ann = obj.annotations();
+            let image = s
+                .builds
+                .iter()
+                .find(|m| m.name_any() == build)
+                .and_then(|m| str_at(&m.data, "/status/digestedImagePushSpec").map(str::to_owned));
+            let push_secret = ann.get(PUSH_SECRET_ANNOTATION).and_then(|n| {
+                let sec = s
+                    .secrets
+                    .iter()
+                    .find(|x| x.metadata.name.as_deref() == Some(n.as_str()))?;
+                let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
+                Some((format!("Secret {ns}/{n}"), bytes.0.clone()))
+            });
+            registry = Some(CleanUp {
+                credentials: push_secret,
+                image: (phase == Phase::Succeeded).then_some(image).flatten(),
+                extra_tag: (phase == Phase::Succeeded)
+                    .then(|| ann.get(EXTRA_TAG_ANNOTATION).cloned())
+                    .flatten(),
+                native_image: ann.get(NATIVE_IMAGE_ANNOTATION).cloned(),
+            });
+            objects_of.push((self.inner.runner.resource(), obj.name_any()));
+        }
+        // The inputs only after the Job or Build (they are read while it runs).
+        for c in &s.config_maps {
+            if c.annotations().get(objects::names::MACHINE_OS_BUILD_KEY) == Some(&build.to_owned())
+                && c.labels()
+                    .contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
+            {
+                objects_of.push((kinds::config_map(), c.name_any()));
+            }
+        }
+        for c in &s.secrets {
+            if c.annotations().get(objects::names::MACHINE_OS_BUILD_KEY) == Some(&build.to_owned())
+                && c.labels()
+                    .contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
+            {
+                objects_of.push((kinds::secret(), c.name_any()));
+            }
+        }
+        self.lock().remove(build);
+        if objects_of.is_empty() {
+            return;
+        }
+        let cleaning = |f: &mut dyn FnMut(&mut std::collections::HashSet<String>) -> bool| {
+            let mut set = self
+                .inner
+                .cleaning
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut set)
+        };
+        if !cleaning(&mut |set| set.insert(build.to_owned())) {
+            return;
+        }
+        tracing::info!(
+            build,
+            ?phase,
+            objects = objects_of.len(),
+            "cleaning up the build's ephemeral objects"
+        );
+        let this = self.clone();
+        let build = build.to_owned();
+        tokio::spawn(async move {
+            this.clean(objects_of, registry).await;
+            this.inner
+                .cleaning
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&build);
+        });
+    }
+
+    fn leftovers(&self, s: &Snapshot) -> Vec<String> {
+        let mut out: Vec<String> = self.runner_objects(s).into_iter().map(|(b, _)| b).collect();
+        // Inputs left by a build whose Job or Build is gone (Job backend only: both backends
+        // share the input objects, and the Job backend's clean-up takes them).
+        if self.inner.runner == Runner::Job {
+            let ephemeral = |l: &std::collections::BTreeMap<String, String>| {
+                l.contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
+            };
+            out.extend(
+                s.config_maps
+                    .iter()
+                    .filter(|c| ephemeral(c.labels()))
+                    .filter_map(|c| build_of_object(c.as_ref())),
+            );
+            out.extend(
+                s.secrets
+                    .iter()
+                    .filter(|c| ephemeral(c.labels()))
+                    .filter_map(|c| build_of_object(c.as_ref())),
+            );
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        self.lock().retain(|k, e| {
+            let alive = keep(k);
+            if !alive {
+                e.cancel.cancel();
+            }
+            alive
+        });
+    }
+
+    fn cancel_all(&self) {
+        for (_, e) in self.lock().drain() {
+            e.cancel.cancel();
+        }
+    }
+
+    fn active(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|e| {
+                matches!(
+                    e.stage,
+                    Stage::Native { .. } | Stage::Preparing { .. } | Stage::Launched { .. }
+                )
+            })
+            .count()
+    }
+}
+
+/// `NoArch`, `AMD64`, … → the API's enum (an unknown key, which the lifecycle's validation
+/// prevents, counts as `NoArch`).
+fn containerfile_arch(key: &str) -> machineos_api::v1::ContainerfileArch {
+    serde_json::from_value(json!(key)).unwrap_or_default()
+}

@@ -1,0 +1,335 @@
+//! The Job builder backend through the controller, with the test API server's Job controller
+//! and kubelet simulated (`machineos_kubetest::hooks::JobController`, chosen outcomes): the
+//! native stage pushed under `<build>-native`, the ephemeral objects (merged pull Secret,
+//! Containerfile and MachineConfig ConfigMaps, the Job) with their labels and owner, the
+//! digest read from the pod's termination message, `status.builder.job`, the clean-up after
+//! success, everything kept after a failure with the log tail in the condition, no Job at all
+//! when nothing needs RUN (and then the native digest), and a restarted controller
+//! re-attaching to a running Job instead of starting another. Real buildah runs are in
+//! `job_buildah.rs`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use machineos_controller::kinds;
+use machineos_kubetest::hooks::{JobController, JobOutcome, run_job};
+use serde_json::{Value, json};
+
+const EPHEMERAL: &str = "machineconfiguration.openshift.io/ephemeral-build-object";
+const FAKE_DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn job_mosc(push: &str, containerfile: Option<&str>) -> Value {
+    let mut m = machine_os_config(push);
+    m["spec"]["imageBuilder"]["imageBuilderType"] = json!("Job");
+    if let Some(c) = containerfile {
+        m["spec"]["containerFile"] = json!([{"containerfileArch": "NoArch", "content": c}]);
+    }
+    m
+}
+
+async fn setup_job(c: &Cluster, push: &str, containerfile: Option<&str>) {
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), job_mosc(push, containerfile))
+        .await;
+}
+
+async fn ephemeral<K>(c: &Cluster) -> Vec<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(c.client.clone(), NS)
+        .list(&ListParams::default().labels(EPHEMERAL))
+        .await
+        .unwrap()
+        .items
+}
+
+/// The tags of `repo` in the registry's storage.
+fn tags(c: &Cluster, repo: &str) -> Vec<String> {
+    let dir = c.registry.storage_dir().join(format!(
+        "docker/registry/v2/repositories/{repo}/_manifests/tags"
+    ));
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn until_phase(c: &Cluster, want: &str) -> DynamicObject {
+    c.until(&kinds::build(), &format!("a build {want}"), |l| {
+        l.iter().any(|b| phase(b) == want)
+    })
+    .await
+    .into_iter()
+    .find(|b| phase(b) == want)
+    .unwrap()
+}
+
+async fn until_no_ephemeral(c: &Cluster) {
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let (jobs, cms, secrets) = (
+            ephemeral::<Job>(c).await,
+            ephemeral::<ConfigMap>(c).await,
+            ephemeral::<Secret>(c).await,
+        );
+        if jobs.is_empty() && cms.is_empty() && secrets.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ephemeral objects left: jobs {:?} configmaps {:?} secrets {:?}",
+            jobs.iter().map(|j| j.name_any()).collect::<Vec<_>>(),
+            cms.iter().map(|j| j.name_any()).collect::<Vec<_>>(),
+            secrets.iter().map(|j| j.name_any()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let repo = format!("{}/machineos/worker", c.registry.host());
+    setup_job(
+        &c,
+        &push,
+        Some("FROM configs AS final\nRUN echo hi > /etc/hello\n"),
+    )
+    .await;
+    // The Job controller is off until the objects are checked.
+    let ctl = c.controller().await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let job = loop {
+        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
+            break j;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no Job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let build = c
+        .get(&kinds::build())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()
+        .unwrap();
+    let name = build.name_any();
+    assert_eq!(job.name_any(), format!("build-{name}"));
+    let owner = &job.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("MachineOSBuild", name.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    let native = job.annotations()["machineos.io/native-image"].clone();
+    assert!(
+        native.starts_with(&format!("{repo}@sha256:")),
+        "native image {native}"
+    );
+    // The native stage is in the registry under its own tag.
+    let tags = tags(&c, "machineos/worker");
+    assert!(
+        tags.contains(&format!("{name}-native")),
+        "tags {tags:?} lack {name}-native"
+    );
+    // The inputs: the Containerfile FROM the native image, the MachineConfig, the merged
+    // pull Secret (push credentials included).
+    let cms = ephemeral::<ConfigMap>(&c).await;
+    let cf = cms
+        .iter()
+        .find(|m| m.name_any() == format!("containerfile-{name}"))
+        .expect("containerfile ConfigMap");
+    let text = &cf.data.as_ref().unwrap()["Containerfile"];
+    assert!(
+        text.contains(&format!("FROM {native} AS configs")),
+        "{text}"
+    );
+    assert!(text.contains("RUN echo hi > /etc/hello"), "{text}");
+    assert!(cms.iter().any(|m| {
+        m.name_any() == format!("mc-{name}")
+            && m.data
+                .as_ref()
+                .unwrap()
+                .contains_key("machineconfig.json.gz")
+    }));
+    let secrets = ephemeral::<Secret>(&c).await;
+    assert_eq!(secrets.len(), 1, "one merged pull Secret");
+    let merged: Value =
+        serde_json::from_slice(&secrets[0].data.as_ref().unwrap()[".dockerconfigjson"].0).unwrap();
+    assert!(
+        merged["auths"][c.registry.host()].is_object(),
+        "push credentials in the merged Secret: {merged}"
+    );
+
+    // The Job succeeds: its pod's termination message is the digest.
+    let _jobs = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Succeed {
+            message: format!("{FAKE_DIGEST}\n"),
+        },
+    );
+    let done = until_phase(&c, "Succeeded").await;
+    assert_eq!(
+        done.data["status"]["digestedImagePushSpec"],
+        json!(format!("{repo}@{FAKE_DIGEST}"))
+    );
+    assert_eq!(
+        done.data["status"]["builder"],
+        json!({"imageBuilderType": "Job", "job": {
+            "group": "batch", "resource": "jobs", "namespace": NS, "name": format!("build-{name}"),
+        }})
+    );
+    c.until_recorded(
+        "the Job's image recorded",
+        "currentImagePullSpec",
+        &format!("{repo}@{FAKE_DIGEST}"),
+    )
+    .await;
+    // Clean-up: the Job, its inputs, and the intermediate native image go.
+    until_no_ephemeral(&c).await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_fails_the_build_with_its_log_tail_and_keeps_its_objects() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    setup_job(&c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
+    let _jobs = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Fail {
+            exit_code: 7,
+            message:
+                "STEP 2/2: RUN exit 7\nError: building at STEP \"RUN exit 7\": exit status 7\n"
+                    .into(),
+        },
+    );
+    let ctl = c.controller().await;
+    let failed = until_phase(&c, "Failed").await;
+    let message = failed.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["type"] == "Failed")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("BackoffLimitExceeded"), "{message}");
+    assert!(message.contains("exit status 7"), "{message}");
+    // Kept for inspection.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ephemeral::<Job>(&c).await.len(), 1);
+    assert_eq!(ephemeral::<ConfigMap>(&c).await.len(), 2);
+    assert_eq!(ephemeral::<Secret>(&c).await.len(), 1);
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_to_run_creates_no_job_and_gives_the_native_digest() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    // First the native backend.
+    c.setup(&push, "hello").await;
+    let ctl = c.controller().await;
+    let native = until_phase(&c, "Succeeded").await;
+    let native_image = native.data["status"]["digestedImagePushSpec"].clone();
+    // Then the same MachineConfig with the Job backend: a new build, no Job.
+    c.apply(&kinds::machine_os_config(), job_mosc(&push, None))
+        .await;
+    let list = c
+        .until(&kinds::build(), "a second build succeeded", |l| {
+            l.len() == 2 && l.iter().all(|b| phase(b) == "Succeeded")
+        })
+        .await;
+    let job_built = list
+        .iter()
+        .find(|b| b.name_any() != native.name_any())
+        .unwrap();
+    assert_eq!(
+        job_built.data["status"]["digestedImagePushSpec"],
+        native_image
+    );
+    assert!(
+        ephemeral::<Job>(&c).await.is_empty(),
+        "no Job when nothing needs RUN"
+    );
+    assert!(ephemeral::<ConfigMap>(&c).await.is_empty());
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_follows_the_running_job() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let repo = format!("{}/machineos/worker", c.registry.host());
+    setup_job(
+        &c,
+        &push,
+        Some("FROM configs AS final\nRUN echo hi > /etc/hello\n"),
+    )
+    .await;
+    let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
+    let ctl = c.controller().await;
+    let build = until_phase(&c, "Building").await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let job = loop {
+        if let Some(j) = ephemeral::<Job>(&c)
+            .await
+            .into_iter()
+            .find(|j| j.status.as_ref().and_then(|s| s.active) == Some(1))
+        {
+            break j;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no running Job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    ctl.kill();
+    running.stop();
+    let ctl = c.controller().await;
+    // The new controller adopts the Job: no second one, the same uid.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let jobs = ephemeral::<Job>(&c).await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].uid(), job.uid());
+    assert_eq!(
+        phase(&c.get(&kinds::build()).get(&build.name_any()).await.unwrap()),
+        "Building"
+    );
+    run_job(
+        c.server.shared(),
+        NS,
+        &job.name_any(),
+        &JobOutcome::Succeed {
+            message: FAKE_DIGEST.into(),
+        },
+    )
+    .unwrap();
+    let done = until_phase(&c, "Succeeded").await;
+    assert_eq!(done.name_any(), build.name_any());
+    assert_eq!(
+        done.data["status"]["digestedImagePushSpec"],
+        json!(format!("{repo}@{FAKE_DIGEST}"))
+    );
+    ctl.stop().await;
+}
