@@ -175,8 +175,8 @@ const EXPECT: &[Expect] = &[
         schema: &[
             (
                 "/properties/spec/properties/imageBuilder/properties/imageBuilderType/enum",
-                // The MCO's Job, then machineos's own Native.
-                || json!(["Job", "Native"]),
+                // The MCO's Job, then machineos's own Native and OpenShiftBuild.
+                || json!(["Job", "Native", "OpenShiftBuild"]),
             ),
             (
                 "/properties/spec/properties/containerFile/items/properties/containerfileArch/enum",
