@@ -101,6 +101,12 @@ pub fn plan(
         }
         return Ok(None);
     };
+    // Nothing that needs RUN: not even the target architecture is checked (a native build
+    // for any platform stays as it was).
+    let default_kernel = matches!(mc.spec.kernel_type.as_str(), "" | "default");
+    if containerfile.is_none() && mc.spec.extensions.is_empty() && default_kernel {
+        return Ok(None);
+    }
     let content = containerfile
         .map(|p| {
             std::fs::read_to_string(p).with_context(|| format!("--containerfile {}", p.display()))
@@ -597,6 +603,63 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mc(extensions: &[&str], kernel_type: &str) -> MachineConfig {
+        let mut mc = MachineConfig::new(
+            "rendered-worker-0",
+            machineos_api::v1::MachineConfigSpec::default(),
+        );
+        mc.spec.extensions = extensions.iter().map(|e| e.to_string()).collect();
+        mc.spec.kernel_type = kernel_type.to_owned();
+        mc
+    }
+
+    #[test]
+    fn plan_table() {
+        let amd64 = Platform::new("linux", "amd64", None);
+        let i386 = Platform::new("linux", "386", None);
+        let name = "MachineConfig rendered-worker-0";
+        let plan_of = |m: &MachineConfig, p: &Platform| plan(Some(m), name, None, "worker", p);
+        // Nothing to RUN, whatever the platform.
+        assert!(plan_of(&mc(&[], ""), &i386).unwrap().is_none());
+        assert!(plan_of(&mc(&[], "default"), &amd64).unwrap().is_none());
+        // What needs RUN, named.
+        let p = plan_of(&mc(&["usbguard", "usbguard"], "realtime"), &amd64)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            p.needs,
+            [
+                "spec.extensions [usbguard, usbguard]",
+                "spec.kernelType realtime"
+            ]
+        );
+        assert_eq!(
+            p.steps_ran(),
+            ["rpm-ostree install usbguard", "kernel swap to realtime"]
+        );
+        assert_eq!(
+            p.what(),
+            "MachineConfig rendered-worker-0: spec.extensions [usbguard, usbguard] and spec.kernelType realtime need RUN steps"
+        );
+        // The MCO's refusals.
+        let e = plan_of(&mc(&[], "64k-pages"), &amd64).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("64k-pages is only supported for arm64"),
+            "{e}"
+        );
+        let e = plan_of(&mc(&["usbguard"], ""), &i386).unwrap_err();
+        assert!(e.to_string().contains("--platform"), "{e}");
+        // An Ignition input has no labels to give a Containerfile.
+        let e = plan(None, "x.ign", Some(Path::new("C")), "worker", &amd64).unwrap_err();
+        assert!(e.to_string().contains("needs MachineConfig inputs"), "{e}");
+        assert!(
+            plan(None, "x.ign", None, "worker", &amd64)
+                .unwrap()
+                .is_none()
+        );
+    }
 
     #[test]
     fn helpers_table() {
