@@ -3,12 +3,14 @@
 # the differential reference; docker-registry, which the registry tests start on loopback;
 # skopeo, umoci and buildah, which check what we push and build; ostree and the C libraries
 # the ostree-ext judge links against, which imports and deploys our images as nodes do;
-# kubectl, which judges the test API server — preinstalled, Debian's 1.20 a last resort),
+# kubectl, which judges the test API server — preinstalled, Debian's 1.20 a last resort;
+# busybox-static, the coreutils of the stub base machineos-synth builds for RUN steps),
 # then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
 [ -x /usr/lib/dracut/modules.d/30ignition/ignition ] || missing+=(ignition)
+[ -x /bin/busybox ] || missing+=(busybox-static)
 command -v umoci >/dev/null || missing+=(umoci)
 command -v skopeo >/dev/null || missing+=(skopeo)
 command -v docker-registry >/dev/null || missing+=(docker-registry)

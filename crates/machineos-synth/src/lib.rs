@@ -41,6 +41,13 @@
 //! umoci stat --image /tmp/base-1g:latest
 //! ```
 //!
+//! **RUN steps.** [`SynthSpec::with_stub_tools`] adds a shell (the host's bash), coreutils
+//! (the host's static busybox) and stubs of `rpm-ostree`, `rpm`, `dnf` and `ostree` that record what they are asked, so
+//! buildah can run machineos's Containerfile on a synthetic base; [`write_extensions_image`]
+//! writes the extensions image it mounts. Such a base depends on the host's binaries
+//! (see [`stub`]); `machineos-synth --stub-tools` and `--extensions PKG` from
+//! the command line.
+//!
 //! Speed (release, 2 CPUs): `example` ≈ 0.1 s; `bench-100m` ≈ 2 s; `bench-1g` ≈ 8 s
 //! (1 GiB of contents, 1.05 GiB of tar, 0.6 GiB of gzip). The bench presets use gzip
 //! level 1: blob size matters less there than generation time.
@@ -51,6 +58,7 @@ mod layer;
 mod ostree;
 mod rng;
 mod spec;
+pub mod stub;
 mod tree;
 
 pub use image::{
@@ -59,6 +67,10 @@ pub use image::{
 };
 pub use layer::LayerError;
 pub use spec::{DEFAULT_VERSION, ExtraFile, MIN_FILES, Profile, SpecError, SynthSpec};
+pub use stub::{
+    APPLETS, BASE_PACKAGES, EXTENSIONS_PACKAGE_LIST, EXTENSIONS_REPO_DIR, HOST_BASH, HOST_BUSYBOX,
+    STUB_STATE_DIR, StubError, host_program_files, stub_tool_files, write_extensions_image,
+};
 pub use tree::TreeError;
 
 /// The file in every generated image whose contents are the image's architecture and a

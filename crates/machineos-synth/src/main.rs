@@ -43,6 +43,22 @@ struct Args {
     /// Override the preset's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Add a shell and stub package tools so RUN steps work in the image (see the crate's
+    /// `stub` module): busybox is read from --busybox, bash and its libraries from the
+    /// host; the digest then depends on them. Only for the host's architecture.
+    #[arg(long)]
+    stub_tools: bool,
+    /// The static busybox binary --stub-tools copies in.
+    #[arg(long, value_name = "FILE", default_value = machineos_synth::HOST_BUSYBOX, requires = "stub_tools")]
+    busybox: PathBuf,
+    /// Instead of a base, write an extensions image whose stub repository has these
+    /// packages (repeatable; for the first --platform).
+    #[arg(
+        long = "extensions",
+        value_name = "PACKAGE",
+        conflicts_with_all = ["stub_tools", "plain", "docker", "extra_files", "seed"]
+    )]
+    extensions: Vec<String>,
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -121,8 +137,9 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|a| extra_file(a))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let specs: Vec<_> = platforms
-        .into_iter()
+    let specs: Vec<machineos_synth::SynthSpec> = platforms
+        .iter()
+        .cloned()
         .map(|p| {
             let mut s = args.profile.spec(p);
             s.docker_media_types = args.docker;
@@ -131,11 +148,31 @@ fn main() -> anyhow::Result<()> {
             if let Some(seed) = args.seed {
                 s.seed = seed;
             }
-            s
+            if args.stub_tools {
+                s = s.with_stub_tools_from(
+                    &args.busybox,
+                    std::path::Path::new(machineos_synth::HOST_BASH),
+                )?;
+            }
+            Ok(s)
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     let layout = Layout::create(&args.out)?;
     let start = Instant::now();
+    if !args.extensions.is_empty() {
+        let packages: Vec<&str> = args.extensions.iter().map(String::as_str).collect();
+        let platform = platforms.first().context("no platform")?;
+        let desc = machineos_synth::write_extensions_image(&layout, platform, &packages)?;
+        layout.set_tag(&args.tag, &desc)?;
+        eprintln!(
+            "machineos-synth: extensions image ({} packages) written to {}:{}",
+            packages.len(),
+            args.out.display(),
+            args.tag
+        );
+        println!("{}", desc.digest);
+        return Ok(());
+    }
     let desc = if let [spec] = specs.as_slice() {
         let g = generate(&layout, spec)?;
         report(&g);

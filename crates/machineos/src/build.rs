@@ -1,5 +1,10 @@
 //! `machineos build`: inputs → a layered image published by digest (from a base image), or
 //! just the layer (over an unpacked root filesystem with `--base-dir`).
+//!
+//! What the native engine cannot apply — `spec.extensions`, a `spec.kernelType` kernel
+//! swap, a `--containerfile` — runs as RUN steps with the local buildah on top of the
+//! native image, which is then pushed to `<output tag>-native` (see [`crate::run_steps`]);
+//! without them, no buildah is involved.
 
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -7,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use machineos_image::{ImageRef, Platform};
+use machineos_image::{Digest, ImageRef, Platform};
 use machineos_layer::write::{self, LayerOptions};
 use machineos_layer::{DirView, EntryKind, Plan};
 use machineos_layering::Recipe;
@@ -56,7 +61,15 @@ pub struct BuildArgs {
     no_cache: bool,
     #[command(flatten)]
     registry: RegistryArgs,
-    /// Output format of the summary.
+    /// A Containerfile to build on top, as a MachineOSConfig's `containerFile` (it must
+    /// continue `FROM configs AS final`): the native image is pushed to
+    /// `<output tag>-native` and the local buildah builds the result from it (registry
+    /// --output only). Extensions and a kernelType of the MachineConfigs run the same way.
+    #[arg(long, value_name = "FILE", conflicts_with = "base_dir")]
+    containerfile: Option<PathBuf>,
+    /// Output format of the summary. With RUN steps the JSON's fields describe the native
+    /// image and `runSteps` the result (its `digest` and `image`); the last line of stdout is
+    /// always the published result.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output_format: Format,
     #[command(flatten)]
@@ -74,34 +87,48 @@ enum Format {
     Json,
 }
 
-/// The inputs as a recipe (see [`machineos_layering`]), its warnings printed.
-fn recipe(args: &BuildArgs) -> anyhow::Result<Recipe> {
-    let recipe = match crate::input::read(&args.inputs, &args.render)? {
-        Input::Ignition { name, bytes } => machineos_layering::ignition_recipe(&bytes, &name)?,
-        Input::Rendered(r) => {
-            machineos_layering::recipe_of(&r.machine_config, r.ignition.clone(), &args.render.pool)?
+/// The inputs as a recipe (see [`machineos_layering`]), its warnings printed, and the
+/// rendered MachineConfig (none for an Ignition input).
+fn recipe(args: &BuildArgs) -> anyhow::Result<(Recipe, Option<machineos_api::v1::MachineConfig>)> {
+    let (recipe, mc) = match crate::input::read(&args.inputs, &args.render)? {
+        Input::Ignition { name, bytes } => {
+            (machineos_layering::ignition_recipe(&bytes, &name)?, None)
         }
+        Input::Rendered(r) => (
+            machineos_layering::recipe_of(
+                &r.machine_config,
+                r.ignition.clone(),
+                &args.render.pool,
+            )?,
+            Some(r.machine_config),
+        ),
     };
     for w in &recipe.warnings {
         eprintln!("{}: {w}", recipe.source_name);
     }
     let os = &recipe.os_changes;
-    if !os.is_empty() {
+    if !os.kernel_arguments.is_empty() {
         eprintln!(
-            "{}: warning: not applied by the native builder (they need an RPM install or a boot \
-             argument change): extensions {:?}, kernelType {:?}, kernelArguments {:?}",
-            recipe.source_name,
-            os.extensions,
-            os.kernel_type.as_deref().unwrap_or("default"),
-            os.kernel_arguments
+            "{}: warning: kernelArguments {:?} are not applied: they are boot arguments, not \
+             image content",
+            recipe.source_name, os.kernel_arguments
         );
     }
-    Ok(recipe)
+    if args.base_dir.is_some() && (!os.extensions.is_empty() || os.kernel_type.is_some()) {
+        eprintln!(
+            "{}: warning: not applied with --base-dir (they need RUN steps): extensions {:?}, \
+             kernelType {:?}",
+            recipe.source_name,
+            os.extensions,
+            os.kernel_type.as_deref().unwrap_or("default")
+        );
+    }
+    Ok((recipe, mc))
 }
 
 /// Run `machineos build`.
 pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
-    let recipe = recipe(args)?;
+    let (recipe, machine_config) = recipe(args)?;
     if let Some(dir) = &args.base_dir {
         return layer_only(args, dir, recipe);
     }
@@ -130,22 +157,54 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         };
         Some(machineos_baseindex::Cache::new(dir))
     };
+    let run_plan = crate::run_steps::plan(
+        machine_config.as_ref(),
+        &recipe.source_name,
+        args.containerfile.as_deref(),
+        &args.render.pool,
+        &platform,
+    )?;
+    let runtime = crate::runtime()?;
+    let registry = args.registry.client(&[&base, &output])?;
+    // RUN steps: everything that can fail is checked before the native image is pushed.
+    let run = match &run_plan {
+        None => None,
+        Some(plan) => {
+            let buildah = plan.check(&base, &output, &platform)?;
+            let extensions = runtime.block_on(crate::run_steps::resolve_extensions_image(
+                plan,
+                registry.as_ref(),
+                &platform,
+            ))?;
+            let ImageRef::Registry(final_output) = &output else {
+                bail!("--output: not a registry reference");
+            };
+            let placeholder = final_output.by_digest(&Digest::sha256(b""));
+            plan.containerfile(&placeholder, extensions.as_deref(), &placeholder)?;
+            let native = crate::run_steps::native_output(final_output)?;
+            Some((plan, buildah, extensions, final_output.clone(), native))
+        }
+    };
+    let native_output = match &run {
+        Some((.., native)) => ImageRef::Registry(native.clone()),
+        None => output,
+    };
     let progress = Arc::new(Bar::new());
     let env = Environment {
-        registry: args.registry.client(&[&base, &output])?,
+        registry,
         cache,
         progress: progress.clone(),
     };
     let spec = BuildSpec {
         base,
-        output,
+        output: native_output,
         platform,
         recipe: recipe.clone(),
         created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),
         layer: LayerOptions::from_env()?,
         layer_out: args.layer_out.clone(),
     };
-    let outcome = crate::runtime()?.block_on(machineos_native_builder::build(spec, env));
+    let outcome = runtime.block_on(machineos_native_builder::build(spec, env));
     progress.finish();
     let outcome = outcome?;
     for w in &outcome.plan.warnings {
@@ -154,10 +213,71 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     for w in &outcome.warnings {
         eprintln!("{w}");
     }
+    let run_summary = match &run {
+        None => None,
+        Some((plan, buildah, extensions, final_output, native)) => {
+            eprintln!(
+                "{}: native image {}; RUN steps: {} (buildah {})",
+                recipe.source_name,
+                outcome.pullspec,
+                plan.steps_ran().join(", "),
+                buildah.version
+            );
+            let containerfile = plan.containerfile(
+                &outcome.pullspec,
+                extensions.as_deref(),
+                &outcome.base_pullspec,
+            )?;
+            let mut registries = vec![final_output];
+            let extensions_ref = extensions
+                .as_deref()
+                .map(machineos_image::RegistryRef::parse)
+                .transpose()
+                .context("the extensions image")?;
+            registries.extend(extensions_ref.as_ref());
+            let built = crate::run_steps::build_and_push(
+                buildah,
+                &containerfile,
+                final_output,
+                &registries,
+                &args.registry,
+            )
+            .with_context(|| {
+                format!(
+                    "{}: RUN steps on the native image {} (pushed as {native})",
+                    recipe.source_name, outcome.pullspec
+                )
+            })?;
+            eprintln!(
+                "{}: RUN steps ran ({}) in {:.1} s: {}",
+                recipe.source_name,
+                plan.steps_ran().join(", "),
+                built.seconds,
+                built.pullspec
+            );
+            Some(serde_json::json!({
+                "image": built.pullspec,
+                "digest": built.digest.to_string(),
+                "from": outcome.pullspec,
+                "nativeTag": native.to_string(),
+                "steps": plan.steps_ran(),
+                "extensions": plan.steps.extensions().iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+                "packages": plan.steps.extension_packages(),
+                "kernelType": plan.steps.kernel_swap().map(|k| k.as_str()),
+                "containerfile": plan.containerfile.as_ref().map(|p| p.display().to_string()),
+                "extensionsImage": extensions,
+                "buildah": { "version": buildah.version, "seconds": built.seconds },
+            }))
+        }
+    };
+    let result_pullspec = run_summary
+        .as_ref()
+        .and_then(|r| r["image"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| outcome.pullspec.clone());
     let counts = Counts::of(&outcome.plan, &recipe.config);
     match args.output_format {
         Format::Json => {
-            let summary = serde_json::json!({
+            let mut summary = serde_json::json!({
                 "input": recipe.source_name,
                 "image": outcome.pullspec,
                 "digest": outcome.manifest_digest.to_string(),
@@ -181,8 +301,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 "baseBlobs": outcome.blobs,
                 "timings": outcome.timings,
             });
+            if let (Some(r), Some(obj)) = (run_summary, summary.as_object_mut()) {
+                obj.insert("runSteps".to_owned(), r);
+            }
             crate::emit(&serde_json::to_string_pretty(&summary)?)?;
-            crate::emit(&outcome.pullspec)?;
+            crate::emit(&result_pullspec)?;
         }
         Format::Text => {
             eprintln!(
@@ -199,7 +322,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 outcome.layer.size,
                 outcome.timings.total_ms
             );
-            crate::emit(&outcome.pullspec)?;
+            crate::emit(&result_pullspec)?;
         }
     }
     Ok(())

@@ -6,8 +6,10 @@
 
 mod build;
 mod controller;
+mod heredoc;
 mod input;
 mod registry;
+mod run_steps;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Build a layered image: the base image plus one layer with what ignition-apply
     /// would write for the inputs, published by digest to a registry or an OCI layout.
+    /// Extensions, a kernelType or --containerfile then run as RUN steps with the local
+    /// buildah (registry output).
     Build(Box<build::BuildArgs>),
     /// Describe an image: platform, labels, layers, and the rendered MachineConfig it
     /// embeds.

@@ -57,6 +57,21 @@ impl RegistryArgs {
         Ok(Some(machineos_registry::Registry::new(self.options()?)?))
     }
 
+    /// The auth files credentials are read from, in order (see `--authfile`).
+    pub fn auth_candidates(&self) -> Vec<PathBuf> {
+        auth_file_candidates(self.authfile.as_deref(), &AuthEnv::from_process_env())
+    }
+
+    /// The `--ca-file` files.
+    pub fn ca_files(&self) -> &[PathBuf] {
+        &self.ca_files
+    }
+
+    /// The `--insecure-registry` hosts.
+    pub fn insecure_registries(&self) -> &[String] {
+        &self.insecure_registries
+    }
+
     /// The registry options these arguments describe. Auth files are named here and read
     /// when a registry is contacted; CA files are read now.
     pub fn options(&self) -> anyhow::Result<RegistryOptions> {
