@@ -599,6 +599,7 @@ fn fill(template: &str, vars: &[(&str, &str)]) -> Result<String, String> {
     }
 }
 
+pub mod heredoc;
 mod validate;
 pub use validate::{
     CONFIGS_STAGE, ContainerfileError, ContainerfileErrorKind, is_image_reference, validate,

@@ -14,8 +14,9 @@
 //!    applied and pushes it to `<repository>:<build>-native` (in a native build slot). A
 //!    separate tag, because the registry check the lifecycle does after a restart looks at
 //!    `<repository>:<build>` and must not mistake this intermediate image for the result.
-//! 4. *Prepare*: the Containerfile (`FROM` the native image by digest) is rendered and
-//!    validated, then the ephemeral objects are created, the Job or Build last so that its
+//! 4. *Prepare*: the Containerfile (`FROM` the native image by digest) is rendered,
+//!    validated and its heredocs lowered to the exec form
+//!    ([`machineos_buildrequest::containerfile::heredoc`]), then the ephemeral objects are created, the Job or Build last so that its
 //!    inputs exist when it starts: the merged pull Secret `pull-<build>` (push credentials
 //!    for the native image, base pull credentials for the rest), `containerfile-<build>`,
 //!    `mc-<build>` (or its parts). Creates are idempotent (AlreadyExists is success: names
@@ -333,6 +334,10 @@ impl RunStepBackend {
         })
         .map_err(|e| format!("Containerfile: {e}"))?
         .ok_or_else(|| "Containerfile: nothing to RUN after all (a machineos bug)".to_owned())?;
+        // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and OpenShift's
+        // builder build it.
+        let (text, _) =
+            containerfile::heredoc::lower(&text).map_err(|e| format!("Containerfile: {e}"))?;
 
         // The owner's uid: a build created in the same pass is not in that pass's snapshot.
         let build_uid = if request.build_uid.is_empty() {

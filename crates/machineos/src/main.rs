@@ -6,7 +6,6 @@
 
 mod build;
 mod controller;
-mod heredoc;
 mod input;
 mod registry;
 mod run_steps;

@@ -36,7 +36,7 @@
 //! verification where machineos would verify an HTTPS answer). buildah's output goes to
 //! stderr as it comes; a failure carries its last lines.
 //!
-//! **Heredocs.** The rendered Containerfile is passed through [`crate::heredoc::lower`]
+//! **Heredocs.** The rendered Containerfile is passed through [`machineos_buildrequest::containerfile::heredoc::lower`]
 //! (RUN heredocs to the exec form), since Debian's buildah (1.28) predates heredoc support.
 //!
 //! Simplified: a Containerfile's images other than the native and extensions images get no
@@ -133,7 +133,7 @@ pub fn plan(
     }
     // What the local step cannot run, with the user's own line numbers.
     if let (Some(path), Some((_, user))) = (containerfile, steps.user_containerfile()) {
-        crate::heredoc::lower(user)
+        machineos_buildrequest::containerfile::heredoc::lower(user)
             .map_err(|e| anyhow::anyhow!("--containerfile {}: {e}", path.display()))?;
     }
     let mut needs = Vec::new();
@@ -253,12 +253,13 @@ impl Plan {
         })
         .with_context(|| self.what())?
         .with_context(|| format!("{}: nothing rendered", self.what()))?;
-        let (lowered, _) = crate::heredoc::lower(&rendered).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: the rendered Containerfile (user Containerfile appended): {e}",
-                self.what()
-            )
-        })?;
+        let (lowered, _) = machineos_buildrequest::containerfile::heredoc::lower(&rendered)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: the rendered Containerfile (user Containerfile appended): {e}",
+                    self.what()
+                )
+            })?;
         Ok(lowered)
     }
 

@@ -1,7 +1,7 @@
 //! RUN heredocs lowered to the exec form, so buildah versions without heredoc support run
 //! machineos's Containerfile.
 //!
-//! The Containerfile `machineos_buildrequest::containerfile::render` gives runs its
+//! The Containerfile [`super::render`] gives runs its
 //! extensions step as `RUN --mount=… bash <<'EOF'` + body + `EOF`. buildah parses heredocs
 //! only since 1.35; Debian 12's is 1.28 and reads the body's lines as instructions. [`lower`]
 //! rewrites each RUN with heredocs into the exec form of what BuildKit itself runs:
@@ -22,12 +22,15 @@
 //! COPY and ADD heredocs (which would need build-context files) are refused with their line.
 //! Lowering is applied whatever the buildah version: one code path, the one tested.
 //!
-//! The text is the validated output of `render` (`machineos_buildrequest::containerfile::
-//! validate` passed), so the parsing here is that validator's (`\` continuations, comment
+//! Every builder lowers what it builds: the CLI's local buildah, the Job (whose image may be
+//! any buildah) and the OpenShift Build (whose builder vendors its own).
+//!
+//! The text is the validated output of `render` ([`super::validate`] passed), so the parsing
+//! here is that validator's (`\` continuations, comment
 //! and blank lines inside them skipped, heredoc words `<<[-]NAME` / `<<[-]'NAME'` /
 //! `<<[-]"NAME"` among blank-separated words outside quotes, the `escape` directive never
-//! set) and assumes the input is well-formed; hand-written because that validator keeps its
-//! parser private, and no crate parses Containerfile heredocs (see its module).
+//! set) and assumes the input is well-formed; hand-written because no crate parses
+//! Containerfile heredocs (see [`super`]).
 
 use std::fmt;
 
