@@ -1,0 +1,406 @@
+//! The Job and OpenShift Build backends with real builds: the test API server's pod executor
+//! runs the build Job's pod on this machine (the ConfigMaps and Secrets as files at their
+//! mount paths, `templates/build.sh` with the local buildah), and its build executor plays
+//! OpenShift's build controller for Builds; both push to the loopback TLS + htpasswd
+//! registry. The base is machineos-synth's stub base (a shell, and rpm-ostree/rpm/dnf/ostree
+//! stubs that record what they are asked), the extensions image its stub repository.
+//!
+//! * One MachineOSConfig (extensions `usbguard`, kernelType `realtime`, a user
+//!   Containerfile) built by the Job, the Build and the native backend: the Job's and the
+//!   Build's trees are equal, and each differs from the native image by exactly what the RUN
+//!   steps did (the stub's records, the tmpfiles workaround, `/etc/hello`). Digests and times
+//!   are printed side by side (for the notes; never asserted).
+//! * A failing RUN step: the Job retries up to its `backoffLimit`, then the build is Failed
+//!   with buildah's last lines.
+//! * An evicted build pod: the Job's next pod builds, the build succeeds.
+//!
+//! Needs root, buildah, skopeo, umoci, docker-registry and busybox-static; fails (never
+//! passes silently) without them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use machineos_controller::kinds;
+use machineos_image::{Layout, Platform};
+use machineos_kubetest::buildexec::BuildExecutor;
+use machineos_kubetest::podexec::{ExecSettings, PodExecutor};
+use machineos_render::{Extension, KernelType};
+use machineos_synth::{SynthSpec, write_extensions_image, write_image};
+use machineos_testkit::{CopyOptions, EntryKind, TreeEntry, skopeo_copy, snapshot, umoci_unpack};
+use serde_json::{Value, json};
+
+/// The stub base and extensions image pushed; the osimageurl ConfigMap pointing at them.
+async fn stub_images(c: &Cluster) {
+    let dir = c.tmp.path().join("stub-images");
+    let host = c.registry.host();
+    let opts = CopyOptions::new().dest_registry(&c.registry);
+    let (base, ext) = tokio::task::spawn_blocking(move || {
+        let layout = Layout::create(&dir).unwrap();
+        let spec = SynthSpec::example()
+            .with_platform(Platform::host())
+            .with_stub_tools()
+            .expect("the stub base (busybox-static and bash installed)");
+        layout
+            .set_tag("base", &write_image(&layout, &spec).unwrap())
+            .unwrap();
+        let mut packages: Vec<&str> = Extension::ALL
+            .iter()
+            .flat_map(|e| e.packages().iter().copied())
+            .collect();
+        packages.extend(KernelType::Realtime.packages());
+        let ext = write_extensions_image(&layout, &Platform::host(), &packages).unwrap();
+        layout.set_tag("ext", &ext).unwrap();
+        for (tag, name) in [("base", "stub/base:1"), ("ext", "stub/ext:1")] {
+            skopeo_copy(
+                &format!("oci:{}:{tag}", dir.display()),
+                &format!("docker://{host}/{name}"),
+                &opts,
+            )
+            .unwrap();
+        }
+        (
+            format!("{host}/stub/base:1"),
+            format!("{host}/stub/ext@{}", ext.digest),
+        )
+    })
+    .await
+    .unwrap();
+    c.config_map(
+        "machine-config-osimageurl",
+        &[
+            ("baseOSContainerImage", base.as_str()),
+            ("baseOSExtensionsContainerImage", ext.as_str()),
+        ],
+    )
+    .await;
+}
+
+/// A registries.conf marking the loopback registry insecure (TLS unverified) for buildah.
+fn registries_conf(c: &Cluster) -> std::path::PathBuf {
+    let path = c.tmp.path().join("registries.conf");
+    std::fs::write(
+        &path,
+        format!(
+            "[[registry]]\nlocation = \"{}\"\ninsecure = true\n",
+            c.registry.host()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn executors(c: &Cluster) -> (PodExecutor, BuildExecutor) {
+    let conf = registries_conf(c);
+    let settings = ExecSettings::new(c.tmp.path().join("exec"))
+        .env("CONTAINERS_REGISTRIES_CONF", conf.display().to_string());
+    (
+        PodExecutor::spawn(c.server.shared().clone(), settings.clone()),
+        BuildExecutor::spawn(c.server.shared().clone(), settings),
+    )
+}
+
+fn mosc(push: &str, builder: &str, containerfile: &str) -> Value {
+    let mut m = machine_os_config(push);
+    m["spec"]["imageBuilder"]["imageBuilderType"] = json!(builder);
+    m["spec"]["containerFile"] = json!([{"containerfileArch": "NoArch", "content": containerfile}]);
+    m
+}
+
+async fn setup(c: &Cluster, push: &str, builder: &str, containerfile: &str) {
+    stub_images(c).await;
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    c.apply(
+        &kinds::machine_config(),
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "99-worker-extensions",
+                "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"extensions": ["usbguard"], "kernelType": "realtime"},
+        }),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), mosc(push, builder, containerfile))
+        .await;
+}
+
+/// Wait until a build of `builder` is terminal; that build.
+async fn until_built(c: &Cluster, builder: &str) -> DynamicObject {
+    c.until(&kinds::build(), &format!("a {builder} build finished"), |l| {
+        l.iter().any(|b| {
+            b.data["status"]["builder"]["imageBuilderType"] == builder
+                && matches!(phase(b), "Succeeded" | "Failed")
+        })
+    })
+    .await
+    .into_iter()
+    .find(|b| {
+        b.data["status"]["builder"]["imageBuilderType"] == builder
+            && matches!(phase(b), "Succeeded" | "Failed")
+    })
+    .unwrap()
+}
+
+fn condition_message(b: &DynamicObject, type_: &str) -> String {
+    b.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["type"] == type_)
+        .and_then(|x| x["message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `image` (`repo@sha256:…`) unpacked with umoci and snapshotted, without buildah's empty
+/// bind-mount targets.
+async fn tree(c: &Cluster, image: &str, tag: &str) -> BTreeMap<String, TreeEntry> {
+    let layout = c.tmp.path().join("pulled");
+    let dest = c.tmp.path().join(format!("unpacked-{tag}"));
+    let opts = CopyOptions::new().src_registry(&c.registry);
+    let image = image.to_owned();
+    let tag = tag.to_owned();
+    tokio::task::spawn_blocking(move || {
+        skopeo_copy(
+            &format!("docker://{image}"),
+            &format!("oci:{}:{tag}", layout.display()),
+            &opts,
+        )
+        .unwrap();
+        umoci_unpack(&layout, &tag, &dest).unwrap();
+        let mut t = snapshot(&dest.join("rootfs"));
+        for path in ["/etc/hostname", "/etc/resolv.conf"] {
+            if let Some(e) = t.remove(path) {
+                assert_eq!(e.size, 0, "{path} is buildah's empty mount target");
+            }
+        }
+        t
+    })
+    .await
+    .unwrap()
+}
+
+/// Paths that differ, with how.
+fn changes(
+    a: &BTreeMap<String, TreeEntry>,
+    b: &BTreeMap<String, TreeEntry>,
+) -> BTreeMap<String, &'static str> {
+    let mut out = BTreeMap::new();
+    for (path, entry) in a {
+        match b.get(path) {
+            None => {
+                out.insert(path.clone(), "only in the first");
+            }
+            Some(e) if e != entry && entry.kind != EntryKind::Dir => {
+                out.insert(path.clone(), "changed");
+            }
+            Some(_) => {}
+        }
+    }
+    for path in b.keys() {
+        if !a.contains_key(path) {
+            out.insert(path.clone(), "only in the second");
+        }
+    }
+    out
+}
+
+/// The ephemeral build objects in the namespace (kind/name).
+async fn ephemeral_objects(c: &Cluster) -> Vec<String> {
+    let mut out = Vec::new();
+    for ar in [
+        kinds::job(),
+        kinds::openshift_build(),
+        kinds::config_map(),
+        kinds::secret(),
+    ] {
+        let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(c.client.clone(), NS, &ar);
+        let lp = kube::api::ListParams::default()
+            .labels("machineconfiguration.openshift.io/ephemeral-build-object");
+        for o in api.list(&lp).await.unwrap().items {
+            out.push(format!("{}/{}", ar.kind, o.name_any()));
+        }
+    }
+    out
+}
+
+fn seconds(b: &DynamicObject) -> i64 {
+    let t = |k: &str| {
+        b.data["status"][k]
+            .as_str()
+            .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map_or(0, |t| t.as_second())
+    };
+    t("buildEnd") - t("buildStart")
+}
+
+const USER_CONTAINERFILE: &str = "FROM configs AS final\nRUN echo hi > /etc/hello\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_the_build_and_the_native_backend_agree() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let (pods, builds) = executors(&c);
+    setup(&c, &push, "Job", USER_CONTAINERFILE).await;
+    let ctl = c.controller().await;
+
+    let t = Instant::now();
+    let job = until_built(&c, "Job").await;
+    let job_wall = t.elapsed();
+    assert_eq!(
+        phase(&job),
+        "Succeeded",
+        "{}",
+        condition_message(&job, "Failed")
+    );
+    assert_eq!(pods.runs().len(), 1, "one build pod");
+
+    c.apply(
+        &kinds::machine_os_config(),
+        mosc(&push, "OpenShiftBuild", USER_CONTAINERFILE),
+    )
+    .await;
+    let t = Instant::now();
+    let build = until_built(&c, "OpenShiftBuild").await;
+    let build_wall = t.elapsed();
+    assert_eq!(
+        phase(&build),
+        "Succeeded",
+        "{}",
+        condition_message(&build, "Failed")
+    );
+
+    c.apply(
+        &kinds::machine_os_config(),
+        mosc(&push, "Native", USER_CONTAINERFILE),
+    )
+    .await;
+    let t = Instant::now();
+    let native = until_built(&c, "Native").await;
+    let native_wall = t.elapsed();
+    assert_eq!(phase(&native), "Succeeded");
+
+    let image = |b: &DynamicObject| {
+        b.data["status"]["digestedImagePushSpec"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for (who, b, wall) in [
+        ("Job", &job, job_wall),
+        ("OpenShiftBuild", &build, build_wall),
+        ("Native", &native, native_wall),
+    ] {
+        eprintln!(
+            "BACKEND {who:<15} {} build {} s, apply→Succeeded {:.1} s",
+            image(b),
+            seconds(b),
+            wall.as_secs_f64()
+        );
+    }
+    let (j, b, n) = (
+        tree(&c, &image(&job), "job").await,
+        tree(&c, &image(&build), "build").await,
+        tree(&c, &image(&native), "native").await,
+    );
+    assert!(
+        changes(&j, &b).is_empty(),
+        "the Job and the Build differ: {:?}",
+        changes(&j, &b)
+    );
+    // The RUN steps, exactly: the stub's records of `rpm-ostree install usbguard` and the
+    // kernel swap through `dnf -y shell`, the tmpfiles workaround, the user's file.
+    let diff = changes(&n, &j);
+    let unexpected: Vec<(&String, &&str)> = diff
+        .iter()
+        .filter(|(p, how)| {
+            !(**how == "only in the second"
+                && (p.starts_with("/usr/share/machineos-stub")
+                    || p.as_str() == "/usr/lib/tmpfiles.d/usbguard_ipsec.conf"
+                    || p.as_str() == "/etc/hello"))
+                && !(p.starts_with("/usr/share/machineos-stub") && **how == "changed")
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "native → Job changes beyond the RUN steps: {unexpected:?}"
+    );
+    for want in [
+        "/etc/hello",
+        "/usr/share/machineos-stub/packages/usbguard",
+        "/usr/share/machineos-stub/packages/kernel-rt-core",
+    ] {
+        assert!(j.contains_key(want), "{want} in the Job's image");
+    }
+    assert!(
+        !j.contains_key("/usr/share/machineos-stub/packages/kernel-core"),
+        "the default kernel was swapped out"
+    );
+    assert!(j.contains_key("/etc/motd") && n.contains_key("/etc/motd"));
+    // Everything cleaned up after the successes.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let left = ephemeral_objects(&c).await;
+        if left.is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "left: {left:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop((pods, builds));
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_step_fails_the_build_after_the_jobs_retries() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let (pods, _builds) = executors(&c);
+    setup(
+        &c,
+        &push,
+        "Job",
+        "FROM configs AS final\nRUN echo the-step-broke >&2; exit 3\n",
+    )
+    .await;
+    let mut opts = c.options();
+    opts.job_backoff_limit = 1;
+    let ctl = c.controller_with(opts).await;
+    let failed = until_built(&c, "Job").await;
+    assert_eq!(phase(&failed), "Failed");
+    let message = condition_message(&failed, "Failed");
+    assert!(message.contains("BackoffLimitExceeded"), "{message}");
+    assert!(message.contains("the-step-broke"), "{message}");
+    assert_eq!(pods.runs().len(), 2, "backoffLimit 1: two attempts");
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_build_pod_is_retried_by_the_job() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let (pods, _builds) = executors(&c);
+    pods.evict_next(1);
+    setup(&c, &push, "Job", USER_CONTAINERFILE).await;
+    let ctl = c.controller().await;
+    let done = until_built(&c, "Job").await;
+    assert_eq!(
+        phase(&done),
+        "Succeeded",
+        "{}",
+        condition_message(&done, "Failed")
+    );
+    let runs = pods.runs();
+    assert_eq!(runs.len(), 2, "the evicted pod and its replacement: {runs:?}");
+    ctl.stop().await;
+}
