@@ -214,7 +214,7 @@ pub fn set_pod_phase(
     out
 }
 
-fn set_pod_phase_in(
+pub(crate) fn set_pod_phase_in(
     s: &mut Store,
     ns: &str,
     name: &str,
@@ -482,7 +482,7 @@ pub fn job_pod(job: &Value) -> Value {
         "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))})
 }
 
-fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
+pub(crate) fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
     let gr = pods();
     s.objects()
         .filter(|(k, _)| k.gr == gr && k.namespace.as_deref() == Some(ns))
@@ -499,7 +499,7 @@ fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
         .collect()
 }
 
-fn sync_job_in(s: &mut Store, ns: &str, name: &str) -> Result<Value, ApiError> {
+pub(crate) fn sync_job_in(s: &mut Store, ns: &str, name: &str) -> Result<Value, ApiError> {
     let job = s.get(&jobs(), Some(ns), name)?;
     let uid = job
         .pointer("/metadata/uid")
