@@ -30,9 +30,12 @@
 //!   `Failed`, reason `Evicted`, the eviction manager's ephemeral-storage message, exit code
 //!   137, `DisruptionTarget`). The outcome does not depend on timing: a process that had
 //!   already exited is reported evicted all the same.
-//! * A pod deleted (or replaced under the same name) or whose Job is deleted while it runs
-//!   has its process group killed and no status written ([`RunOutcome::Killed`]). When the
-//!   main process exits, whatever it left in its group is killed too (container teardown).
+//! * A pod deleted (or replaced under the same name) while it runs — directly, or by the
+//!   garbage collector when its Job is deleted with `Background`/`Foreground` propagation
+//!   (as kubectl and controllers delete Jobs) — has its process group killed and no status
+//!   written ([`RunOutcome::Killed`]). A Job deleted with batch/v1's default `Orphan`
+//!   policy leaves its pods running, as in a real cluster. When the main process exits,
+//!   whatever it left in its group is killed too (container teardown).
 //! * The log (stdout and stderr interleaved as they arrive) stays readable with
 //!   [`PodExecutor::log`] after the pod finished; [`PodExecutor::runs`] lists what each
 //!   finished pod did. The pod directory is removed after the pod finished unless
