@@ -1,7 +1,8 @@
 //! Acting as the kubelet and the Job controller: library functions a test calls so that
 //! Pods run and Jobs finish "in the cluster" without either (issue 13, "a hook to act
 //! as the kubelet and the Job controller"), and [`JobController`], a background task
-//! that does it for every new Job with a chosen outcome.
+//! that does it for every new Job with a chosen outcome. The outcomes here are simulated;
+//! [`crate::podexec::PodExecutor`] runs the pods for real (it reuses [`sync_job`]).
 //!
 //! Contract:
 //! * Every function goes through the [`Store`] API under the server's

@@ -27,7 +27,11 @@ fn pods() -> GroupResource {
 }
 
 fn create(s: &Server, gr: &GroupResource, obj: Value) {
-    s.store().lock().unwrap().create(gr, Some(NS), &obj, W).unwrap();
+    s.store()
+        .lock()
+        .unwrap()
+        .create(gr, Some(NS), &obj, W)
+        .unwrap();
     s.notify();
 }
 
@@ -91,7 +95,13 @@ fn conditions(job: &Value) -> Vec<String> {
         .as_array()
         .map(|c| {
             c.iter()
-                .map(|c| format!("{}/{}", c["type"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+                .map(|c| {
+                    format!(
+                        "{}/{}",
+                        c["type"].as_str().unwrap(),
+                        c["reason"].as_str().unwrap()
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -111,7 +121,13 @@ fn pods_in(st: &Store, job: &str) -> Vec<Value> {
         .filter(|(k, v)| k.gr == pods() && v["metadata"]["labels"]["job-name"] == job)
         .map(|(_, v)| v.clone())
         .collect();
-    v.sort_by_key(|p| p["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap());
+    v.sort_by_key(|p| {
+        p["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    });
     v
 }
 
@@ -134,14 +150,20 @@ printf '%s' "$DIGEST" > "$TERMINATION_LOG"
     let j = finished(&s, "ok").await;
     assert_eq!(
         conditions(&j),
-        ["SuccessCriteriaMet/CompletionsReached", "Complete/CompletionsReached"]
+        [
+            "SuccessCriteriaMet/CompletionsReached",
+            "Complete/CompletionsReached"
+        ]
     );
     assert_eq!(j["status"]["succeeded"], 1);
     let p = pods_of(&s, "ok");
     assert_eq!(p.len(), 1);
     assert_eq!(p[0]["status"]["phase"], "Succeeded");
     let t = terminated(&p[0]);
-    assert_eq!((t["exitCode"].as_i64(), t["message"].as_str()), (Some(0), Some(DIGEST)));
+    assert_eq!(
+        (t["exitCode"].as_i64(), t["message"].as_str()),
+        (Some(0), Some(DIGEST))
+    );
     let name = p[0]["metadata"]["name"].as_str().unwrap();
     let log = ex.log(NS, name).unwrap();
     assert!(log.contains("input: FROM scratch"), "{log}");
@@ -151,14 +173,24 @@ printf '%s' "$DIGEST" > "$TERMINATION_LOG"
         log.contains(&format!("storage: {}/pods/default/{name}-", work.display())),
         "{log}"
     );
-    assert!(log.contains(&format!("home: {}/pods/default/{name}-", work.display())), "{log}");
+    assert!(
+        log.contains(&format!("home: {}/pods/default/{name}-", work.display())),
+        "{log}"
+    );
     let runs = ex.runs();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].job.as_deref(), Some("ok"));
-    assert_eq!(runs[0].outcome, RunOutcome::Succeeded { message: DIGEST.into() });
+    assert_eq!(
+        runs[0].outcome,
+        RunOutcome::Succeeded {
+            message: DIGEST.into()
+        }
+    );
     // The pod directory goes after the pod finished.
     let gone = hooks::wait_for(s.shared(), EVENTUALLY, |_| {
-        let left = std::fs::read_dir(work.join("pods/default")).map(|d| d.count()).unwrap_or(0);
+        let left = std::fs::read_dir(work.join("pods/default"))
+            .map(|d| d.count())
+            .unwrap_or(0);
         (left == 0).then_some(())
     })
     .await;
@@ -174,7 +206,10 @@ async fn a_failing_pod_is_retried_until_the_backoff_limit_and_fails_the_job_with
     let j = finished(&s, "bad").await;
     assert_eq!(
         conditions(&j),
-        ["FailureTarget/BackoffLimitExceeded", "Failed/BackoffLimitExceeded"]
+        [
+            "FailureTarget/BackoffLimitExceeded",
+            "Failed/BackoffLimitExceeded"
+        ]
     );
     assert_eq!(j["status"]["failed"], 3);
     let p = pods_of(&s, "bad");
@@ -182,9 +217,15 @@ async fn a_failing_pod_is_retried_until_the_backoff_limit_and_fails_the_job_with
     for pod in &p {
         assert_eq!(pod["status"]["phase"], "Failed");
         let t = terminated(pod);
-        assert_eq!((t["exitCode"].as_i64(), t["reason"].as_str()), (Some(3), Some("Error")));
+        assert_eq!(
+            (t["exitCode"].as_i64(), t["reason"].as_str()),
+            (Some(3), Some("Error"))
+        );
         let m = t["message"].as_str().unwrap();
-        assert!(m.starts_with("line 21\n") && m.ends_with("line 100\n"), "{m:?}");
+        assert!(
+            m.starts_with("line 21\n") && m.ends_with("line 100\n"),
+            "{m:?}"
+        );
     }
     assert_eq!(ex.runs().len(), 3);
 }
@@ -194,19 +235,32 @@ async fn an_evicted_pod_is_retried_and_the_next_one_succeeds() {
     let (s, ex, _tmp) = start(&[]).await;
     input_config_map(&s);
     ex.evict_next_of_job("ev", 1);
-    let script = "echo started; sleep 2; echo finished; printf '%s' \"$DIGEST\" > \"$TERMINATION_LOG\"";
+    let script =
+        "echo started; sleep 2; echo finished; printf '%s' \"$DIGEST\" > \"$TERMINATION_LOG\"";
     create(&s, &jobs(), job("ev", 1, script));
     let j = finished(&s, "ev").await;
     assert_eq!(
         conditions(&j),
-        ["SuccessCriteriaMet/CompletionsReached", "Complete/CompletionsReached"]
+        [
+            "SuccessCriteriaMet/CompletionsReached",
+            "Complete/CompletionsReached"
+        ]
     );
-    assert_eq!((j["status"]["failed"].as_u64(), j["status"]["succeeded"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (
+            j["status"]["failed"].as_u64(),
+            j["status"]["succeeded"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
     let p = pods_of(&s, "ev");
     assert_eq!(p.len(), 2);
     let evicted = &p[0];
     assert_eq!(
-        (evicted["status"]["phase"].as_str(), evicted["status"]["reason"].as_str()),
+        (
+            evicted["status"]["phase"].as_str(),
+            evicted["status"]["reason"].as_str()
+        ),
         (Some("Failed"), Some("Evicted"))
     );
     assert!(
@@ -225,21 +279,35 @@ async fn an_evicted_pod_is_retried_and_the_next_one_succeeds() {
             .iter()
             .any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "TerminationByKubelet")
     );
-    let log = ex.log(NS, evicted["metadata"]["name"].as_str().unwrap()).unwrap();
-    assert!(!log.contains("finished"), "the evicted pod's process was killed: {log}");
+    let log = ex
+        .log(NS, evicted["metadata"]["name"].as_str().unwrap())
+        .unwrap();
+    assert!(
+        !log.contains("finished"),
+        "the evicted pod's process was killed: {log}"
+    );
     assert_eq!(p[1]["status"]["phase"], "Succeeded");
     assert_eq!(terminated(&p[1])["message"], DIGEST);
     let outcomes: Vec<RunOutcome> = ex.runs().into_iter().map(|r| r.outcome).collect();
     assert_eq!(
         outcomes,
-        [RunOutcome::Evicted, RunOutcome::Succeeded { message: DIGEST.into() }]
+        [
+            RunOutcome::Evicted,
+            RunOutcome::Succeeded {
+                message: DIGEST.into()
+            }
+        ]
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_config_map_keeps_the_pod_waiting_until_it_exists() {
     let (s, _ex, _tmp) = start(&[]).await;
-    create(&s, &jobs(), job("wait", 0, "printf '%s' \"$DIGEST\" > \"$TERMINATION_LOG\""));
+    create(
+        &s,
+        &jobs(),
+        job("wait", 0, "printf '%s' \"$DIGEST\" > \"$TERMINATION_LOG\""),
+    );
     let waiting = hooks::wait_for(s.shared(), EVENTUALLY, |st| {
         pods_in(st, "wait").into_iter().find_map(|p| {
             let w = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
@@ -269,9 +337,21 @@ async fn a_command_that_cannot_start_fails_the_pod_with_start_error() {
     assert_eq!(conditions(&j)[1], "Failed/BackoffLimitExceeded");
     let p = pods_of(&s, "nostart");
     let t = terminated(&p[0]);
-    assert_eq!((t["exitCode"].as_i64(), t["reason"].as_str()), (Some(128), Some("StartError")));
-    assert!(t["message"].as_str().unwrap().contains("/nonexistent/program"), "{t}");
-    assert!(matches!(ex.runs()[0].outcome, RunOutcome::StartError { .. }));
+    assert_eq!(
+        (t["exitCode"].as_i64(), t["reason"].as_str()),
+        (Some(128), Some("StartError"))
+    );
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/program"),
+        "{t}"
+    );
+    assert!(matches!(
+        ex.runs()[0].outcome,
+        RunOutcome::StartError { .. }
+    ));
 }
 
 /// Whether process `pid` is gone (or a zombie: killed, not yet reaped by its new parent).
@@ -333,7 +413,10 @@ async fn deleting_a_running_job_kills_its_pods_processes() {
     assert!(killed.is_some(), "the pod was not killed: {:?}", ex.runs());
     assert_eq!(ex.running(), 0);
     let gone = hooks::wait_for(s.shared(), EVENTUALLY, |_| dead(pid).then_some(())).await;
-    assert!(gone.is_some(), "the pod's background process {pid} survived");
+    assert!(
+        gone.is_some(),
+        "the pod's background process {pid} survived"
+    );
     assert!(pods_of(&s, "long").is_empty());
     let name = running["metadata"]["name"].as_str().unwrap();
     assert!(ex.log(NS, name).unwrap().contains("started"));

@@ -185,7 +185,7 @@ pub fn materialise(plan: &PodPlan) -> Result<(), ExecError> {
         .iter()
         .cloned()
         .partition(|d| d.starts_with(&volumes));
-    create_dirs(&[plan.root.clone()])?;
+    create_dirs(std::slice::from_ref(&plan.root))?;
     create_dirs(&vol_dirs)?;
     for (link, target) in &plan.links {
         if let Some(parent) = link.parent() {
