@@ -1,7 +1,8 @@
 //! Acting as the kubelet and the Job controller: library functions a test calls so that
 //! Pods run and Jobs finish "in the cluster" without either (issue 13, "a hook to act
 //! as the kubelet and the Job controller"), and [`JobController`], a background task
-//! that does it for every new Job with a chosen outcome.
+//! that does it for every new Job with a chosen outcome. The outcomes here are simulated;
+//! [`crate::podexec::PodExecutor`] runs the pods for real (it reuses [`sync_job`]).
 //!
 //! Contract:
 //! * Every function goes through the [`Store`] API under the server's
@@ -214,7 +215,7 @@ pub fn set_pod_phase(
     out
 }
 
-fn set_pod_phase_in(
+pub(crate) fn set_pod_phase_in(
     s: &mut Store,
     ns: &str,
     name: &str,
@@ -482,7 +483,7 @@ pub fn job_pod(job: &Value) -> Value {
         "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))})
 }
 
-fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
+pub(crate) fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
     let gr = pods();
     s.objects()
         .filter(|(k, _)| k.gr == gr && k.namespace.as_deref() == Some(ns))
@@ -499,7 +500,7 @@ fn owned_pods(s: &Store, ns: &str, uid: &str) -> Vec<Value> {
         .collect()
 }
 
-fn sync_job_in(s: &mut Store, ns: &str, name: &str) -> Result<Value, ApiError> {
+pub(crate) fn sync_job_in(s: &mut Store, ns: &str, name: &str) -> Result<Value, ApiError> {
     let job = s.get(&jobs(), Some(ns), name)?;
     let uid = job
         .pointer("/metadata/uid")

@@ -27,6 +27,8 @@
 //! | [`http`] | the HTTP/1.1 server (and HTTPS with a bearer token): discovery, REST verbs, watch streams |
 //! | [`control`] | test controls: injected faults and delays, request counts per verb and resource |
 //! | [`hooks`] | acting as the kubelet and the Job controller (pod phases, node readiness, Job pods and status) |
+//! | [`buildexec`] | an OpenShift build controller that really runs `build.openshift.io/v1` Builds with buildah |
+//! | [`podexec`] | a kubelet and Job controller that really run Job pods as host processes (volumes, env, termination messages, eviction) |
 //! | [`disruption`] | PodDisruptionBudget status and eviction decisions |
 //! | [`kubectl`] | test support: running the installed `kubectl` (or any child) with a deadline |
 //!
@@ -34,6 +36,7 @@
 //! pruning, CEL) and rejected with its kube-apiserver-formatted field errors.
 
 pub mod apply;
+pub mod buildexec;
 pub mod clock;
 pub mod control;
 pub mod disruption;
@@ -48,6 +51,7 @@ pub mod list;
 pub mod managed;
 pub mod meta;
 pub mod patch;
+pub mod podexec;
 pub mod resource;
 pub mod selector;
 pub mod store;
