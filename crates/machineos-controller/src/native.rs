@@ -182,6 +182,25 @@ impl NativeBackend {
         self.inner.wake.notify_one();
     }
 
+    /// Record `build` as failed before it started (unless this process knows it already).
+    fn fail(&self, build: &str, message: String) {
+        let mut builds = self.lock();
+        if builds.contains_key(build) {
+            return;
+        }
+        tracing::warn!(build, %message, "native build refused");
+        builds.insert(
+            build.to_owned(),
+            Entry {
+                status: BackendStatus::Failed { message, at: now() },
+                cancel: self.inner.root.child_token(),
+                took: None,
+            },
+        );
+        drop(builds);
+        self.inner.wake.notify_one();
+    }
+
     /// Start `job`, or adopt it if this process already knows the build.
     pub fn start(&self, job: NativeJob) {
         let cancel = self.inner.root.child_token();
@@ -294,7 +313,14 @@ impl Builder for NativeBackend {
         Backend::Native
     }
 
+    /// A configuration that needs RUN steps (extensions, a kernel swap, a Containerfile)
+    /// fails at once, naming what needs them: the native engine cannot run them, and an
+    /// image without them would not be what was asked for.
     fn start(&self, request: BuildRequest) {
+        if let Some(message) = needs_run_steps(&request, &self.inner.settings.platform) {
+            self.fail(&request.build, message);
+            return;
+        }
         let credentials = request.credentials();
         NativeBackend::start(
             self,
@@ -335,4 +361,53 @@ impl Builder for NativeBackend {
     fn active(&self) -> usize {
         NativeBackend::active(self)
     }
+}
+
+/// Why `request` cannot be built natively: what of its configuration needs RUN steps.
+fn needs_run_steps(request: &BuildRequest, platform: &Platform) -> Option<String> {
+    use machineos_buildrequest::containerfile::RunSteps;
+    let entries: Vec<(machineos_api::v1::ContainerfileArch, &str)> = request
+        .inputs
+        .containerfiles
+        .iter()
+        .map(|(a, c)| {
+            (
+                serde_json::from_value(serde_json::json!(a)).unwrap_or_default(),
+                c.as_str(),
+            )
+        })
+        .collect();
+    let name = request.rendered.name();
+    let steps = match RunSteps::new(&request.rendered, &entries, &platform.architecture) {
+        Ok(s) => s,
+        Err(e) => return Some(e.to_string()),
+    };
+    if steps.is_empty() {
+        return None;
+    }
+    let mut what = Vec::new();
+    if !steps.extensions().is_empty() {
+        let list: Vec<&str> = steps.extensions().iter().map(|e| e.as_str()).collect();
+        what.push(format!(
+            "MachineConfig {name}: spec.extensions [{}]",
+            list.join(", ")
+        ));
+    }
+    if let Some(k) = steps.kernel_swap() {
+        what.push(format!(
+            "MachineConfig {name}: spec.kernelType {}",
+            k.as_str()
+        ));
+    }
+    if steps.user_containerfile().is_some() {
+        what.push(format!(
+            "MachineOSConfig {}: spec.containerFile",
+            request.machine_os_config
+        ));
+    }
+    Some(format!(
+        "{} need RUN steps, which the Native builder cannot run: set the MachineOSConfig's \
+         spec.imageBuilder.imageBuilderType to Job or OpenShiftBuild",
+        what.join("; ")
+    ))
 }
