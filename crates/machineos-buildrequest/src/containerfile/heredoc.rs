@@ -34,6 +34,8 @@
 
 use std::fmt;
 
+use super::validate::{heredocs, words};
+
 /// The shell of a stage without `SHELL`.
 const DEFAULT_SHELL: [&str; 2] = ["/bin/sh", "-c"];
 
@@ -232,72 +234,6 @@ fn take_flags(args: &str) -> (Vec<&str>, &str) {
         rest = tail;
     }
     (flags, rest)
-}
-
-/// Words split on blanks outside quotes; quotes are kept.
-fn words(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut quote = None;
-    let mut escaped = false;
-    for c in s.chars() {
-        if escaped {
-            word.push(c);
-            escaped = false;
-            continue;
-        }
-        match (quote, c) {
-            (_, '\\') if quote != Some('\'') => {
-                word.push(c);
-                escaped = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if !word.is_empty() {
-                    out.push(std::mem::take(&mut word));
-                }
-            }
-            (None, '"' | '\'') => {
-                quote = Some(c);
-                word.push(c);
-            }
-            (Some(q), c) if c == q => {
-                quote = None;
-                word.push(c);
-            }
-            _ => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
-}
-
-/// The heredocs the arguments open, in order: whether `<<-`, and the terminator.
-fn heredocs(args: &str) -> Vec<(bool, String)> {
-    words(args)
-        .into_iter()
-        .filter_map(|w| {
-            let rest = w.trim_start_matches(|c: char| c.is_ascii_digit());
-            let rest = rest.strip_prefix("<<")?;
-            if rest.starts_with('<') {
-                return None;
-            }
-            let (strip, rest) = match rest.strip_prefix('-') {
-                Some(r) => (true, r),
-                None => (false, rest),
-            };
-            let name = ['\'', '"']
-                .iter()
-                .find_map(|q| rest.strip_prefix(*q).and_then(|r| r.strip_suffix(*q)))
-                .unwrap_or(rest);
-            let ok = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
-            ok.then(|| (strip, name.to_owned()))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -382,7 +382,7 @@ fn split_first_word(s: &str) -> (&str, &str) {
 }
 
 /// Words split on blanks outside quotes; quotes are kept.
-fn words(s: &str) -> Vec<String> {
+pub(super) fn words(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     let mut quote = None;
@@ -422,7 +422,7 @@ fn words(s: &str) -> Vec<String> {
 
 /// The heredocs a RUN, COPY or ADD opens, in order: whether `<<-` (leading tabs stripped
 /// from the terminator line), and the terminator.
-fn heredocs(args: &str) -> Vec<(bool, String)> {
+pub(super) fn heredocs(args: &str) -> Vec<(bool, String)> {
     words(args)
         .into_iter()
         .filter_map(|w| {
