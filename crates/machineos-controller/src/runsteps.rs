@@ -27,7 +27,9 @@
 //!    by [`machineos_buildrequest::objects::job_state`] / `build_state` to a
 //!    [`BackendStatus`]; the digest comes from the pod's termination message or the
 //!    Build's `status.output.to.imageDigest`. A Job that is Complete while the cache shows no
-//!    Succeeded pod yet reports Running (the pod's watch event follows), never a failure.
+//!    Succeeded pod yet reports Running (the pod's watch event follows), never a failure; a
+//!    Job that failed while the cache shows none of its failed pods waits for them up to
+//!    30 s, so the failure message carries the last attempt's log lines.
 //! 6. *Clean up* once the lifecycle recorded a terminal phase: after a success the extra tag
 //!    of the push spec (`:latest`) is moved to the image, the intermediate native image is
 //!    deleted from the registry by digest, and the Job (its pods with it) or Build, the
@@ -75,6 +77,8 @@ pub const NATIVE_IMAGE_ANNOTATION: &str = "machineos.io/native-image";
 pub const EXTRA_TAG_ANNOTATION: &str = "machineos.io/extra-tag";
 /// Annotation on the Job/Build: the push Secret's name (for the clean-up's registry work).
 pub const PUSH_SECRET_ANNOTATION: &str = "machineos.io/push-secret";
+/// How long (seconds) a failed Job waits for its failed pods to reach the cache.
+const POD_CACHE_GRACE: Timestamp = 30;
 /// Suffix of the intermediate native image's tag.
 pub const NATIVE_TAG_SUFFIX: &str = "-native";
 
@@ -269,11 +273,33 @@ impl RunStepBackend {
                             && c["status"] == "True"
                     });
                 let pod_succeeded = pods.iter().any(|p| p["status"]["phase"] == "Succeeded");
+                let pod_failed = pods.iter().any(|p| p["status"]["phase"] == "Failed");
+                // When the Job gave up: its Failed (or FailureTarget) condition's time.
+                let gave_up = value["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| {
+                        (c["type"] == "Failed" || c["type"] == "FailureTarget")
+                            && c["status"] == "True"
+                    })
+                    .filter_map(|c| parse_time(c["lastTransitionTime"].as_str()))
+                    .min();
+                let waiting = JobState::Running {
+                    since: str_at(&value, "/status/startTime").map(str::to_owned),
+                };
                 match state {
                     // The cache has the Job's completion before its pod's: wait for it.
-                    JobState::Failed { .. } if complete && !pod_succeeded => JobState::Running {
-                        since: str_at(&value, "/status/startTime").map(str::to_owned),
-                    },
+                    JobState::Failed { .. } if complete && !pod_succeeded => waiting,
+                    // The Job's failure before its failed pods, whose last lines the
+                    // message carries: wait for them, a little (pods can be gone for good).
+                    JobState::Failed { .. }
+                        if !complete
+                            && !pod_failed
+                            && gave_up.is_some_and(|t| now() - t < POD_CACHE_GRACE) =>
+                    {
+                        waiting
+                    }
                     other => other,
                 }
             }

@@ -4,8 +4,10 @@
 //! Containerfile and MachineConfig ConfigMaps, the Job) with their labels and owner, the
 //! digest read from the pod's termination message, `status.builder.job`, the clean-up after
 //! success, everything kept after a failure with the log tail in the condition, no Job at all
-//! when nothing needs RUN (and then the native digest), and a restarted controller
-//! re-attaching to a running Job instead of starting another. Real buildah runs are in
+//! when nothing needs RUN (and then the native digest), a restarted controller
+//! re-attaching to a running Job instead of starting another, a controller killed after the
+//! native stage and before the Job exists (the restarted one finishes the same build), and a
+//! newer config interrupting a running Job (deleted, its pods with it). Real buildah runs are in
 //! `job_buildah.rs`.
 
 mod common;
@@ -18,6 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use machineos_controller::kinds;
+use machineos_kubetest::control::{Fault, RequestMatch};
 use machineos_kubetest::hooks::{JobController, JobOutcome, run_job};
 use serde_json::{Value, json};
 
@@ -331,5 +334,136 @@ async fn a_restarted_controller_follows_the_running_job() {
         done.data["status"]["digestedImagePushSpec"],
         json!(format!("{repo}@{FAKE_DIGEST}"))
     );
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_the_native_stage_before_the_job_and_restarted() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    // Every Job create fails: the first controller pushes the native stage, creates the
+    // inputs, and retries the Job until it is killed.
+    let jobs_path = format!("/apis/batch/v1/namespaces/{NS}/jobs");
+    c.server.controls().fail_next(
+        RequestMatch::path(&jobs_path).method("POST"),
+        u32::MAX,
+        Fault::internal_error(),
+    );
+    setup_job(
+        &c,
+        &push,
+        Some("FROM configs AS final\nRUN echo hi > /etc/hello\n"),
+    )
+    .await;
+    let ctl = c.controller().await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while ephemeral::<ConfigMap>(&c).await.len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no inputs created");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let build = until_phase(&c, "Building").await.name_any();
+    let native_tag = format!("{build}-native");
+    let link = c.registry.storage_dir().join(format!(
+        "docker/registry/v2/repositories/machineos/worker/_manifests/tags/{native_tag}/current/link"
+    ));
+    let native_digest = std::fs::read_to_string(&link).expect("the native stage's tag");
+    ctl.kill();
+    assert!(ephemeral::<Job>(&c).await.is_empty());
+    c.server.controls().clear();
+    // The restarted controller starts the build again: the native stage pushes the same
+    // digest, the inputs are found in place, one Job is created.
+    let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
+    let ctl = c.controller().await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let job = loop {
+        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
+            break j;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no Job after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(job.name_any(), format!("build-{build}"));
+    let annotated = &job.annotations()["machineos.io/native-image"];
+    assert!(
+        annotated.ends_with(&format!("@{}", native_digest.trim())),
+        "{annotated} is the first run's native stage {native_digest}"
+    );
+    assert_eq!(ephemeral::<ConfigMap>(&c).await.len(), 2);
+    assert_eq!(ephemeral::<Secret>(&c).await.len(), 1);
+    running.stop();
+    run_job(
+        c.server.shared(),
+        NS,
+        &job.name_any(),
+        &JobOutcome::Succeed {
+            message: FAKE_DIGEST.into(),
+        },
+    )
+    .unwrap();
+    let done = until_phase(&c, "Succeeded").await;
+    assert_eq!(done.name_any(), build, "the same build");
+    until_no_ephemeral(&c).await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_config_interrupts_the_running_job_and_deletes_it() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    setup_job(
+        &c,
+        &push,
+        Some("FROM configs AS final\nRUN echo hi > /etc/hello\n"),
+    )
+    .await;
+    let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
+    let ctl = c.controller().await;
+    let first = until_phase(&c, "Building").await.name_any();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while ephemeral::<Job>(&c).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no Job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "edited"),
+    )
+    .await;
+    let interrupted = until_phase(&c, "Interrupted").await;
+    assert_eq!(interrupted.name_any(), first);
+    // The interrupted build's Job (and its pods) and inputs go; the new build has its own.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let jobs: Vec<String> = ephemeral::<Job>(&c)
+            .await
+            .iter()
+            .map(|j| j.name_any())
+            .collect();
+        let cms: Vec<String> = ephemeral::<ConfigMap>(&c)
+            .await
+            .iter()
+            .map(|j| j.name_any())
+            .collect();
+        let old_left = jobs.iter().chain(&cms).any(|n| n.ends_with(&first));
+        let new_job = jobs.iter().any(|n| !n.ends_with(&first));
+        if !old_left && new_job {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "jobs {jobs:?} configmaps {cms:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name=build-{first}")))
+        .await
+        .unwrap()
+        .items;
+    assert!(pods.is_empty(), "the interrupted Job's pods are gone");
+    running.stop();
     ctl.stop().await;
 }
