@@ -66,7 +66,7 @@ fn apply_one(o: &mut Observed, a: &Action, now: Timestamp) {
             if let Some(b) = pool_of_build(o, build)
                 && b.backend.is_none()
             {
-                b.backend = Some(BackendStatus::Pending);
+                b.backend = Some(BackendStatus::Pending { detail: None });
             }
         }
         Action::CancelBuild { build } => {

@@ -158,7 +158,8 @@ fn cond(type_: &str, status: bool, reason: &str, message: String) -> PoolConditi
 }
 
 /// The pool conditions for a target build in `phase` (MCO `syncBuildFailureStatus`; the
-/// legacy four with exactly one True, as the first BuildController kept them).
+/// legacy four with exactly one True, as the first BuildController kept them). `message`:
+/// the failure, or why a pending build waits (appended; empty: nothing to add).
 fn pool_conditions_for(
     pool: &str,
     eff: &Effective,
@@ -178,8 +179,13 @@ fn pool_conditions_for(
         format!(
             "Failed to build OS image for pool {pool} (MachineOSBuild: {build}): Failed: {message}"
         )
-    } else {
+    } else if message.is_empty() {
         format!("MachineOSBuild {build}: {}", phase.reason_message().1)
+    } else {
+        format!(
+            "MachineOSBuild {build}: {}: {message}",
+            phase.reason_message().1
+        )
     };
     let mut v = vec![cond(
         vocab::IMAGE_BUILD_DEGRADED,
@@ -636,7 +642,7 @@ fn follow(
                     o.requeue("BuildRunning", Retry::Transient, Some(10));
                 }
             }
-            Some(BackendStatus::Pending) => {
+            Some(BackendStatus::Pending { detail }) => {
                 if t.phase == Phase::Initial {
                     o.actions.extend(status(
                         t,
@@ -654,7 +660,13 @@ fn follow(
                         format!("MachineOSBuild {name} prepared and pending"),
                     );
                 }
-                let conds = pool_conditions_for(&pool, eff, name, Phase::Prepared, "");
+                let conds = pool_conditions_for(
+                    &pool,
+                    eff,
+                    name,
+                    Phase::Prepared,
+                    detail.as_deref().unwrap_or(""),
+                );
                 o.pool_conditions(conds);
                 o.requeue("BuildPending", Retry::Transient, Some(10));
             }

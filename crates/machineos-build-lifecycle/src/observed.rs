@@ -258,7 +258,12 @@ pub struct BuildObserved {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum BackendStatus {
     /// Accepted, not running yet (a Job with no active pod).
-    Pending,
+    Pending {
+        /// Why it is not running, when the backend knows (a waiting pod's reason, an
+        /// unschedulable pod, a failed attempt being retried); shown in the pool's
+        /// condition.
+        detail: Option<String>,
+    },
     /// Running since this time.
     Running {
         /// When the backend started the build.

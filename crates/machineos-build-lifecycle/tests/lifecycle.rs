@@ -97,6 +97,22 @@ fn a_pool_that_opts_in_gets_a_build_that_succeeds_and_is_recorded() {
     assert!(starts(&a).is_empty());
     apply(&mut o, &a, NOW);
 
+    // 3b. Still pending, and the backend says why: the pool's condition carries it; the
+    // build's status is not rewritten.
+    let why = "pod build-x-1 container build waiting: ImagePullBackOff: back-off pulling image";
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Pending {
+        detail: Some(why.into()),
+    });
+    let a = decide(&o, NOW);
+    assert!(status_of(&a, &t).is_none());
+    let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "BuildPending")
+    );
+    assert!(c.message.ends_with(why), "{}", c.message);
+    apply(&mut o, &a, NOW);
+
     // 4. Running → Building, buildStart from the backend.
     build_mut(&mut o, &t).backend = Some(BackendStatus::Running { since: NOW + 1 });
     let a = decide(&o, NOW + 2);
@@ -831,7 +847,10 @@ fn terminal_conditions_never_change() {
             }),
         ),
         (Phase::Failed, Some(BackendStatus::Running { since: NOW })),
-        (Phase::Succeeded, Some(BackendStatus::Pending)),
+        (
+            Phase::Succeeded,
+            Some(BackendStatus::Pending { detail: None }),
+        ),
     ] {
         let mut o = o.clone();
         let b = build_mut(&mut o, &t);

@@ -71,7 +71,7 @@ const PHASES: [Phase; 6] = [
 fn backend(n: u8, c: char) -> Option<BackendStatus> {
     match n {
         0 => None,
-        1 => Some(BackendStatus::Pending),
+        1 => Some(BackendStatus::Pending { detail: None }),
         2 => Some(BackendStatus::Running { since: NOW - 5 }),
         3 => Some(BackendStatus::Succeeded {
             image: image(c),

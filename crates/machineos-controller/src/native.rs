@@ -137,7 +137,7 @@ impl NativeBackend {
             .filter(|e| {
                 matches!(
                     e.status,
-                    BackendStatus::Pending | BackendStatus::Running { .. }
+                    BackendStatus::Pending { .. } | BackendStatus::Running { .. }
                 )
             })
             .count()
@@ -212,7 +212,7 @@ impl NativeBackend {
             builds.insert(
                 job.build.clone(),
                 Entry {
-                    status: BackendStatus::Pending,
+                    status: BackendStatus::Pending { detail: None },
                     cancel: cancel.clone(),
                     took: None,
                 },

@@ -669,7 +669,7 @@ impl Builder for RunStepBackend {
                     .or_else(|| str_at(&value, "/status/completionTimestamp")),
             );
             let status = match self.state_of(s, obj) {
-                JobState::Pending { .. } => BackendStatus::Pending,
+                JobState::Pending { detail } => BackendStatus::Pending { detail },
                 JobState::Running { since } => BackendStatus::Running {
                     since: parse_time(since.as_deref())
                         .or_else(|| obj.creation_timestamp().map(|t| t.0.as_second()))
