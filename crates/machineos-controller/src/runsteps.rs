@@ -718,7 +718,10 @@ impl Builder for RunStepBackend {
         // The Job or Build may exist without this process knowing (a restart): delete it by
         // name whatever the memory says; NotFound is success.
         let this = self.clone();
-        let name = objects::names::job_name(build);
+        let name = match self.inner.runner {
+            Runner::Job => objects::names::job_name(build),
+            Runner::OpenShiftBuild => objects::names::build_name(build),
+        };
         let ar = self.inner.runner.resource();
         tokio::spawn(async move {
             this.clean(vec![(ar, name)], None).await;

@@ -338,6 +338,7 @@ async fn the_job_the_build_and_the_native_backend_agree() {
         c.registry.host(),
         job.name_any()
     );
+    eprintln!("BACKEND native stage    {native}");
     let (j, b, n) = (
         tree(&c, &image(&job), "job").await,
         tree(&c, &image(&build), "build").await,
