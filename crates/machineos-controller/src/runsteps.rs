@@ -349,91 +349,27 @@ impl RunStepBackend {
         tracing::info!(build = %build, image = %native.image, "native stage pushed");
         self.set(build, Stage::Preparing { since });
 
-        let rendered_name = request.rendered.name().to_owned();
-        let text = containerfile::render(&ContainerfileInputs {
-            run_steps: steps,
-            from_image: &native.image,
-            extensions_image: request.inputs.extensions_image.as_deref(),
-            machine_config: &rendered_name,
-            pool: &request.pool,
-            base_image: &request.inputs.base_image,
-        })
-        .map_err(|e| format!("Containerfile: {e}"))?
-        .ok_or_else(|| "Containerfile: nothing to RUN after all (a machineos bug)".to_owned())?;
-        // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and OpenShift's
-        // builder build it.
-        let (text, _) =
-            containerfile::heredoc::lower(&text).map_err(|e| format!("Containerfile: {e}"))?;
-
         // The owner's uid: a build created in the same pass is not in that pass's snapshot.
         let build_uid = if request.build_uid.is_empty() {
             self.build_uid(build).await?
         } else {
             request.build_uid.clone()
         };
-        let meta = BuildMeta {
-            build: build.clone(),
-            build_uid,
-            machine_os_config: request.machine_os_config.clone(),
-            pool: request.pool.clone(),
-            rendered_machine_config: rendered_name,
-        };
-        let ns = settings.namespace.as_str();
-        let (push_name, push_bytes) = &request.push_secret;
-        let secret = objects::merged_pull_secret(
-            &meta,
-            ns,
-            RegistrySecret::dockerconfigjson(push_name, push_bytes),
-            request
-                .pull_secret
-                .as_ref()
-                .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
-        )
-        .map_err(|e| e.to_string())?;
-        let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
-            .map_err(|e| e.to_string())?;
-        let mut inputs = vec![(kinds::secret(), secret)];
-        inputs.push((
-            kinds::config_map(),
-            objects::containerfile_config_map(&meta, ns, &text),
-        ));
-        inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
-        let mut runner_obj = match runner {
-            Runner::Job => {
-                let mut job = objects::JobInputs::new(
-                    meta.clone(),
-                    ns,
-                    request.push.pullspec(),
-                    push_name.clone(),
-                );
-                job.mc_parts = mcs.len();
-                job.image = settings.builder_image.clone();
-                job.backoff_limit = settings.backoff_limit;
-                job.arch = Some(settings.arch.clone());
-                job.service_account = settings.service_account.clone();
-                objects::build_job(&job)
-            }
-            Runner::OpenShiftBuild => {
-                let mut b = objects::BuildApiInputs::new(
-                    meta.clone(),
-                    ns,
-                    request.push.pullspec(),
-                    text.clone(),
-                    push_name.clone(),
-                );
-                b.mc_parts = mcs.len();
-                b.arch = Some(settings.arch.clone());
-                b.service_account = settings.service_account.clone();
-                objects::build_build(&b).map_err(|e| e.to_string())?
-            }
-        };
-        let annotations = &mut runner_obj["metadata"]["annotations"];
-        annotations[NATIVE_IMAGE_ANNOTATION] = json!(native.image);
-        annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
-        if let Some(tag) = &request.push.extra_tag {
-            annotations[EXTRA_TAG_ANNOTATION] = json!(tag);
-        }
-        inputs.push((runner.resource(), runner_obj));
+        // Rendering, gzip and base64 of the MachineConfig: CPU work, on a blocking thread.
+        let (request, steps, settings) = (request.clone(), steps.clone(), settings.clone());
+        let inputs = tokio::task::spawn_blocking(move || {
+            plan_objects(
+                runner,
+                &settings,
+                &request,
+                &steps,
+                &native.image,
+                build_uid,
+            )
+        })
+        .await
+        .map_err(|e| format!("planning the build's objects: {e}"))??;
+        let ns = self.inner.settings.namespace.as_str();
         for (ar, obj) in inputs {
             let what = format!(
                 "{} {ns}/{}",
@@ -525,6 +461,94 @@ impl RunStepBackend {
             }
         }
     }
+}
+
+/// The ephemeral objects of a RUN-step build, in creation order (the Job or Build last):
+/// the merged pull Secret, the Containerfile ConfigMap, the MachineConfig ConfigMap(s), the
+/// Job or Build annotated with the native image, the push Secret and the extra tag. Pure.
+fn plan_objects(
+    runner: Runner,
+    settings: &RunStepSettings,
+    request: &BuildRequest,
+    steps: &RunSteps,
+    native_image: &str,
+    build_uid: String,
+) -> Result<Vec<(ApiResource, Value)>, String> {
+    let rendered_name = request.rendered.name().to_owned();
+    let text = containerfile::render(&ContainerfileInputs {
+        run_steps: steps,
+        from_image: native_image,
+        extensions_image: request.inputs.extensions_image.as_deref(),
+        machine_config: &rendered_name,
+        pool: &request.pool,
+        base_image: &request.inputs.base_image,
+    })
+    .map_err(|e| format!("Containerfile: {e}"))?
+    .ok_or_else(|| "Containerfile: nothing to RUN after all (a machineos bug)".to_owned())?;
+    // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and OpenShift's
+    // builder build it.
+    let (text, _) =
+        containerfile::heredoc::lower(&text).map_err(|e| format!("Containerfile: {e}"))?;
+    let meta = BuildMeta {
+        build: request.build.clone(),
+        build_uid,
+        machine_os_config: request.machine_os_config.clone(),
+        pool: request.pool.clone(),
+        rendered_machine_config: rendered_name,
+    };
+    let ns = settings.namespace.as_str();
+    let (push_name, push_bytes) = &request.push_secret;
+    let secret = objects::merged_pull_secret(
+        &meta,
+        ns,
+        RegistrySecret::dockerconfigjson(push_name, push_bytes),
+        request
+            .pull_secret
+            .as_ref()
+            .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
+    )
+    .map_err(|e| e.to_string())?;
+    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
+        .map_err(|e| e.to_string())?;
+    let mut inputs = vec![(kinds::secret(), secret)];
+    inputs.push((
+        kinds::config_map(),
+        objects::containerfile_config_map(&meta, ns, &text),
+    ));
+    inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
+    let mut runner_obj = match runner {
+        Runner::Job => {
+            let mut job =
+                objects::JobInputs::new(meta, ns, request.push.pullspec(), push_name.clone());
+            job.mc_parts = mcs.len();
+            job.image = settings.builder_image.clone();
+            job.backoff_limit = settings.backoff_limit;
+            job.arch = Some(settings.arch.clone());
+            job.service_account = settings.service_account.clone();
+            objects::build_job(&job)
+        }
+        Runner::OpenShiftBuild => {
+            let mut b = objects::BuildApiInputs::new(
+                meta,
+                ns,
+                request.push.pullspec(),
+                text,
+                push_name.clone(),
+            );
+            b.mc_parts = mcs.len();
+            b.arch = Some(settings.arch.clone());
+            b.service_account = settings.service_account.clone();
+            objects::build_build(&b).map_err(|e| e.to_string())?
+        }
+    };
+    let annotations = &mut runner_obj["metadata"]["annotations"];
+    annotations[NATIVE_IMAGE_ANNOTATION] = json!(native_image);
+    annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
+    if let Some(tag) = &request.push.extra_tag {
+        annotations[EXTRA_TAG_ANNOTATION] = json!(tag);
+    }
+    inputs.push((runner.resource(), runner_obj));
+    Ok(inputs)
 }
 
 /// Registry work of a clean-up.
