@@ -899,3 +899,31 @@ impl Builder for RunStepBackend {
 fn containerfile_arch(key: &str) -> machineos_api::v1::ContainerfileArch {
     serde_json::from_value(json!(key)).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_of_strips_the_tag_or_digest_only() {
+        for (reference, want) in [
+            ("reg:5000/a/b:tag", "reg:5000/a/b"),
+            ("reg:5000/a/b", "reg:5000/a/b"),
+            ("reg/a/b@sha256:00", "reg/a/b"),
+            ("reg:5000/a/b:t@sha256:00", "reg:5000/a/b"),
+            ("b:latest", "b"),
+        ] {
+            assert_eq!(repository_of(reference), want, "{reference}");
+        }
+    }
+
+    #[test]
+    fn the_native_tag_fits_a_tag() {
+        assert_eq!(native_tag("worker-0a"), "worker-0a-native");
+        let long = format!("{}-{}", "p".repeat(100), "f".repeat(32));
+        let tag = native_tag(&long);
+        assert!(tag.len() <= 128, "{}", tag.len());
+        assert!(tag.ends_with(NATIVE_TAG_SUFFIX));
+        assert_ne!(native_tag(&long), native_tag(&format!("{long}0")));
+    }
+}
