@@ -74,6 +74,34 @@ impl BuildRequest {
     }
 }
 
+impl BuildRequest {
+    /// What of the request needs RUN steps on architecture `arch` (`GOARCH` spelling): the
+    /// rendered MachineConfig's extensions and kernelType, the Containerfile for `arch`.
+    pub fn run_steps(
+        &self,
+        arch: &str,
+    ) -> Result<
+        machineos_buildrequest::containerfile::RunSteps,
+        machineos_buildrequest::containerfile::RunStepsError,
+    > {
+        // The inputs key Containerfiles by `containerfileArch` (`NoArch`, `AMD64`, …); an
+        // unknown key, which the lifecycle's validation prevents, counts as `NoArch`.
+        let entries: Vec<(machineos_api::v1::ContainerfileArch, &str)> = self
+            .inputs
+            .containerfiles
+            .iter()
+            .map(|(a, c)| {
+                (
+                    serde_json::from_value(serde_json::Value::String(a.clone()))
+                        .unwrap_or_default(),
+                    c.as_str(),
+                )
+            })
+            .collect();
+        machineos_buildrequest::containerfile::RunSteps::new(&self.rendered, &entries, arch)
+    }
+}
+
 /// A builder backend (see the module documentation).
 pub trait Builder: Send + Sync {
     /// Which backend this is.

@@ -365,20 +365,8 @@ impl Builder for NativeBackend {
 
 /// Why `request` cannot be built natively: what of its configuration needs RUN steps.
 fn needs_run_steps(request: &BuildRequest, platform: &Platform) -> Option<String> {
-    use machineos_buildrequest::containerfile::RunSteps;
-    let entries: Vec<(machineos_api::v1::ContainerfileArch, &str)> = request
-        .inputs
-        .containerfiles
-        .iter()
-        .map(|(a, c)| {
-            (
-                serde_json::from_value(serde_json::json!(a)).unwrap_or_default(),
-                c.as_str(),
-            )
-        })
-        .collect();
     let name = request.rendered.name();
-    let steps = match RunSteps::new(&request.rendered, &entries, &platform.architecture) {
+    let steps = match request.run_steps(&platform.architecture) {
         Ok(s) => s,
         Err(e) => return Some(e.to_string()),
     };

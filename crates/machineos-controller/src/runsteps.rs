@@ -607,17 +607,8 @@ impl Builder for RunStepBackend {
         if self.lock().contains_key(&build) {
             return;
         }
-        let arch = self.inner.settings.arch.clone();
-        let entries: Vec<(machineos_api::v1::ContainerfileArch, String)> = request
-            .inputs
-            .containerfiles
-            .iter()
-            .map(|(a, c)| (containerfile_arch(a), c.clone()))
-            .collect();
-        let borrowed: Vec<(machineos_api::v1::ContainerfileArch, &str)> =
-            entries.iter().map(|(a, c)| (*a, c.as_str())).collect();
         let cancel = self.inner.root.child_token();
-        let steps = match RunSteps::new(&request.rendered, &borrowed, &arch) {
+        let steps = match request.run_steps(&self.inner.settings.arch) {
             Ok(s) => s,
             Err(e) => {
                 self.lock().insert(
@@ -892,12 +883,6 @@ impl Builder for RunStepBackend {
             })
             .count()
     }
-}
-
-/// `NoArch`, `AMD64`, … → the API's enum (an unknown key, which the lifecycle's validation
-/// prevents, counts as `NoArch`).
-fn containerfile_arch(key: &str) -> machineos_api::v1::ContainerfileArch {
-    serde_json::from_value(json!(key)).unwrap_or_default()
 }
 
 #[cfg(test)]
