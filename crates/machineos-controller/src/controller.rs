@@ -149,6 +149,7 @@ where
     }));
 }
 
+/// A cluster-wide cache of the objects of `ar`.
 fn watch_dynamic(
     client: &Client,
     ar: ApiResource,
@@ -156,13 +157,7 @@ fn watch_dynamic(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Store<DynamicObject> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let writer = reflector::store::Writer::new(ar);
-    let reader = writer.as_reader();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
-    drive(stream, wake, tasks);
-    reader
+    watch_api(api, ar, watcher::Config::default(), wake, tasks)
 }
 
 /// A cache of the ephemeral build objects of kind `ar` in namespace `ns`.
@@ -174,10 +169,21 @@ fn watch_ephemeral(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Store<DynamicObject> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
-    let writer = reflector::store::Writer::new(ar);
-    let reader = writer.as_reader();
     let config = watcher::Config::default()
         .labels(machineos_buildrequest::objects::names::EPHEMERAL_BUILD_OBJECT_LABEL);
+    watch_api(api, ar, config, wake, tasks)
+}
+
+/// A reflector over `api` (objects of `ar`) with `config`.
+fn watch_api(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    config: watcher::Config,
+    wake: &Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let writer = reflector::store::Writer::new(ar);
+    let reader = writer.as_reader();
     let stream = reflector::reflector(writer, watcher(api, config))
         .default_backoff()
         .touched_objects();
@@ -828,7 +834,8 @@ async fn execute(
                 pullspec,
                 push_secret,
             } => {
-                let creds = secret_bytes(s, &push_secret)
+                let creds = s
+                    .dockerconfigjson(&push_secret)
                     .into_iter()
                     .collect::<Vec<_>>();
                 let obs = match ctx.opts.registry.client(&creds) {
@@ -900,7 +907,7 @@ async fn execute(
                         message: e.to_string(),
                     })?;
                 let bytes = |name: &str| {
-                    secret_bytes(s, name)
+                    s.dockerconfigjson(name)
                         .map(|(_, b)| (name.to_owned(), b))
                         .ok_or_else(|| ExecError::Missing {
                             object: format!("Secret {}/{name}", s.namespace),
@@ -1038,7 +1045,7 @@ async fn execute(
             Action::DeleteRegistryImage { image, push_secret } => {
                 let creds: Vec<(String, Vec<u8>)> = push_secret
                     .as_deref()
-                    .and_then(|n| secret_bytes(s, n))
+                    .and_then(|n| s.dockerconfigjson(n))
                     .into_iter()
                     .collect();
                 let registry =
@@ -1100,16 +1107,6 @@ async fn execute(
     Ok(done)
 }
 
-/// A Secret's `.dockerconfigjson`, with a name for messages.
-fn secret_bytes(s: &Snapshot, name: &str) -> Option<(String, Vec<u8>)> {
-    let sec = s
-        .secrets
-        .iter()
-        .find(|x| x.metadata.name.as_deref() == Some(name))?;
-    let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
-    Some((format!("Secret {}/{name}", s.namespace), bytes.0.clone()))
-}
-
 /// The credentials the base image is pulled with: the pull Secret first, then the push
 /// Secret (the MCO falls back on the cluster's global pull secret; here the push Secret,
 /// which often covers the same registry, is that fallback).
@@ -1120,6 +1117,6 @@ fn pull_credentials(
     eff.base_image_pull_secret
         .iter()
         .chain([&eff.push_secret])
-        .filter_map(|n| secret_bytes(s, n))
+        .filter_map(|n| s.dockerconfigjson(n))
         .collect()
 }

@@ -76,6 +76,19 @@ pub struct Snapshot {
     pub openshift_builds: Vec<Arc<DynamicObject>>,
 }
 
+impl Snapshot {
+    /// The `.dockerconfigjson` of Secret `name` in the controller's namespace, with a name
+    /// for messages (`Secret <ns>/<name>`).
+    pub fn dockerconfigjson(&self, name: &str) -> Option<(String, Vec<u8>)> {
+        let sec = self
+            .secrets
+            .iter()
+            .find(|x| x.metadata.name.as_deref() == Some(name))?;
+        let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
+        Some((format!("Secret {}/{name}", self.namespace), bytes.0.clone()))
+    }
+}
+
 /// What the controller knows that is not in the API server.
 #[derive(Debug, Default, Clone)]
 pub struct Learnt {

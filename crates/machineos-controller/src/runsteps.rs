@@ -221,6 +221,13 @@ impl RunStepBackend {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn cleaning(&self) -> MutexGuard<'_, std::collections::HashSet<String>> {
+        self.inner
+            .cleaning
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn set(&self, build: &str, stage: Stage) {
         if let Some(e) = self.lock().get_mut(build) {
             e.stage = stage;
@@ -247,9 +254,8 @@ impl RunStepBackend {
             .collect()
     }
 
-    /// The build's state from its Job (and pods) or Build.
-    fn state_of(&self, s: &Snapshot, obj: &DynamicObject) -> JobState {
-        let value = to_value(obj);
+    /// The build's state from its Job (and pods) or Build, `value` being `obj` as JSON.
+    fn state_of(&self, s: &Snapshot, obj: &DynamicObject, value: &Value) -> JobState {
         match self.inner.runner {
             Runner::Job => {
                 let uid = obj.uid();
@@ -263,7 +269,7 @@ impl RunStepBackend {
                     })
                     .map(|p| to_value(p.as_ref()))
                     .collect();
-                let state = objects::job_state(&value, &pods);
+                let state = objects::job_state(value, &pods);
                 let complete = value["status"]["conditions"]
                     .as_array()
                     .into_iter()
@@ -286,7 +292,7 @@ impl RunStepBackend {
                     .filter_map(|c| parse_time(c["lastTransitionTime"].as_str()))
                     .min();
                 let waiting = JobState::Running {
-                    since: str_at(&value, "/status/startTime").map(str::to_owned),
+                    since: str_at(value, "/status/startTime").map(str::to_owned),
                 };
                 match state {
                     // The cache has the Job's completion before its pod's: wait for it.
@@ -303,7 +309,7 @@ impl RunStepBackend {
                     other => other,
                 }
             }
-            Runner::OpenShiftBuild => objects::build_state(&value),
+            Runner::OpenShiftBuild => objects::build_state(value),
         }
     }
 
@@ -383,28 +389,17 @@ impl RunStepBackend {
 
     /// The MachineOSBuild's uid, read from the API server (transient errors retried).
     async fn build_uid(&self, build: &str) -> Result<String, String> {
-        use machineos_diagnostics::Classify;
         let api = kinds::all(&self.inner.client, &kinds::build());
-        let mut wait = Duration::from_millis(250);
-        loop {
-            let err = match api.get(build).await {
-                Ok(b) => match b.uid() {
-                    Some(uid) => return Ok(uid),
-                    None => return Err(format!("MachineOSBuild {build} has no uid")),
-                },
-                Err(e) => execute::ExecError::Api {
-                    op: "reading",
-                    object: format!("MachineOSBuild {build}"),
-                    error: Box::new(e),
-                },
-            };
-            if err.retry() != Retry::Transient {
-                return Err(err.to_string());
-            }
-            tracing::warn!(error = %err, "reading the build's uid failed (retrying)");
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(30));
-        }
+        let object = format!("MachineOSBuild {build}");
+        let b = retry_transient(|| async {
+            api.get(build).await.map_err(|e| execute::ExecError::Api {
+                op: "reading",
+                object: object.clone(),
+                error: Box::new(e),
+            })
+        })
+        .await?;
+        b.uid().ok_or_else(|| format!("{object} has no uid"))
     }
 
     async fn create_with_retry(
@@ -413,19 +408,8 @@ impl RunStepBackend {
         obj: Value,
         what: String,
     ) -> Result<(), String> {
-        use machineos_diagnostics::Classify;
-        let mut wait = Duration::from_millis(250);
-        loop {
-            match execute::create(&self.api(ar), obj.clone(), what.clone()).await {
-                Ok(()) => return Ok(()),
-                Err(e) if e.retry() == Retry::Transient => {
-                    tracing::warn!(error = %e, "creating a build object failed (retrying)");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(30));
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
+        let api = self.api(ar);
+        retry_transient(|| execute::create(&api, obj.clone(), what.clone())).await
     }
 
     /// The registry work and deletes of [`Builder::clean_up`].
@@ -551,6 +535,29 @@ fn plan_objects(
     Ok(inputs)
 }
 
+/// `op` until it succeeds or fails for good: transient errors (API 5xx, 429, connection
+/// errors) are retried with backoff, 250 ms doubling to 30 s, until the caller's task is
+/// cancelled; a permanent one is the error's message.
+async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, execute::ExecError>>,
+{
+    use machineos_diagnostics::Classify;
+    let mut wait = Duration::from_millis(250);
+    loop {
+        match op().await {
+            Ok(t) => return Ok(t),
+            Err(e) if e.retry() == Retry::Transient => {
+                tracing::warn!(error = %e, "API request failed (retrying)");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// Registry work of a clean-up.
 struct CleanUp {
     credentials: Option<(String, Vec<u8>)>,
@@ -575,6 +582,15 @@ fn build_of_object<K: ResourceExt>(o: &K) -> Option<String> {
     o.annotations()
         .get(objects::names::MACHINE_OS_BUILD_KEY)
         .cloned()
+}
+
+/// The build an ephemeral input (ConfigMap, Secret) belongs to: only objects with the
+/// ephemeral-build-object label count.
+fn ephemeral_input_of<K: ResourceExt>(o: &K) -> Option<String> {
+    o.labels()
+        .contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
+        .then(|| build_of_object(o))
+        .flatten()
 }
 
 fn to_value<K: serde::Serialize>(o: &K) -> Value {
@@ -683,7 +699,7 @@ impl Builder for RunStepBackend {
                 str_at(&value, "/status/completionTime")
                     .or_else(|| str_at(&value, "/status/completionTimestamp")),
             );
-            let status = match self.state_of(s, obj) {
+            let status = match self.state_of(s, obj, &value) {
                 JobState::Pending { detail } => BackendStatus::Pending { detail },
                 JobState::Running { since } => BackendStatus::Running {
                     since: parse_time(since.as_deref())
@@ -749,7 +765,6 @@ impl Builder for RunStepBackend {
             self.lock().remove(build);
             return;
         }
-        let ns = &self.inner.settings.namespace;
         let mut objects_of: Vec<(ApiResource, String)> = Vec::new();
         let mut registry = None;
         for (b, obj) in self.runner_objects(s) {
@@ -762,14 +777,9 @@ impl Builder for RunStepBackend {
                 .iter()
                 .find(|m| m.name_any() == build)
                 .and_then(|m| str_at(&m.data, "/status/digestedImagePushSpec").map(str::to_owned));
-            let push_secret = ann.get(PUSH_SECRET_ANNOTATION).and_then(|n| {
-                let sec = s
-                    .secrets
-                    .iter()
-                    .find(|x| x.metadata.name.as_deref() == Some(n.as_str()))?;
-                let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
-                Some((format!("Secret {ns}/{n}"), bytes.0.clone()))
-            });
+            let push_secret = ann
+                .get(PUSH_SECRET_ANNOTATION)
+                .and_then(|n| s.dockerconfigjson(n));
             registry = Some(CleanUp {
                 credentials: push_secret,
                 image: (phase == Phase::Succeeded).then_some(image).flatten(),
@@ -781,35 +791,23 @@ impl Builder for RunStepBackend {
             objects_of.push((self.inner.runner.resource(), obj.name_any()));
         }
         // The inputs only after the Job or Build (they are read while it runs).
-        for c in &s.config_maps {
-            if c.annotations().get(objects::names::MACHINE_OS_BUILD_KEY) == Some(&build.to_owned())
-                && c.labels()
-                    .contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
-            {
-                objects_of.push((kinds::config_map(), c.name_any()));
-            }
-        }
-        for c in &s.secrets {
-            if c.annotations().get(objects::names::MACHINE_OS_BUILD_KEY) == Some(&build.to_owned())
-                && c.labels()
-                    .contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
-            {
-                objects_of.push((kinds::secret(), c.name_any()));
-            }
-        }
+        objects_of.extend(
+            s.config_maps
+                .iter()
+                .filter(|c| ephemeral_input_of(c.as_ref()).as_deref() == Some(build))
+                .map(|c| (kinds::config_map(), c.name_any())),
+        );
+        objects_of.extend(
+            s.secrets
+                .iter()
+                .filter(|c| ephemeral_input_of(c.as_ref()).as_deref() == Some(build))
+                .map(|c| (kinds::secret(), c.name_any())),
+        );
         self.lock().remove(build);
         if objects_of.is_empty() {
             return;
         }
-        let cleaning = |f: &mut dyn FnMut(&mut std::collections::HashSet<String>) -> bool| {
-            let mut set = self
-                .inner
-                .cleaning
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            f(&mut set)
-        };
-        if !cleaning(&mut |set| set.insert(build.to_owned())) {
+        if !self.cleaning().insert(build.to_owned()) {
             return;
         }
         tracing::info!(
@@ -822,11 +820,7 @@ impl Builder for RunStepBackend {
         let build = build.to_owned();
         tokio::spawn(async move {
             this.clean(objects_of, registry).await;
-            this.inner
-                .cleaning
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&build);
+            this.cleaning().remove(&build);
         });
     }
 
@@ -835,20 +829,15 @@ impl Builder for RunStepBackend {
         // Inputs left by a build whose Job or Build is gone (Job backend only: both backends
         // share the input objects, and the Job backend's clean-up takes them).
         if self.inner.runner == Runner::Job {
-            let ephemeral = |l: &std::collections::BTreeMap<String, String>| {
-                l.contains_key(objects::names::EPHEMERAL_BUILD_OBJECT_LABEL)
-            };
             out.extend(
                 s.config_maps
                     .iter()
-                    .filter(|c| ephemeral(c.labels()))
-                    .filter_map(|c| build_of_object(c.as_ref())),
+                    .filter_map(|c| ephemeral_input_of(c.as_ref())),
             );
             out.extend(
                 s.secrets
                     .iter()
-                    .filter(|c| ephemeral(c.labels()))
-                    .filter_map(|c| build_of_object(c.as_ref())),
+                    .filter_map(|c| ephemeral_input_of(c.as_ref())),
             );
         }
         out.sort();
