@@ -39,12 +39,13 @@ fn verdict(
 }
 
 /// The one deliberate difference (machineos-api's `tests/upstream_crds.rs`): MachineOSConfig's
-/// `imageBuilderType` enum lists machineos's `Native` after the MCO's `Job`, so a refusal of
-/// another value names one more supported value. Same verdict; the message compared without it.
+/// `imageBuilderType` enum lists machineos's own builders (`Native`, `OpenShiftBuild`) after
+/// the MCO's `Job`, so a refusal of another value names more supported values. Same verdict;
+/// the message compared without them.
 fn without_own_builders(message: &str) -> String {
-    // Only imageBuilderType's enum has both values.
+    // Only imageBuilderType's enum starts with "Job" followed by machineos's values.
     message.replace(
-        r#"supported values: "Job", "Native""#,
+        r#"supported values: "Job", "Native", "OpenShiftBuild""#,
         r#"supported values: "Job""#,
     )
 }
