@@ -1,0 +1,165 @@
+//! An in-memory host for the agent's tests and the simulated cluster: deployments, a boot
+//! id, and failure injection. Clones share one state, so a test (or the simulated cluster's
+//! "power supply") keeps a handle while the agent owns another; [`FakeHost::boot`] is the
+//! reboot itself — the harness calls it after it stopped the agent, then starts a new one.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::{Host, HostError, HostKind, HostStatus};
+
+/// The fake host's state.
+#[derive(Debug, Clone, Default)]
+pub struct FakeState {
+    /// What the host reports.
+    pub status: HostStatus,
+    /// Reboots requested and not yet performed by [`FakeHost::boot`].
+    pub reboot_requested: bool,
+    /// Every reboot performed.
+    pub boots: u32,
+    /// Calls, in order (`pull IMG`, `deploy IMG`, `kargs`, `reboot`, `pull-secret`, `ssh USER`).
+    pub calls: Vec<String>,
+    /// The next `n` pulls fail transiently.
+    pub fail_pulls: u32,
+    /// `deploy` fails with this message (permanently) while set.
+    pub fail_deploy: Option<String>,
+    /// The next boot comes up on this image instead of the staged one.
+    pub boot_into: Option<String>,
+    /// The pull secret last written.
+    pub pull_secret: Option<Vec<u8>>,
+    /// SSH keys last written, per user.
+    pub ssh_keys: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// A fake host; clones share state.
+#[derive(Debug, Clone, Default)]
+pub struct FakeHost {
+    state: Arc<Mutex<FakeState>>,
+}
+
+impl FakeHost {
+    /// A host booted into `image` (by digest), boot id `boot-0`.
+    pub fn booted(image: &str) -> FakeHost {
+        let h = FakeHost::default();
+        {
+            let mut s = h.lock();
+            s.status.booted = Some(image.to_owned());
+            s.status.boot_id = "boot-0".into();
+        }
+        h
+    }
+
+    /// The shared state (for assertions and failure injection).
+    pub fn lock(&self) -> MutexGuard<'_, FakeState> {
+        // A panic while holding the lock poisons it; the state is still what was written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Perform a reboot: the staged deployment (or [`FakeState::boot_into`]) becomes the
+    /// booted one, the old booted one the rollback, and the boot id changes.
+    pub fn boot(&self) {
+        let mut s = self.lock();
+        s.boots += 1;
+        s.reboot_requested = false;
+        let next = s.boot_into.take().or_else(|| s.status.staged.take());
+        if let Some(next) = next {
+            s.status.rollback = s.status.booted.take();
+            s.status.booted = Some(next);
+        }
+        s.status.staged = None;
+        s.status.boot_id = format!("boot-{}", s.boots);
+    }
+}
+
+impl Host for FakeHost {
+    fn kind(&self) -> HostKind {
+        HostKind::Fake
+    }
+
+    fn status(&self) -> Result<HostStatus, HostError> {
+        Ok(self.lock().status.clone())
+    }
+
+    fn pull(&self, image: &str, _auth: Option<&std::path::Path>) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push(format!("pull {image}"));
+        if s.fail_pulls > 0 {
+            s.fail_pulls -= 1;
+            return Err(HostError::Tool {
+                tool: "fake".into(),
+                args: format!("pull {image}"),
+                status: "exit status: 1".into(),
+                stderr: "dial tcp: lookup registry: temporary failure in name resolution".into(),
+                transient: true,
+            });
+        }
+        if !s.status.pulled.iter().any(|p| p == image) {
+            s.status.pulled.push(image.to_owned());
+        }
+        Ok(())
+    }
+
+    fn deploy(&self, image: &str, _auth: Option<&std::path::Path>) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push(format!("deploy {image}"));
+        if let Some(m) = &s.fail_deploy {
+            return Err(HostError::Tool {
+                tool: "fake".into(),
+                args: format!("deploy {image}"),
+                status: "exit status: 1".into(),
+                stderr: m.clone(),
+                transient: false,
+            });
+        }
+        s.status.staged = Some(image.to_owned());
+        Ok(())
+    }
+
+    fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push(format!("kargs +{add:?} -{remove:?}"));
+        s.status.kargs.retain(|k| !remove.contains(k));
+        s.status.kargs.extend(add.iter().cloned());
+        Ok(())
+    }
+
+    fn reboot(&self) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push("reboot".into());
+        s.reboot_requested = true;
+        Ok(())
+    }
+
+    fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<std::path::PathBuf, HostError> {
+        let mut s = self.lock();
+        s.calls.push("pull-secret".into());
+        s.pull_secret = Some(dockerconfigjson.to_vec());
+        Ok(std::path::PathBuf::from("/run/ostree/auth.json"))
+    }
+
+    fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push(format!("ssh {user}"));
+        s.ssh_keys.insert(user.to_owned(), keys.to_vec());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_boot_switches_to_the_staged_image_and_keeps_the_rollback() {
+        let h = FakeHost::booted("r/os@sha256:aa");
+        h.pull("r/os@sha256:bb", None).unwrap();
+        assert_eq!(h.status().unwrap().booted.as_deref(), Some("r/os@sha256:aa"));
+        h.deploy("r/os@sha256:bb", None).unwrap();
+        h.reboot().unwrap();
+        assert!(h.lock().reboot_requested);
+        h.boot();
+        let s = h.status().unwrap();
+        assert_eq!(s.booted.as_deref(), Some("r/os@sha256:bb"));
+        assert_eq!(s.rollback.as_deref(), Some("r/os@sha256:aa"));
+        assert_eq!(s.boot_id, "boot-1");
+    }
+}

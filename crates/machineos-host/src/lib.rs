@@ -1,0 +1,70 @@
+//! The host operations the node agent needs, behind one trait ([`Host`]), so the agent's
+//! state machine never knows which tool runs: **bootc** (`bootc switch`, `bootc status
+//! --format json`) or **rpm-ostree** (`rpm-ostree rebase ostree-unverified-registry:…`,
+//! `rpm-ostree status --json`, `rpm-ostree kargs`), chosen by what the host has; and a
+//! [`FakeHost`] for tests and the simulated cluster.
+//!
+//! Contract:
+//! * Every method is blocking (it runs a host tool or touches files); the async agent calls
+//!   them on blocking threads.
+//! * `pull` never changes what boots next; `deploy` makes `image` the next boot and keeps
+//!   the current deployment as the rollback; `reboot` asks the host to reboot (on a real
+//!   host the process is killed by it; a fake host records the request).
+//! * Errors name the tool, its arguments and its stderr, and say whether a retry may help
+//!   (a registry or DNS briefly unavailable).
+
+pub mod error;
+pub mod fake;
+
+pub use error::HostError;
+pub use fake::FakeHost;
+
+/// Which tool the host is driven with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// `bootc`.
+    Bootc,
+    /// `rpm-ostree`.
+    RpmOstree,
+    /// An in-memory host (tests).
+    Fake,
+}
+
+/// What the host reports about its deployments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostStatus {
+    /// The image (by digest, `repo@sha256:…`) the running system booted; `None` when it
+    /// booted something that is not a container image.
+    pub booted: Option<String>,
+    /// The image deployed for the next boot, if one is staged.
+    pub staged: Option<String>,
+    /// The rollback deployment's image, if there is one.
+    pub rollback: Option<String>,
+    /// Images pulled into the host's store but not deployed (what `pull` left).
+    pub pulled: Vec<String>,
+    /// The kernel arguments of the booted deployment.
+    pub kargs: Vec<String>,
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`), to tell a reboot happened.
+    pub boot_id: String,
+}
+
+/// Operations on the node's operating system.
+pub trait Host: Send + Sync {
+    /// Which tool drives the host.
+    fn kind(&self) -> HostKind;
+    /// The host's deployments and boot id.
+    fn status(&self) -> Result<HostStatus, HostError>;
+    /// Pull `image` (by digest) into the host's store without deploying it, using the pull
+    /// secret at `auth` (a `config.json`-style file) if given. Idempotent.
+    fn pull(&self, image: &str, auth: Option<&std::path::Path>) -> Result<(), HostError>;
+    /// Make `image` the next boot, keeping the booted deployment as the rollback. Idempotent.
+    fn deploy(&self, image: &str, auth: Option<&std::path::Path>) -> Result<(), HostError>;
+    /// Replace the next boot's kernel arguments `remove` with `add`.
+    fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), HostError>;
+    /// Reboot the host.
+    fn reboot(&self) -> Result<(), HostError>;
+    /// Write `dockerconfigjson` where the host tool reads pull credentials; returns the path.
+    fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<std::path::PathBuf, HostError>;
+    /// Write `keys` as `user`'s authorized SSH keys (the rendered config's `passwd` section).
+    fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), HostError>;
+}

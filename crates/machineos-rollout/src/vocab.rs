@@ -1,0 +1,140 @@
+//! The node-side vocabulary shared by the rollout controller and the node agent.
+//!
+//! The MCO's node annotations (MCO `pkg/daemon/constants/constants.go`,
+//! `shared/reference/mco-layering.md` §1.4) keep their meaning exactly: `desiredConfig` and
+//! `desiredImage` are set only on a node the rollout lets update *now*; the agent sets
+//! `currentConfig`, `currentImage`, `state` and `reason`. What machineos adds lives under
+//! `machineos.io/` and is documented here, one constant each.
+
+/// The MCO's annotation prefix.
+const MCO: &str = "machineconfiguration.openshift.io/";
+
+/// Node annotation (agent): the rendered MachineConfig the node runs.
+pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+/// Node annotation (controller): the rendered MachineConfig the node is to run now.
+pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
+/// Node annotation (agent): the image, by digest, the node booted.
+pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+/// Node annotation (controller): the image, by digest, the node is to boot now.
+pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+/// Node annotation (agent): [`NodeState`].
+pub const STATE: &str = "machineconfiguration.openshift.io/state";
+/// Node annotation (agent): why the state is Degraded (empty otherwise).
+pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+
+/// Node annotation (controller, machineos): pull and stage this image (by digest) now,
+/// ahead of the node's turn. Set on every node the rollout targets whose desired
+/// annotations do not yet name it; removed once the node runs it. Staging never disrupts.
+pub const STAGE_IMAGE: &str = "machineos.io/stage-image";
+/// Node annotation (agent, machineos): the image (by digest) the node has pulled and staged.
+pub const STAGED_IMAGE: &str = "machineos.io/staged-image";
+/// Node annotation (controller, machineos): `namespace/name` of the Secret the agent pulls
+/// with (a MachineImage's `pullSecret`); absent: the agent's default pull secret.
+pub const PULL_SECRET: &str = "machineos.io/pull-secret";
+/// Node annotation (controller, machineos): who drives this node's desired image —
+/// `MachineConfigPool/<name>` or `MachineImage/<name>`.
+pub const DRIVEN_BY: &str = "machineos.io/driven-by";
+/// Node annotation (agent, machineos): present when the agent cordoned the node (value: the
+/// update it cordoned for); the agent uncordons only nodes carrying it.
+pub const CORDONED_BY_AGENT: &str = "machineos.io/cordoned-by-agent";
+/// Node annotation (agent, machineos): the agent's progress through one update, JSON
+/// (target, step, drain start, attempts, boot id before the reboot), so a restarted agent
+/// resumes without re-draining or rebooting twice.
+pub const PROGRESS: &str = "machineos.io/update-progress";
+
+/// Node label the MCO and kube-scheduler use for zones.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// Node label: the CPU architecture.
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+
+/// The MCO's `state` annotation values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeState {
+    /// Running what its desired annotations name (or idle).
+    Done,
+    /// Applying an update (cordon, drain, pull, deploy).
+    Working,
+    /// Rebooting into the new image.
+    Rebooting,
+    /// The update failed; `reason` says why.
+    Degraded,
+    /// The requested change cannot be applied on this node.
+    Unreconcilable,
+}
+
+impl NodeState {
+    /// The annotation value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Done => "Done",
+            NodeState::Working => "Working",
+            NodeState::Rebooting => "Rebooting",
+            NodeState::Degraded => "Degraded",
+            NodeState::Unreconcilable => "Unreconcilable",
+        }
+    }
+
+    /// Parse an annotation value (`None` for anything else, e.g. absent).
+    pub fn parse(s: &str) -> Option<NodeState> {
+        Some(match s {
+            "Done" => NodeState::Done,
+            "Working" => NodeState::Working,
+            "Rebooting" => NodeState::Rebooting,
+            "Degraded" => NodeState::Degraded,
+            "Unreconcilable" => NodeState::Unreconcilable,
+            _ => return None,
+        })
+    }
+}
+
+/// MachineConfigNode condition types (openshift/api `types_machineconfignode.go`), the ones
+/// the agent and the controller set.
+pub mod mcn {
+    /// The update is prepared (the controller targeted the node).
+    pub const UPDATE_PREPARED: &str = "UpdatePrepared";
+    /// The update is being executed.
+    pub const UPDATE_EXECUTED: &str = "UpdateExecuted";
+    /// The node is cordoned.
+    pub const CORDONED: &str = "Cordoned";
+    /// The node is drained (False with reason `DrainFailed` when a drain failed or timed out).
+    pub const DRAINED: &str = "Drained";
+    /// The image is pulled (image mode).
+    pub const IMAGE_PULLED: &str = "ImagePulledFromRegistry";
+    /// The image is deployed for the next boot (image mode).
+    pub const APPLIED_OS_IMAGE: &str = "AppliedOSImage";
+    /// The node rebooted.
+    pub const REBOOTED: &str = "RebootedNode";
+    /// The node is uncordoned.
+    pub const UNCORDONED: &str = "Uncordoned";
+    /// The update completed.
+    pub const UPDATE_COMPLETE: &str = "UpdateComplete";
+    /// The node runs its desired config and image.
+    pub const UPDATED: &str = "Updated";
+    /// The node failed.
+    pub const NODE_DEGRADED: &str = "NodeDegraded";
+}
+
+/// `machineconfiguration.openshift.io/` + `key`.
+pub fn mco_key(key: &str) -> String {
+    format!("{MCO}{key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for s in [
+            NodeState::Done,
+            NodeState::Working,
+            NodeState::Rebooting,
+            NodeState::Degraded,
+            NodeState::Unreconcilable,
+        ] {
+            assert_eq!(NodeState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(NodeState::parse(""), None);
+        assert_eq!(mco_key("state"), STATE);
+    }
+}
