@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -87,6 +87,13 @@ pub struct ControllerOptions {
     /// Run the OpenShift Build backend: `None` asks the API server whether it serves
     /// `build.openshift.io/v1` at start-up.
     pub openshift_build: Option<bool>,
+    /// Run the rollout (move layered pools' nodes onto their images).
+    pub rollout: bool,
+    /// The node this replica runs on (updated last).
+    pub node_name: Option<String>,
+    /// Default soak before an updated node's slot frees (pools override it with
+    /// `machineos.io/min-ready-seconds`).
+    pub min_ready_seconds: i64,
 }
 
 impl ControllerOptions {
@@ -112,6 +119,9 @@ impl ControllerOptions {
             job_backoff_limit: machineos_buildrequest::objects::job::DEFAULT_BACKOFF_LIMIT,
             build_service_account: None,
             openshift_build: None,
+            rollout: true,
+            node_name: None,
+            min_ready_seconds: 0,
         }
     }
 }
@@ -125,7 +135,8 @@ struct Caches {
     machine_images: Store<DynamicObject>,
     config_maps: Store<ConfigMap>,
     secrets: Store<Secret>,
-    nodes: Store<PartialObjectMeta<Node>>,
+    nodes: Store<Node>,
+    machine_config_nodes: Store<DynamicObject>,
     jobs: Store<DynamicObject>,
     pods: Store<DynamicObject>,
     openshift_builds: Option<Store<DynamicObject>>,
@@ -231,11 +242,8 @@ impl Caches {
             machine_images: watch_dynamic(client, kinds::machine_image(), wake, tasks),
             config_maps: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
             secrets: watch_typed(Api::namespaced(client.clone(), ns), wake, tasks),
-            nodes: watch_typed(
-                Api::<PartialObjectMeta<Node>>::all(client.clone()),
-                wake,
-                tasks,
-            ),
+            nodes: watch_typed(Api::<Node>::all(client.clone()), wake, tasks),
+            machine_config_nodes: watch_dynamic(client, kinds::machine_config_node(), wake, tasks),
             jobs: watch_ephemeral(client, kinds::job(), ns, wake, tasks),
             pods: watch_ephemeral(client, kinds::pod(), ns, wake, tasks),
             openshift_builds: openshift_builds
@@ -253,6 +261,7 @@ impl Caches {
         self.config_maps.wait_until_ready().await?;
         self.secrets.wait_until_ready().await?;
         self.jobs.wait_until_ready().await?;
+        self.machine_config_nodes.wait_until_ready().await?;
         self.pods.wait_until_ready().await?;
         if let Some(b) = &self.openshift_builds {
             b.wait_until_ready().await?;
@@ -272,6 +281,7 @@ impl Caches {
             config_maps: self.config_maps.state(),
             secrets: self.secrets.state(),
             nodes: self.nodes.state(),
+            machine_config_nodes: self.machine_config_nodes.state(),
             jobs: self.jobs.state(),
             pods: self.pods.state(),
             openshift_builds: self
@@ -284,6 +294,8 @@ impl Caches {
         s.pools.sort_by_key(|o| o.name_any());
         s.machine_configs.sort_by_key(|o| o.name_any());
         s.builds.sort_by_key(|o| o.name_any());
+        s.nodes.sort_by_key(|o| o.name_any());
+        s.machine_images.sort_by_key(|o| o.name_any());
         s
     }
 }
@@ -708,6 +720,59 @@ impl State {
                     self.requeue_in(wait);
                 }
             }
+        }
+        if self.opts.rollout {
+            self.rollout_pass().await;
+        }
+    }
+
+    /// The rollout: observe (on the caches' current contents, which include what the
+    /// lifecycle just recorded), decide, apply. Time-dependent (the soak), so it requeues
+    /// itself for the moment the next soaking node's slot frees.
+    async fn rollout_pass(&mut self) {
+        let s = self.caches.snapshot(&self.opts.namespace);
+        let learnt = self.learnt(&s);
+        let lifecycle = observe::observe(&s, &learnt);
+        let now = execute::now();
+        let (controller_node, min_ready) =
+            (self.opts.node_name.clone(), self.opts.min_ready_seconds);
+        let decided = tokio::task::spawn_blocking(move || {
+            let o = crate::rollout::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
+            let d = machineos_rollout::decide(&o, now);
+            (s, o, d)
+        })
+        .await;
+        let Ok((s, o, d)) = decided else { return };
+        let done = crate::rollout::execute(&self.client, &self.events, &s, &o, &d).await;
+        for r in &d.pools {
+            self.metrics.rollout(
+                &r.pool,
+                r.halted,
+                i64::from(r.counts.updated),
+                i64::from(r.counts.unavailable),
+                i64::from(r.counts.degraded),
+            );
+            self.metrics
+                .rollout_targeted(&r.pool, r.targeted.len() as u64);
+        }
+        if !done.failures.is_empty() {
+            for e in &done.failures {
+                tracing::warn!(error = %e, "rollout write failed (retrying)");
+            }
+            self.requeue_in(Duration::from_secs(1));
+        }
+        // The next soaking node's slot frees at ready_since + minReadySeconds.
+        let views = machineos_rollout::decide::views(&o);
+        let soon = views
+            .iter()
+            .filter_map(|v| {
+                let min = v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
+                let since = v.node.ready_since?;
+                (v.node.ready && now - since < min).then_some(since + min - now)
+            })
+            .min();
+        if let Some(secs) = soon {
+            self.requeue_in(Duration::from_millis(secs.max(0) as u64 * 1000 + 200));
         }
     }
 }

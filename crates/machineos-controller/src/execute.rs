@@ -473,7 +473,7 @@ impl Events {
     pub async fn publish(&self, object: &ObjectRef, type_: EventType, reason: &str, note: &str) {
         let (api_version, kind) = match object.kind.as_str() {
             "ConfigMap" | "Secret" => ("v1", object.kind.as_str()),
-            "MachineOSImage" => (
+            "MachineOSImage" | "MachineImage" => (
                 "machineconfiguration.openshift.io/v1alpha1",
                 object.kind.as_str(),
             ),

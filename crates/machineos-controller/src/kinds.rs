@@ -30,6 +30,10 @@ pub fn image() -> ApiResource {
 pub fn machine_image() -> ApiResource {
     ApiResource::erase::<machineos_api::v1alpha1::MachineImage>(&())
 }
+/// MachineConfigNode.
+pub fn machine_config_node() -> ApiResource {
+    ApiResource::erase::<machineos_api::v1::MachineConfigNode>(&())
+}
 /// `batch/v1` Job (the Job builder backend).
 pub fn job() -> ApiResource {
     ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&())

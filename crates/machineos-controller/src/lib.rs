@@ -20,4 +20,5 @@ pub mod native;
 pub mod observe;
 pub mod registry_ops;
 pub mod render;
+pub mod rollout;
 pub mod runsteps;

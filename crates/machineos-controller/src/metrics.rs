@@ -13,7 +13,10 @@
 //! * machineos' own: `machineos_reconcile_total{result,reason}` (`result` is `ok`, `error` or
 //!   `requeue`; `reason` the Requeue/Classify reason, empty for `ok`),
 //!   `machineos_reconcile_duration_seconds`, `machineos_leader` (1 while this replica leads),
-//!   `machineos_render_total{pool,result}` (`ok` / `error`).
+//!   `machineos_render_total{pool,result}` (`ok` / `error`); the rollout's
+//!   `machineos_rollout_halted{pool}` (1 while a failed node stops the pool's rollout),
+//!   `machineos_rollout_nodes{pool,state}` (`updated`, `unavailable`, `degraded`) and
+//!   `machineos_rollout_targeted_total{pool}` (nodes given a new desired image).
 //! * State label values are the MachineOSBuild phases in lower case (`initial`, `prepared`,
 //!   `building`, `succeeded`, `failed`, `interrupted`), from [`Phase`].
 //! * Buckets: the MCO's build histogram spans 1 min…1 h, its queue 5 s…600 s and its push
@@ -147,6 +150,9 @@ struct Inner {
     reconcile_duration: Histogram,
     leader: Gauge,
     render_total: Family<PoolResult, Counter>,
+    rollout_halted: Family<PoolLabels, Gauge>,
+    rollout_nodes: Family<PoolState, Gauge>,
+    rollout_targeted: Family<PoolLabels, Counter>,
 }
 
 /// The controller's metrics (cheap to clone; clones share the registry).
@@ -271,6 +277,24 @@ impl Metrics {
             "Renders of a pool's MachineConfigs, per result",
             render_total.clone(),
         );
+        let rollout_halted = Family::<PoolLabels, Gauge>::default();
+        r.register(
+            "machineos_rollout_halted",
+            "1 while a failed node stops the pool's rollout",
+            rollout_halted.clone(),
+        );
+        let rollout_nodes = Family::<PoolState, Gauge>::default();
+        r.register(
+            "machineos_rollout_nodes",
+            "The pool's nodes that are updated, unavailable or degraded",
+            rollout_nodes.clone(),
+        );
+        let rollout_targeted = Family::<PoolLabels, Counter>::default();
+        r.register(
+            "machineos_rollout_targeted",
+            "Nodes given a new desired config and image",
+            rollout_targeted.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry: r,
@@ -288,6 +312,9 @@ impl Metrics {
                 reconcile_duration,
                 leader,
                 render_total,
+                rollout_halted,
+                rollout_nodes,
+                rollout_targeted,
             }),
         }
     }
@@ -390,6 +417,40 @@ impl Metrics {
             .inc();
     }
 
+    /// The rollout's view of a pool: halted or not, and its node counts.
+    pub fn rollout(
+        &self,
+        pool_name: &str,
+        halted: bool,
+        updated: i64,
+        unavailable: i64,
+        degraded: i64,
+    ) {
+        let i = &self.inner;
+        i.rollout_halted
+            .get_or_create(&pool(pool_name))
+            .set(i64::from(halted));
+        for (state, n) in [
+            ("updated", updated),
+            ("unavailable", unavailable),
+            ("degraded", degraded),
+        ] {
+            i.rollout_nodes
+                .get_or_create(&pool_state(pool_name, state))
+                .set(n);
+        }
+    }
+
+    /// `n` nodes of `pool` were targeted.
+    pub fn rollout_targeted(&self, pool_name: &str, n: u64) {
+        if n > 0 {
+            self.inner
+                .rollout_targeted
+                .get_or_create(&pool(pool_name))
+                .inc_by(n);
+        }
+    }
+
     /// The pool was deleted: drops its state and timestamp gauges (counters stay).
     pub fn forget_pool(&self, pool_name: &str) {
         for p in PHASES {
@@ -399,6 +460,12 @@ impl Metrics {
         }
         self.inner.build_start.remove(&pool(pool_name));
         self.inner.build_end.remove(&pool(pool_name));
+        self.inner.rollout_halted.remove(&pool(pool_name));
+        for state in ["updated", "unavailable", "degraded"] {
+            self.inner
+                .rollout_nodes
+                .remove(&pool_state(pool_name, state));
+        }
     }
 
     /// The OpenMetrics text of every metric (served with [`CONTENT_TYPE`]).

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::DynamicObject;
 use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::{
     BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
@@ -66,7 +66,9 @@ pub struct Snapshot {
     /// Secrets of the controller's namespace.
     pub secrets: Vec<Arc<Secret>>,
     /// Nodes, metadata only.
-    pub nodes: Vec<Arc<PartialObjectMeta<k8s_openapi::api::core::v1::Node>>>,
+    pub nodes: Vec<Arc<k8s_openapi::api::core::v1::Node>>,
+    /// MachineConfigNodes.
+    pub machine_config_nodes: Vec<Arc<DynamicObject>>,
     /// Build Jobs of the controller's namespace (ephemeral build objects only).
     pub jobs: Vec<Arc<DynamicObject>>,
     /// Their pods.
@@ -520,7 +522,7 @@ mod tests {
             openshift_builds: vec![],
             nodes: vec![Arc::new(
                 serde_json::from_value(json!({
-                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": "n1", "annotations": {
                         "machineconfiguration.openshift.io/desiredImage": "r/worker@sha256:33"}},
                 }))

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::DynamicObject;
 use machineos_api::v1::{MachineConfig, MachineConfigPool};
 use machineos_build_lifecycle::PoolCondition;
 use machineos_render::{RenderDefaults, Selector};
@@ -127,7 +127,7 @@ pub fn plan(
     pool: &DynamicObject,
     machine_configs: &[Arc<DynamicObject>],
     defaults: &RenderDefaults,
-    nodes: &[Arc<PartialObjectMeta<Node>>],
+    nodes: &[Arc<Node>],
     controller_version: &str,
 ) -> RenderPlan {
     let name = pool.name_any();
@@ -247,8 +247,8 @@ fn candidates<'a>(
 /// The nodes the pool's `nodeSelector` selects (none without one).
 fn pool_nodes<'a>(
     pool: &DynamicObject,
-    nodes: &'a [Arc<PartialObjectMeta<Node>>],
-) -> impl Iterator<Item = &'a Arc<PartialObjectMeta<Node>>> {
+    nodes: &'a [Arc<Node>],
+) -> impl Iterator<Item = &'a Arc<Node>> {
     let selector = selector_at(pool, "/spec/nodeSelector");
     nodes
         .iter()
@@ -280,7 +280,7 @@ pub fn fingerprint(
     pool: &DynamicObject,
     machine_configs: &[Arc<DynamicObject>],
     defaults: &RenderDefaults,
-    nodes: &[Arc<PartialObjectMeta<Node>>],
+    nodes: &[Arc<Node>],
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -342,10 +342,10 @@ mod tests {
         }))
     }
 
-    fn node(name: &str, current: &str) -> Arc<PartialObjectMeta<Node>> {
+    fn node(name: &str, current: &str) -> Arc<Node> {
         Arc::new(
             serde_json::from_value(json!({
-                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name,
                     "labels": {"node-role.kubernetes.io/worker": ""},
                     "annotations": {CURRENT_CONFIG: current}},

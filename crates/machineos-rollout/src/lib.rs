@@ -3,7 +3,22 @@
 //! Contract:
 //! * [`vocab`]: the node annotations and MachineConfigNode conditions the controller and
 //!   the agent share (the MCO's, plus machineos's documented additions).
-//! * The decision is a pure function of what was observed; the controller's executor only
-//!   applies the node patches and statuses it returns.
+//! * [`decide()`] is a pure function of what was [`observed`] (pools, nodes, MachineImages)
+//!   and the time: node annotation patches, statuses and Events. The controller's executor
+//!   only applies them. [`plan()`] extends the same rules into the order and batches of a
+//!   whole rollout (`machineos rollout plan`), without changing anything.
+//! * No I/O, no clock: time is an argument.
 
+pub mod decide;
+pub mod observed;
+pub mod plan;
+pub mod selector;
 pub mod vocab;
+
+pub use decide::{Decision, NodePatch, decide};
+pub use observed::{
+    ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations, NodeObserved, Observed,
+    PoolImage, PoolObserved, Timestamp,
+};
+pub use plan::{Plan, plan};
+pub use selector::Selector;

@@ -63,6 +63,16 @@ pub struct ControllerArgs {
     /// `build.openshift.io/v1`.
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
     openshift_build: String,
+    /// Do not move nodes (for clusters where the MCO's node controller does).
+    #[arg(long)]
+    no_rollout: bool,
+    /// The node this replica runs on: the rollout updates it last.
+    #[arg(long, env = "NODE_NAME", value_name = "NODE")]
+    node_name: Option<String>,
+    /// Seconds an updated node must have been Ready before its slot frees (pools override
+    /// it with the annotation `machineos.io/min-ready-seconds`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    min_ready_seconds: i64,
 }
 
 fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
@@ -94,6 +104,9 @@ fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
         "off" => Some(false),
         _ => None,
     };
+    o.rollout = !args.no_rollout;
+    o.node_name = args.node_name.clone();
+    o.min_ready_seconds = args.min_ready_seconds.max(0);
     Ok(o)
 }
 

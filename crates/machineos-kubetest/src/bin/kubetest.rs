@@ -72,13 +72,15 @@ async fn serve(port: u16, tls: bool, out: Option<String>) -> std::io::Result<()>
         tls,
         ..ServerOptions::default()
     };
+    // The handlers first: a SIGTERM sent as soon as the URL is printed must not find the
+    // default action (death by signal) still in place.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let server = Server::start_with(new_store(), opts).await?;
     if let Some(f) = out {
         server.write_kubeconfig(Path::new(&f)).await?;
     }
     println!("{}", server.url());
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let stdin_closed = async {
         let mut stdin = tokio::io::stdin();
         let mut buf = [0u8; 1024];

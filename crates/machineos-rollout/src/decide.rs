@@ -1,0 +1,880 @@
+//! The rollout decision: [`decide`] turns what was observed into node annotation patches,
+//! pool / MachineOSImage / MachineImage statuses and Events. Pure; the controller applies.
+//!
+//! The rules (`shared/reference/mco-layering.md` §3.1, with machineos's additions):
+//! * **Membership.** A node belongs to the pool whose `nodeSelector` matches it; matched by
+//!   `worker` and a custom pool it belongs to the custom one (the MCO's rule); matched by two
+//!   custom pools, to none (nothing moves it).
+//! * **Who drives a node.** A node one MachineImage matches follows that MachineImage; two or
+//!   more → a conflict, reported on each, and nobody moves the node; otherwise its pool,
+//!   if layered.
+//! * **Gate.** A pool's nodes move only once the build for its current rendered config
+//!   Succeeded ([`PoolImage::Built`]); then `desiredConfig` and `desiredImage` are set
+//!   together, in one patch, and only on nodes whose turn it is. Paused pools move nothing.
+//! * **Unavailable** = NotReady, cordoned (by anyone), Degraded, mid-update (desired ≠
+//!   current, or state Working/Rebooting) — whoever drives it — or Ready for less than the
+//!   pool's `minReadySeconds` (the soak: a slot frees only once the node booted the desired
+//!   image, is Ready and stayed Ready that long).
+//! * **Capacity** of a pool = `maxUnavailable` scaled over its members (rounded down, at
+//!   least 1) − its unavailable members. MachineImages are served first, each within its own
+//!   `maxUnavailable` **and** its nodes' pool capacity, so the pool's limit holds whoever
+//!   moves its nodes; then the pool's candidates take what is left.
+//! * **Order**: zone (`topology.kubernetes.io/zone`, lexical, nodes without one last), then
+//!   oldest first, then name; the controller's own node last.
+//! * **Halt**: a node Degraded on the current target holds its slot and stops the rollout
+//!   (no new node is targeted or staged): `NodeDegraded=True` naming the node and reason,
+//!   a Warning Event on the change, the MachineOSImage `RolloutFailed`. A new target
+//!   (another build) re-targets degraded nodes as candidates.
+//! * **Staging**: every node a (running) rollout targets and that does not run its image yet
+//!   gets [`vocab::STAGE_IMAGE`] at once, whatever its turn; the agent pulls it without
+//!   disruption. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::observed::{ImageTarget, MaxUnavailable, NodeObserved, Observed, PoolImage, Timestamp};
+use crate::vocab::{self, NodeState};
+
+/// The keys the rollout writes on nodes.
+pub const MANAGED_KEYS: [&str; 5] = [
+    vocab::DESIRED_CONFIG,
+    vocab::DESIRED_IMAGE,
+    vocab::DRIVEN_BY,
+    vocab::STAGE_IMAGE,
+    vocab::PULL_SECRET,
+];
+
+/// Annotation changes for one node: key → new value (`None` removes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePatch {
+    /// The node.
+    pub node: String,
+    /// The changes (only keys whose value changes).
+    pub annotations: BTreeMap<&'static str, Option<String>>,
+}
+
+/// A condition to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// Its type.
+    pub type_: &'static str,
+    /// True or False.
+    pub status: bool,
+    /// A CamelCase reason.
+    pub reason: &'static str,
+    /// A message.
+    pub message: String,
+}
+
+/// The node counts of a pool or MachineImage status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Nodes.
+    pub machine: i32,
+    /// Nodes running what they should.
+    pub updated: i32,
+    /// Nodes updated and available.
+    pub ready: i32,
+    /// Nodes unavailable (see the module docs).
+    pub unavailable: i32,
+    /// Nodes Degraded.
+    pub degraded: i32,
+}
+
+/// What the rollout reports for a layered pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    /// The pool.
+    pub pool: String,
+    /// Its counts.
+    pub counts: Counts,
+    /// `Updated`, `Updating`, `NodeDegraded`, `Degraded`.
+    pub conditions: Vec<Condition>,
+    /// The pool's built image and its MachineOSImage's `RollingOut` / `RolledOut` /
+    /// `RolloutFailed` conditions.
+    pub image: Option<(String, Vec<Condition>)>,
+    /// Stopped by a failed node.
+    pub halted: bool,
+    /// Nodes targeted in this decision, in order.
+    pub targeted: Vec<String>,
+}
+
+/// What the rollout reports for a MachineImage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageReport {
+    /// The MachineImage.
+    pub name: String,
+    /// Its counts.
+    pub counts: Counts,
+    /// `Updated`, `Updating`, `Degraded`, `Conflict`.
+    pub conditions: Vec<Condition>,
+}
+
+/// The kind of object an Event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventObject {
+    /// A MachineConfigPool.
+    Pool,
+    /// A MachineImage.
+    MachineImage,
+}
+
+/// An Event to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The object's kind.
+    pub kind: EventObject,
+    /// The object's name.
+    pub name: String,
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// The reason.
+    pub reason: &'static str,
+    /// The message.
+    pub message: String,
+}
+
+/// The decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// Node annotation changes.
+    pub node_patches: Vec<NodePatch>,
+    /// Layered pools' statuses.
+    pub pools: Vec<PoolReport>,
+    /// MachineImages' statuses.
+    pub machine_images: Vec<ImageReport>,
+    /// Events.
+    pub events: Vec<Event>,
+}
+
+/// Condition types.
+pub mod condition {
+    /// Pool / MachineImage: every node runs what it should.
+    pub const UPDATED: &str = "Updated";
+    /// Pool / MachineImage: nodes are moving.
+    pub const UPDATING: &str = "Updating";
+    /// Pool: a node failed.
+    pub const NODE_DEGRADED: &str = "NodeDegraded";
+    /// Pool: any of NodeDegraded, RenderDegraded, ImageBuildDegraded. MachineImage: a node failed.
+    pub const DEGRADED: &str = "Degraded";
+    /// Pool: rendering failed (the render controller's).
+    pub const RENDER_DEGRADED: &str = "RenderDegraded";
+    /// Pool: the build failed (the BuildController's).
+    pub const IMAGE_BUILD_DEGRADED: &str = "ImageBuildDegraded";
+    /// MachineImage: another MachineImage matches some of its nodes.
+    pub const CONFLICT: &str = "Conflict";
+    /// MachineOSImage: nodes are moving to it.
+    pub const ROLLING_OUT: &str = "RollingOut";
+    /// MachineOSImage: every node of its pool runs it.
+    pub const ROLLED_OUT: &str = "RolledOut";
+    /// MachineOSImage: a node failed to move to it.
+    pub const ROLLOUT_FAILED: &str = "RolloutFailed";
+}
+
+/// Event reasons.
+pub mod reason {
+    /// A node was targeted (the MCO's node controller reason).
+    pub const SET_DESIRED_CONFIG: &str = "SetDesiredConfig";
+    /// A failed node stopped a rollout.
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// Two MachineImages match one node.
+    pub const MACHINE_IMAGE_CONFLICT: &str = "MachineImageConflict";
+}
+
+/// Who moves a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// Its (layered) pool.
+    Pool(usize),
+    /// One MachineImage.
+    Image(usize),
+    /// Several MachineImages: nobody.
+    Conflict,
+    /// Nobody (no pool, or a pool that builds no image).
+    Nobody,
+}
+
+/// A node as the decision sees it.
+#[derive(Debug, Clone)]
+pub struct NodeView<'a> {
+    /// The node.
+    pub node: &'a NodeObserved,
+    /// Its pool (index into `Observed::pools`).
+    pub pool: Option<usize>,
+    /// Who moves it.
+    pub driver: Driver,
+    /// MachineImages that match it.
+    pub images: Vec<usize>,
+}
+
+/// A node is mid-update: desired differs from current, or the agent is at work.
+pub fn in_flight(n: &NodeObserved) -> bool {
+    let a = &n.annotations;
+    (a.desired_image.is_some()
+        && (a.desired_image != a.current_image || a.desired_config != a.current_config))
+        || matches!(a.state, Some(NodeState::Working | NodeState::Rebooting))
+}
+
+/// The agent reports the node failed.
+pub fn degraded(n: &NodeObserved) -> bool {
+    matches!(
+        n.annotations.state,
+        Some(NodeState::Degraded | NodeState::Unreconcilable)
+    )
+}
+
+/// Why a node is unavailable, if it is.
+pub fn unavailable(n: &NodeObserved, now: Timestamp, min_ready: i64) -> Option<&'static str> {
+    if !n.ready {
+        Some("NotReady")
+    } else if degraded(n) {
+        Some("Degraded")
+    } else if in_flight(n) {
+        Some("Updating")
+    } else if n.unschedulable {
+        Some("Cordoned")
+    } else if n
+        .ready_since
+        .is_some_and(|t| now.saturating_sub(t) < min_ready)
+    {
+        Some("Soaking")
+    } else {
+        None
+    }
+}
+
+/// Whether the node runs `image` with `config` and the agent is done.
+pub fn at_target(n: &NodeObserved, config: Option<&str>, image: &str) -> bool {
+    let a = &n.annotations;
+    a.current_image.as_deref() == Some(image)
+        && a.desired_image.as_deref() == Some(image)
+        && config.is_none_or(|c| {
+            a.current_config.as_deref() == Some(c) && a.desired_config.as_deref() == Some(c)
+        })
+        && a.state == Some(NodeState::Done)
+}
+
+/// The pool of each node (the MCO's rule: a custom pool wins over `worker`; two custom
+/// pools, none).
+pub fn membership(o: &Observed, n: &NodeObserved) -> Option<usize> {
+    let matching: Vec<usize> = o
+        .pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            p.node_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&n.labels))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    match matching.as_slice() {
+        [one] => Some(*one),
+        [] => None,
+        many => {
+            let custom: Vec<usize> = many
+                .iter()
+                .copied()
+                .filter(|&i| o.pools[i].name != "worker")
+                .collect();
+            match custom.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// Every node's pool, MachineImages and driver.
+pub fn views(o: &Observed) -> Vec<NodeView<'_>> {
+    o.nodes
+        .iter()
+        .map(|node| {
+            let pool = membership(o, node);
+            let images: Vec<usize> = o
+                .machine_images
+                .iter()
+                .enumerate()
+                .filter(|(_, mi)| mi.matches(node))
+                .map(|(i, _)| i)
+                .collect();
+            let driver = match (images.as_slice(), pool) {
+                ([one], _) => Driver::Image(*one),
+                ([_, _, ..], _) => Driver::Conflict,
+                ([], Some(p)) if o.pools[p].image != PoolImage::NotLayered => Driver::Pool(p),
+                ([], _) => Driver::Nobody,
+            };
+            NodeView {
+                node,
+                pool,
+                driver,
+                images,
+            }
+        })
+        .collect()
+}
+
+/// The rollout order: the controller's node last, then zone (none last), age, name.
+pub fn order_key<'a>(
+    n: &'a NodeObserved,
+    controller_node: Option<&str>,
+) -> (bool, bool, &'a str, Timestamp, &'a str) {
+    let zone = n.zone();
+    (
+        controller_node == Some(n.name.as_str()),
+        zone.is_none(),
+        zone.unwrap_or(""),
+        n.created,
+        n.name.as_str(),
+    )
+}
+
+/// A node may be given a new target: Ready, not mid-update, and not already there.
+pub fn candidate(n: &NodeObserved, config: Option<&str>, image: &str) -> bool {
+    let a = &n.annotations;
+    let targeted = a.desired_image.as_deref() == Some(image)
+        && config.is_none_or(|c| a.desired_config.as_deref() == Some(c));
+    n.ready && !targeted && (!in_flight(n) || degraded(n))
+}
+
+/// The config a MachineImage's node keeps: its desired one, else its current one, else
+/// its pool's (a MachineImage moves the image only, so no config-only reboot follows).
+fn kept_config(v: &NodeView<'_>, o: &Observed) -> Option<String> {
+    let a = &v.node.annotations;
+    a.desired_config
+        .clone()
+        .or_else(|| a.current_config.clone())
+        .or_else(|| v.pool.map(|p| o.pools[p].config.clone()))
+}
+
+/// Decide, at `now`.
+pub fn decide(o: &Observed, now: Timestamp) -> Decision {
+    let views = views(o);
+    let controller = o.controller_node.as_deref();
+    let min_ready = |v: &NodeView<'_>| v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
+    // What each node's managed annotations should become (absent key: no opinion).
+    let mut want: Vec<BTreeMap<&'static str, Option<String>>> = vec![BTreeMap::new(); views.len()];
+    let mut events = Vec::new();
+
+    // Pool capacity, over all members whoever drives them.
+    let mut capacity: Vec<i64> = o
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(pi, p)| {
+            let members: Vec<&NodeView<'_>> = views.iter().filter(|v| v.pool == Some(pi)).collect();
+            let unavailable = members
+                .iter()
+                .filter(|v| unavailable(v.node, now, p.min_ready_seconds).is_some())
+                .count();
+            MaxUnavailable::scaled(p.max_unavailable, members.len()) as i64 - unavailable as i64
+        })
+        .collect();
+
+    // MachineImages first: explicit intent, within their own limit and the pool's.
+    let mut machine_images = Vec::new();
+    for (mi_index, mi) in o.machine_images.iter().enumerate() {
+        let members: Vec<usize> = (0..views.len())
+            .filter(|&i| views[i].driver == Driver::Image(mi_index))
+            .collect();
+        let conflicted: Vec<usize> = (0..views.len())
+            .filter(|&i| views[i].driver == Driver::Conflict && views[i].images.contains(&mi_index))
+            .collect();
+        let limit = match &mi.target {
+            ImageTarget::Node(_) => 1,
+            ImageTarget::Selector {
+                max_unavailable, ..
+            } => MaxUnavailable::scaled(*max_unavailable, members.len()),
+        };
+        let unavailable_now = members
+            .iter()
+            .filter(|&&i| unavailable(views[i].node, now, min_ready(&views[i])).is_some())
+            .count();
+        let failed: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| {
+                degraded(views[i].node)
+                    && views[i].node.annotations.desired_image.as_deref() == Some(mi.image.as_str())
+            })
+            .collect();
+        let halted = !failed.is_empty();
+        let mut room = limit as i64 - unavailable_now as i64;
+        let mut cands: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| candidate(views[i].node, None, &mi.image))
+            .collect();
+        cands.sort_by(|&a, &b| {
+            order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
+        });
+        for &i in &members {
+            let w = &mut want[i];
+            let a = &views[i].node.annotations;
+            w.insert(vocab::PULL_SECRET, mi.pull_secret.clone());
+            if !halted {
+                w.insert(
+                    vocab::STAGE_IMAGE,
+                    (a.current_image.as_deref() != Some(mi.image.as_str()))
+                        .then(|| mi.image.clone()),
+                );
+            }
+        }
+        if !halted {
+            for i in cands {
+                let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
+                if room <= 0 || pool_room <= 0 {
+                    continue;
+                }
+                room -= 1;
+                if let Some(p) = views[i].pool {
+                    capacity[p] -= 1;
+                }
+                let w = &mut want[i];
+                w.insert(vocab::DESIRED_IMAGE, Some(mi.image.clone()));
+                w.insert(vocab::DESIRED_CONFIG, kept_config(&views[i], o));
+                w.insert(vocab::DRIVEN_BY, Some(format!("MachineImage/{}", mi.name)));
+                events.push(Event {
+                    kind: EventObject::MachineImage,
+                    name: mi.name.clone(),
+                    warning: false,
+                    reason: reason::SET_DESIRED_CONFIG,
+                    message: format!("Targeted node {} to image {}", views[i].node.name, mi.image),
+                });
+            }
+        }
+        let counts = count(&views, &members, now, min_ready, |i| {
+            at_target(views[i].node, None, &mi.image)
+        });
+        let mut conditions = progress_conditions(&counts, "", &mi.image, None);
+        conditions.push(Condition {
+            type_: condition::DEGRADED,
+            status: halted,
+            reason: if halted { "NodeDegraded" } else { "AsExpected" },
+            message: degraded_message(&views, &failed),
+        });
+        let conflict_message = conflicted
+            .iter()
+            .map(|&i| {
+                let others: Vec<&str> = views[i]
+                    .images
+                    .iter()
+                    .filter(|&&j| j != mi_index)
+                    .map(|&j| o.machine_images[j].name.as_str())
+                    .collect();
+                format!(
+                    "node {} is also matched by MachineImage {}",
+                    views[i].node.name,
+                    others.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let in_conflict = !conflicted.is_empty();
+        if in_conflict
+            && !mi
+                .conditions
+                .get(condition::CONFLICT)
+                .copied()
+                .unwrap_or(false)
+        {
+            events.push(Event {
+                kind: EventObject::MachineImage,
+                name: mi.name.clone(),
+                warning: true,
+                reason: reason::MACHINE_IMAGE_CONFLICT,
+                message: format!("{conflict_message}: neither moves it"),
+            });
+        }
+        conditions.push(Condition {
+            type_: condition::CONFLICT,
+            status: in_conflict,
+            reason: if in_conflict {
+                "NodeMatchedTwice"
+            } else {
+                "AsExpected"
+            },
+            message: if in_conflict {
+                format!("{conflict_message}: neither moves it")
+            } else {
+                String::new()
+            },
+        });
+        machine_images.push(ImageReport {
+            name: mi.name.clone(),
+            counts,
+            conditions,
+        });
+    }
+
+    // Then each layered pool.
+    let mut pools = Vec::new();
+    for (pi, p) in o.pools.iter().enumerate() {
+        if p.image == PoolImage::NotLayered {
+            continue;
+        }
+        let members: Vec<usize> = (0..views.len())
+            .filter(|&i| views[i].pool == Some(pi))
+            .collect();
+        let driven: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| views[i].driver == Driver::Pool(pi))
+            .collect();
+        let image = match &p.image {
+            PoolImage::Built(img) => Some(img.as_str()),
+            _ => None,
+        };
+        let failed: Vec<usize> = driven
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let a = &views[i].node.annotations;
+                degraded(views[i].node)
+                    && image.is_some_and(|img| a.desired_image.as_deref() == Some(img))
+                    && a.desired_config.as_deref() == Some(p.config.as_str())
+            })
+            .collect();
+        let all_failed: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| degraded(views[i].node))
+            .collect();
+        let halted = !failed.is_empty();
+        let mut targeted = Vec::new();
+        if let (Some(img), false, false) = (image, p.paused, halted) {
+            for &i in &driven {
+                let a = &views[i].node.annotations;
+                let w = &mut want[i];
+                w.insert(vocab::PULL_SECRET, None);
+                w.insert(
+                    vocab::STAGE_IMAGE,
+                    (a.current_image.as_deref() != Some(img)).then(|| img.to_owned()),
+                );
+            }
+            let mut cands: Vec<usize> = driven
+                .iter()
+                .copied()
+                .filter(|&i| candidate(views[i].node, Some(&p.config), img))
+                .collect();
+            cands.sort_by(|&a, &b| {
+                order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
+            });
+            let take = usize::try_from(capacity[pi].max(0)).unwrap_or(0);
+            for i in cands.into_iter().take(take) {
+                let w = &mut want[i];
+                w.insert(vocab::DESIRED_CONFIG, Some(p.config.clone()));
+                w.insert(vocab::DESIRED_IMAGE, Some(img.to_owned()));
+                w.insert(
+                    vocab::DRIVEN_BY,
+                    Some(format!("MachineConfigPool/{}", p.name)),
+                );
+                targeted.push(views[i].node.name.clone());
+                events.push(Event {
+                    kind: EventObject::Pool,
+                    name: p.name.clone(),
+                    warning: false,
+                    reason: reason::SET_DESIRED_CONFIG,
+                    message: format!(
+                        "Targeted node {} to MachineConfig {} and image {img}",
+                        views[i].node.name, p.config
+                    ),
+                });
+            }
+        }
+        // Counts: a MachineImage's node is updated when it runs that image.
+        let counts = count(&views, &members, now, min_ready, |i| {
+            match views[i].driver {
+                Driver::Image(j) => at_target(views[i].node, None, &o.machine_images[j].image),
+                _ => image.is_some_and(|img| at_target(views[i].node, Some(&p.config), img)),
+            }
+        });
+        let pending = match &p.image {
+            PoolImage::Pending(why) => Some(why.as_str()),
+            _ => None,
+        };
+        let what = match image {
+            Some(img) => format!("MachineConfig {} and image {img}", p.config),
+            None => format!("MachineConfig {}", p.config),
+        };
+        let mut conditions = progress_conditions(&counts, &what, "", pending);
+        if let Some(c) = conditions
+            .iter_mut()
+            .find(|c| c.type_ == condition::UPDATING)
+        {
+            if halted && c.status {
+                c.message.push_str("; rollout halted by a failed node");
+            } else if p.paused && c.status {
+                c.message.push_str("; the pool is paused");
+            }
+        }
+        let node_degraded = !all_failed.is_empty();
+        let mut nd_message = degraded_message(&views, &all_failed);
+        if halted {
+            nd_message.push_str(&format!(
+                "; rollout halted: {} node(s) not yet targeted",
+                driven
+                    .iter()
+                    .filter(|&&i| image.is_some_and(|img| candidate(
+                        views[i].node,
+                        Some(&p.config),
+                        img
+                    )) && !degraded(views[i].node))
+                    .count()
+            ));
+            if !p
+                .conditions
+                .get(condition::NODE_DEGRADED)
+                .copied()
+                .unwrap_or(false)
+            {
+                events.push(Event {
+                    kind: EventObject::Pool,
+                    name: p.name.clone(),
+                    warning: true,
+                    reason: reason::ROLLOUT_HALTED,
+                    message: nd_message.clone(),
+                });
+            }
+        }
+        conditions.push(Condition {
+            type_: condition::NODE_DEGRADED,
+            status: node_degraded,
+            reason: if node_degraded {
+                "NodeDegraded"
+            } else {
+                "AsExpected"
+            },
+            message: nd_message.clone(),
+        });
+        let render = p
+            .conditions
+            .get(condition::RENDER_DEGRADED)
+            .copied()
+            .unwrap_or(false);
+        let build = p
+            .conditions
+            .get(condition::IMAGE_BUILD_DEGRADED)
+            .copied()
+            .unwrap_or(false);
+        let degraded_any = node_degraded || render || build;
+        let why: Vec<&str> = [
+            (node_degraded, condition::NODE_DEGRADED),
+            (render, condition::RENDER_DEGRADED),
+            (build, condition::IMAGE_BUILD_DEGRADED),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, t)| *t)
+        .collect();
+        conditions.push(Condition {
+            type_: condition::DEGRADED,
+            status: degraded_any,
+            reason: if degraded_any {
+                "Degraded"
+            } else {
+                "AsExpected"
+            },
+            message: if degraded_any {
+                format!("{} True", why.join(", "))
+            } else {
+                String::new()
+            },
+        });
+        let image_report = image.map(|img| {
+            let on_image = driven
+                .iter()
+                .filter(|&&i| at_target(views[i].node, Some(&p.config), img))
+                .count();
+            let done = on_image == driven.len();
+            (
+                img.to_owned(),
+                vec![
+                    Condition {
+                        type_: condition::ROLLING_OUT,
+                        status: !done && !halted,
+                        reason: if done {
+                            "RolledOut"
+                        } else if halted {
+                            "Halted"
+                        } else if p.paused {
+                            "Paused"
+                        } else {
+                            "RollingOut"
+                        },
+                        message: format!(
+                            "{on_image} of {} nodes of pool {} run the image",
+                            driven.len(),
+                            p.name
+                        ),
+                    },
+                    Condition {
+                        type_: condition::ROLLED_OUT,
+                        status: done,
+                        reason: if done { "RolledOut" } else { "RollingOut" },
+                        message: format!(
+                            "{on_image} of {} nodes of pool {} run the image",
+                            driven.len(),
+                            p.name
+                        ),
+                    },
+                    Condition {
+                        type_: condition::ROLLOUT_FAILED,
+                        status: halted,
+                        reason: if halted { "NodeDegraded" } else { "AsExpected" },
+                        message: degraded_message(&views, &failed),
+                    },
+                ],
+            )
+        });
+        pools.push(PoolReport {
+            pool: p.name.clone(),
+            counts,
+            conditions,
+            image: image_report,
+            halted,
+            targeted,
+        });
+    }
+
+    // Nodes nobody drives lose what the rollout staged or passed for them.
+    for (i, v) in views.iter().enumerate() {
+        if matches!(v.driver, Driver::Nobody) {
+            want[i].insert(vocab::STAGE_IMAGE, None);
+            want[i].insert(vocab::PULL_SECRET, None);
+        }
+    }
+
+    let node_patches = views
+        .iter()
+        .zip(want)
+        .filter_map(|(v, w)| {
+            let changes: BTreeMap<&'static str, Option<String>> = w
+                .into_iter()
+                .filter(|(k, val)| current(v.node, k) != val.as_deref())
+                .collect();
+            (!changes.is_empty()).then(|| NodePatch {
+                node: v.node.name.clone(),
+                annotations: changes,
+            })
+        })
+        .collect();
+    Decision {
+        node_patches,
+        pools,
+        machine_images,
+        events,
+    }
+}
+
+/// The node's current value of a managed key.
+fn current<'a>(n: &'a NodeObserved, key: &str) -> Option<&'a str> {
+    let a = &n.annotations;
+    match key {
+        vocab::DESIRED_CONFIG => a.desired_config.as_deref(),
+        vocab::DESIRED_IMAGE => a.desired_image.as_deref(),
+        vocab::DRIVEN_BY => a.driven_by.as_deref(),
+        vocab::STAGE_IMAGE => a.stage_image.as_deref(),
+        vocab::PULL_SECRET => a.pull_secret.as_deref(),
+        _ => None,
+    }
+}
+
+fn count(
+    views: &[NodeView<'_>],
+    members: &[usize],
+    now: Timestamp,
+    min_ready: impl Fn(&NodeView<'_>) -> i64,
+    updated: impl Fn(usize) -> bool,
+) -> Counts {
+    let mut c = Counts::default();
+    for &i in members {
+        let n = views[i].node;
+        let up = updated(i);
+        let avail = unavailable(n, now, min_ready(&views[i])).is_none();
+        c.machine += 1;
+        c.updated += i32::from(up);
+        c.ready += i32::from(up && avail);
+        c.unavailable += i32::from(!avail);
+        c.degraded += i32::from(degraded(n));
+    }
+    c
+}
+
+/// `Updated` and `Updating` from counts.
+fn progress_conditions(
+    c: &Counts,
+    what: &str,
+    image: &str,
+    pending: Option<&str>,
+) -> Vec<Condition> {
+    let target = if what.is_empty() {
+        format!("image {image}")
+    } else {
+        what.to_owned()
+    };
+    let all = c.updated == c.machine;
+    let updating_message = match pending {
+        Some(why) => format!(
+            "{} of {} nodes updated; waiting for the image: {why}",
+            c.updated, c.machine
+        ),
+        None => format!("{} of {} nodes updated to {target}", c.updated, c.machine),
+    };
+    vec![
+        Condition {
+            type_: condition::UPDATED,
+            status: all && pending.is_none(),
+            reason: if all && pending.is_none() {
+                "AllNodesUpdated"
+            } else {
+                "Updating"
+            },
+            message: if all && pending.is_none() {
+                format!("All nodes are updated with {target}")
+            } else {
+                String::new()
+            },
+        },
+        Condition {
+            type_: condition::UPDATING,
+            status: !all || pending.is_some(),
+            reason: if pending.is_some() {
+                "ImageBuildPending"
+            } else if all {
+                "AllNodesUpdated"
+            } else {
+                "Updating"
+            },
+            message: if !all || pending.is_some() {
+                updating_message
+            } else {
+                String::new()
+            },
+        },
+    ]
+}
+
+/// The MCO's `Node X is reporting: "reason"`, for each failed node.
+fn degraded_message(views: &[NodeView<'_>], failed: &[usize]) -> String {
+    failed
+        .iter()
+        .map(|&i| {
+            let n = views[i].node;
+            format!(
+                "Node {} is reporting: {:?}",
+                n.name,
+                n.annotations.reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The node names a decision targets (pool and MachineImage), for tests and the plan.
+pub fn targeted(d: &Decision) -> BTreeSet<String> {
+    d.node_patches
+        .iter()
+        .filter(|p| p.annotations.contains_key(vocab::DESIRED_IMAGE))
+        .map(|p| p.node.clone())
+        .collect()
+}

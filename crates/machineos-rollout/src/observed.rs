@@ -1,0 +1,205 @@
+//! What the rollout decides from: the layered pools (their rendered config, the image built
+//! for it once its build Succeeded, `maxUnavailable`, `paused`, the soak), every node (labels,
+//! the MCO's and machineos's annotations, readiness and since when, cordon, zone, age, a
+//! blocked drain) and the MachineImages. Built by the controller from its caches; plain data.
+
+use std::collections::BTreeMap;
+
+use crate::selector::Selector;
+use crate::vocab::{self, NodeState};
+
+/// Seconds since the Unix epoch.
+pub type Timestamp = i64;
+
+/// `maxUnavailable`: a count or a percentage of the nodes it applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    /// A number of nodes.
+    Count(i64),
+    /// A percentage, rounded down.
+    Percent(i64),
+}
+
+impl MaxUnavailable {
+    /// Parse the int-or-string form (`2`, `"10%"`, `"3"`); `None` for anything else.
+    pub fn parse(v: &serde_json::Value) -> Option<MaxUnavailable> {
+        match v {
+            serde_json::Value::Number(n) => n.as_i64().map(MaxUnavailable::Count),
+            serde_json::Value::String(s) => match s.strip_suffix('%') {
+                Some(p) => p.parse().ok().map(MaxUnavailable::Percent),
+                None => s.parse().ok().map(MaxUnavailable::Count),
+            },
+            _ => None,
+        }
+    }
+
+    /// How many of `total` nodes may be unavailable: scaled and rounded down, at least 1
+    /// (the MCO's `maxUnavailable`: 0 becomes 1).
+    pub fn scaled(limit: Option<MaxUnavailable>, total: usize) -> usize {
+        let n = match limit {
+            None => 1,
+            Some(MaxUnavailable::Count(c)) => c,
+            Some(MaxUnavailable::Percent(p)) => p.saturating_mul(total as i64) / 100,
+        };
+        usize::try_from(n).unwrap_or(0).max(1)
+    }
+}
+
+/// Where a pool's image stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolImage {
+    /// The build for the pool's current rendered config Succeeded: this image, by digest.
+    Built(String),
+    /// Not yet: why (shown in the `Updating` condition; nothing moves).
+    Pending(String),
+    /// The pool builds no image: its nodes are not the rollout's (a MachineImage may still
+    /// move them, within the pool's `maxUnavailable`).
+    NotLayered,
+}
+
+/// One pool (layered or not: membership and `maxUnavailable` matter for both).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolObserved {
+    /// Its name.
+    pub name: String,
+    /// Its `spec.nodeSelector` (a pool without one selects no node).
+    pub node_selector: Option<Selector>,
+    /// The rendered MachineConfig it is to run (`spec.configuration.name`).
+    pub config: String,
+    /// Its image.
+    pub image: PoolImage,
+    /// `spec.paused`: builds run, nodes do not move.
+    pub paused: bool,
+    /// `spec.maxUnavailable`.
+    pub max_unavailable: Option<MaxUnavailable>,
+    /// How long a node must have been Ready after its update before its slot frees.
+    pub min_ready_seconds: i64,
+    /// The statuses of its conditions now (type → True/False), so Events fire on change
+    /// and `Degraded` aggregates `RenderDegraded` and `ImageBuildDegraded`.
+    pub conditions: BTreeMap<String, bool>,
+}
+
+/// A node's annotations, as far as the rollout reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAnnotations {
+    /// `currentConfig`.
+    pub current_config: Option<String>,
+    /// `desiredConfig`.
+    pub desired_config: Option<String>,
+    /// `currentImage`.
+    pub current_image: Option<String>,
+    /// `desiredImage`.
+    pub desired_image: Option<String>,
+    /// `state` (`None` when absent or unknown).
+    pub state: Option<NodeState>,
+    /// `reason`.
+    pub reason: Option<String>,
+    /// [`vocab::STAGE_IMAGE`].
+    pub stage_image: Option<String>,
+    /// [`vocab::STAGED_IMAGE`].
+    pub staged_image: Option<String>,
+    /// [`vocab::PULL_SECRET`].
+    pub pull_secret: Option<String>,
+    /// [`vocab::DRIVEN_BY`].
+    pub driven_by: Option<String>,
+}
+
+impl NodeAnnotations {
+    /// Read them from a node's annotation map.
+    pub fn from_map(a: &BTreeMap<String, String>) -> NodeAnnotations {
+        let get = |k: &str| a.get(k).filter(|v| !v.is_empty()).cloned();
+        NodeAnnotations {
+            current_config: get(vocab::CURRENT_CONFIG),
+            desired_config: get(vocab::DESIRED_CONFIG),
+            current_image: get(vocab::CURRENT_IMAGE),
+            desired_image: get(vocab::DESIRED_IMAGE),
+            state: a.get(vocab::STATE).and_then(|s| NodeState::parse(s)),
+            reason: get(vocab::REASON),
+            stage_image: get(vocab::STAGE_IMAGE),
+            staged_image: get(vocab::STAGED_IMAGE),
+            pull_secret: get(vocab::PULL_SECRET),
+            driven_by: get(vocab::DRIVEN_BY),
+        }
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeObserved {
+    /// Its name.
+    pub name: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`.
+    pub created: Timestamp,
+    /// The `Ready` condition is True.
+    pub ready: bool,
+    /// When `Ready` last changed (its `lastTransitionTime`).
+    pub ready_since: Option<Timestamp>,
+    /// `spec.unschedulable` (cordoned, by anyone).
+    pub unschedulable: bool,
+    /// The annotations.
+    pub annotations: NodeAnnotations,
+    /// The agent reports its drain blocked or failed (MachineConfigNode `Drained=False`):
+    /// the message, typically naming the pod and its PodDisruptionBudget.
+    pub drain_blocked: Option<String>,
+}
+
+impl NodeObserved {
+    /// `topology.kubernetes.io/zone`.
+    pub fn zone(&self) -> Option<&str> {
+        self.labels.get(vocab::ZONE_LABEL).map(String::as_str)
+    }
+}
+
+/// Which nodes a MachineImage targets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageTarget {
+    /// One node.
+    Node(String),
+    /// The nodes a selector matches, at most `max_unavailable` (default 1) at a time.
+    Selector {
+        /// The selector.
+        selector: Selector,
+        /// The limit.
+        max_unavailable: Option<MaxUnavailable>,
+    },
+}
+
+/// One MachineImage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineImageObserved {
+    /// Its name.
+    pub name: String,
+    /// The image, by digest.
+    pub image: String,
+    /// The nodes.
+    pub target: ImageTarget,
+    /// `namespace/name` of the Secret its nodes pull with.
+    pub pull_secret: Option<String>,
+    /// The statuses of its conditions now (Events fire on change).
+    pub conditions: BTreeMap<String, bool>,
+}
+
+impl MachineImageObserved {
+    /// Whether it targets `node`.
+    pub fn matches(&self, node: &NodeObserved) -> bool {
+        match &self.target {
+            ImageTarget::Node(n) => *n == node.name,
+            ImageTarget::Selector { selector, .. } => selector.matches(&node.labels),
+        }
+    }
+}
+
+/// Everything the rollout decides from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// Every pool; only layered ones ([`PoolImage`] not `NotLayered`) roll their nodes.
+    pub pools: Vec<PoolObserved>,
+    /// Every node.
+    pub nodes: Vec<NodeObserved>,
+    /// Every MachineImage.
+    pub machine_images: Vec<MachineImageObserved>,
+    /// The node the controller runs on: updated last.
+    pub controller_node: Option<String>,
+}

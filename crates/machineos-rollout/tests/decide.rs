@@ -1,0 +1,469 @@
+//! The rollout decision, table-driven: capacity with counts and percents and unavailable
+//! nodes, zone-then-age order, the controller's node last, pause, the build gate, degraded
+//! nodes and the halt, the soak, staging, MachineImages (targets, limits, conflicts,
+//! removal), and the plan.
+
+use std::collections::BTreeMap;
+
+mod common;
+use common::*;
+
+use machineos_rollout::decide::{self as d_, condition, reason};
+use machineos_rollout::vocab::{self, NodeState};
+use machineos_rollout::{
+    ImageTarget, MachineImageObserved, MaxUnavailable, NodeObserved, Observed, PoolImage,
+    PoolObserved, Selector, decide, plan,
+};
+
+fn targeted(o: &Observed) -> Vec<String> {
+    decide(o, NOW).pools[0].targeted.clone()
+}
+
+#[test]
+fn capacity_is_max_unavailable_scaled_down_at_least_one_minus_unavailable() {
+    let cases: Vec<(usize, Option<MaxUnavailable>, usize, usize)> = vec![
+        // (nodes, maxUnavailable, unavailable beforehand, targeted)
+        (10, None, 0, 1),
+        (10, Some(MaxUnavailable::Count(3)), 0, 3),
+        (10, Some(MaxUnavailable::Count(0)), 0, 1),
+        (10, Some(MaxUnavailable::Percent(25)), 0, 2),
+        (10, Some(MaxUnavailable::Percent(5)), 0, 1),
+        (50, Some(MaxUnavailable::Percent(10)), 0, 5),
+        (50, Some(MaxUnavailable::Percent(10)), 2, 3),
+        (50, Some(MaxUnavailable::Percent(10)), 5, 0),
+        (50, Some(MaxUnavailable::Percent(10)), 7, 0),
+        (3, Some(MaxUnavailable::Count(10)), 0, 3),
+    ];
+    for (n, max, down, want) in cases {
+        let mut o = cluster(n, max);
+        for node in o.nodes.iter_mut().rev().take(down) {
+            node.ready = false;
+        }
+        assert_eq!(targeted(&o).len(), want, "{n} nodes, {max:?}, {down} down");
+    }
+}
+
+#[test]
+fn every_kind_of_unavailable_counts() {
+    let kinds: Vec<(&str, fn(&mut NodeObserved))> = vec![
+        ("NotReady", |n| n.ready = false),
+        ("Cordoned", |n| n.unschedulable = true),
+        ("Degraded", |n| {
+            n.annotations.state = Some(NodeState::Degraded)
+        }),
+        ("Updating", |n| {
+            n.annotations.state = Some(NodeState::Working)
+        }),
+        ("Updating", |n| {
+            n.annotations.desired_image = Some(CANARY.into())
+        }),
+        ("Soaking", |n| n.ready_since = Some(NOW - 5)),
+    ];
+    for (why, f) in kinds {
+        let mut o = cluster(4, Some(MaxUnavailable::Count(2)));
+        o.pools[0].min_ready_seconds = 30;
+        f(&mut o.nodes[3]);
+        assert_eq!(d_::unavailable(&o.nodes[3], NOW, 30), Some(why));
+        assert_eq!(targeted(&o).len(), 1, "{why}");
+        assert_eq!(decide(&o, NOW).pools[0].counts.unavailable, 1, "{why}");
+    }
+}
+
+#[test]
+fn order_is_zone_then_oldest_then_name_and_the_controller_node_last() {
+    let mut o = cluster(6, Some(MaxUnavailable::Count(6)));
+    // zones: n00 b, n01 a, n02 c, n03 b, n04 a, n05 c; older = larger index.
+    o.nodes.push(node("nozone", None, 0));
+    o.pools[0].max_unavailable = Some(MaxUnavailable::Count(7));
+    assert_eq!(
+        targeted(&o),
+        ["n04", "n01", "n03", "n00", "n05", "n02", "nozone"]
+    );
+    o.controller_node = Some("n04".into());
+    assert_eq!(
+        targeted(&o),
+        ["n01", "n03", "n00", "n05", "n02", "nozone", "n04"]
+    );
+    o.pools[0].max_unavailable = Some(MaxUnavailable::Count(2));
+    assert_eq!(targeted(&o), ["n01", "n03"]);
+}
+
+#[test]
+fn desired_config_and_image_are_set_together_and_staging_goes_everywhere() {
+    let o = cluster(4, None);
+    let d = decide(&o, NOW);
+    assert_eq!(d.node_patches.len(), 4);
+    let first = &d
+        .node_patches
+        .iter()
+        .find(|p| p.node == "n01")
+        .unwrap()
+        .annotations;
+    assert_eq!(
+        first[vocab::DESIRED_CONFIG].as_deref(),
+        Some("rendered-worker-new")
+    );
+    assert_eq!(first[vocab::DESIRED_IMAGE].as_deref(), Some(NEW));
+    assert_eq!(
+        first[vocab::DRIVEN_BY].as_deref(),
+        Some("MachineConfigPool/worker")
+    );
+    for p in &d.node_patches {
+        assert_eq!(
+            p.annotations[vocab::STAGE_IMAGE].as_deref(),
+            Some(NEW),
+            "{}",
+            p.node
+        );
+        if p.node != "n01" {
+            assert!(
+                !p.annotations.contains_key(vocab::DESIRED_IMAGE),
+                "{}",
+                p.node
+            );
+            assert!(
+                !p.annotations.contains_key(vocab::DESIRED_CONFIG),
+                "{}",
+                p.node
+            );
+        }
+    }
+    assert_eq!(d.events.len(), 1);
+    assert_eq!(d.events[0].reason, reason::SET_DESIRED_CONFIG);
+    assert!(d.events[0].message.contains("Targeted node n01"));
+}
+
+#[test]
+fn nothing_moves_before_the_build_succeeded_or_while_paused() {
+    let mut o = cluster(4, None);
+    o.pools[0].image = PoolImage::Pending("MachineOSBuild worker-abc is Building".into());
+    let d = decide(&o, NOW);
+    assert!(d.node_patches.is_empty());
+    let updating = cond(&d.pools[0].conditions, condition::UPDATING);
+    assert!(updating.status);
+    assert!(
+        updating
+            .message
+            .contains("waiting for the image: MachineOSBuild worker-abc is Building")
+    );
+    assert!(d.pools[0].image.is_none());
+
+    let mut o = cluster(4, None);
+    o.pools[0].paused = true;
+    let d = decide(&o, NOW);
+    assert!(d.node_patches.is_empty(), "{:?}", d.node_patches);
+    assert!(
+        cond(&d.pools[0].conditions, condition::UPDATING)
+            .message
+            .ends_with("the pool is paused")
+    );
+}
+
+fn cond<'a>(cs: &'a [d_::Condition], t: &str) -> &'a d_::Condition {
+    cs.iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} in {cs:?}"))
+}
+
+#[test]
+fn a_slot_frees_only_after_the_soak() {
+    let mut o = cluster(3, None);
+    o.pools[0].min_ready_seconds = 60;
+    let d = decide(&o, NOW);
+    assert_eq!(d_::targeted(&d).len(), 1);
+    apply(&mut o, &d);
+    let first = o.nodes.iter().position(|n| n.name == "n01").unwrap();
+    // Mid-update: nothing else moves.
+    assert!(d_::targeted(&decide(&o, NOW)).is_empty());
+    finish(&mut o.nodes[first], NOW);
+    assert!(
+        d_::targeted(&decide(&o, NOW + 59)).is_empty(),
+        "still soaking"
+    );
+    let d = decide(&o, NOW + 60);
+    assert_eq!(d.pools[0].targeted, ["n00"]);
+    assert_eq!(d.pools[0].counts.updated, 1);
+}
+
+#[test]
+fn a_failed_node_holds_its_slot_and_halts_the_rollout() {
+    let mut o = cluster(10, Some(MaxUnavailable::Count(3)));
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    let failed = o.nodes.iter().position(|n| n.name == "n04").unwrap();
+    o.nodes[failed].annotations.state = Some(NodeState::Degraded);
+    o.nodes[failed].annotations.reason = Some("booted reg/os@sha256:00…, expected …".into());
+    for n in o
+        .nodes
+        .iter_mut()
+        .filter(|n| n.name == "n01" || n.name == "n07")
+    {
+        finish(n, 0);
+    }
+    let d = decide(&o, NOW);
+    assert!(d.pools[0].halted);
+    assert!(d_::targeted(&d).is_empty(), "the failure does not spread");
+    let nd = cond(&d.pools[0].conditions, condition::NODE_DEGRADED);
+    assert!(nd.status);
+    assert!(
+        nd.message.starts_with("Node n04 is reporting: \"booted"),
+        "{}",
+        nd.message
+    );
+    assert!(
+        nd.message
+            .contains("rollout halted: 7 node(s) not yet targeted"),
+        "{}",
+        nd.message
+    );
+    assert!(cond(&d.pools[0].conditions, condition::DEGRADED).status);
+    assert_eq!(d.pools[0].counts.degraded, 1);
+    assert_eq!(d.pools[0].counts.updated, 2);
+    let (img, ics) = d.pools[0].image.as_ref().unwrap();
+    assert_eq!(img, NEW);
+    assert!(cond(ics, condition::ROLLOUT_FAILED).status);
+    assert!(!cond(ics, condition::ROLLING_OUT).status);
+    let halt: Vec<_> = d
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::ROLLOUT_HALTED)
+        .collect();
+    assert_eq!(halt.len(), 1);
+    assert!(halt[0].warning);
+    // Recorded: no second Event.
+    o.pools[0]
+        .conditions
+        .insert(condition::NODE_DEGRADED.into(), true);
+    assert!(
+        decide(&o, NOW)
+            .events
+            .iter()
+            .all(|e| e.reason != reason::ROLLOUT_HALTED)
+    );
+    // A new image re-targets the failed node (it is a candidate again).
+    o.pools[0].image = PoolImage::Built(CANARY.into());
+    let d = decide(&o, NOW);
+    assert!(!d.pools[0].halted);
+    assert!(
+        d.pools[0].targeted.contains(&"n04".to_owned()),
+        "{:?}",
+        d.pools[0].targeted
+    );
+}
+
+#[test]
+fn statuses_when_everything_is_updated() {
+    let mut o = cluster(3, None);
+    for n in &mut o.nodes {
+        n.annotations.desired_config = Some("rendered-worker-new".into());
+        n.annotations.desired_image = Some(NEW.into());
+        n.annotations.stage_image = Some(NEW.into());
+        n.annotations.driven_by = Some("MachineConfigPool/worker".into());
+        finish(n, 0);
+    }
+    let d = decide(&o, NOW);
+    // Staging removed once the nodes run the image.
+    assert!(
+        d.node_patches
+            .iter()
+            .all(|p| p.annotations.get(vocab::STAGE_IMAGE) == Some(&None))
+    );
+    let r = &d.pools[0];
+    assert_eq!(
+        (
+            r.counts.machine,
+            r.counts.updated,
+            r.counts.ready,
+            r.counts.unavailable
+        ),
+        (3, 3, 3, 0)
+    );
+    assert!(cond(&r.conditions, condition::UPDATED).status);
+    assert!(!cond(&r.conditions, condition::UPDATING).status);
+    assert!(!cond(&r.conditions, condition::DEGRADED).status);
+    let (_, ics) = r.image.as_ref().unwrap();
+    assert!(cond(ics, condition::ROLLED_OUT).status);
+}
+
+#[test]
+fn degraded_aggregates_render_and_build_conditions() {
+    let mut o = cluster(1, None);
+    o.pools[0]
+        .conditions
+        .insert(condition::IMAGE_BUILD_DEGRADED.into(), true);
+    let d = decide(&o, NOW);
+    let c = cond(&d.pools[0].conditions, condition::DEGRADED);
+    assert!(c.status);
+    assert_eq!(c.message, "ImageBuildDegraded True");
+}
+
+fn canary_image(name: &str, target: ImageTarget, image: &str) -> MachineImageObserved {
+    MachineImageObserved {
+        name: name.into(),
+        image: image.into(),
+        target,
+        pull_secret: Some("machineos/canary-pull".into()),
+        conditions: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn a_machine_image_takes_its_node_out_of_the_pool_rollout_within_the_pool_limit() {
+    let mut o = cluster(6, Some(MaxUnavailable::Count(2)));
+    o.machine_images.push(canary_image(
+        "canary",
+        ImageTarget::Node("n01".into()),
+        CANARY,
+    ));
+    let d = decide(&o, NOW);
+    let p = d.node_patches.iter().find(|p| p.node == "n01").unwrap();
+    assert_eq!(p.annotations[vocab::DESIRED_IMAGE].as_deref(), Some(CANARY));
+    // Only the image moves: the config stays.
+    assert_eq!(p.annotations.get(vocab::DESIRED_CONFIG), None);
+    assert_eq!(
+        p.annotations[vocab::DRIVEN_BY].as_deref(),
+        Some("MachineImage/canary")
+    );
+    assert_eq!(
+        p.annotations[vocab::PULL_SECRET].as_deref(),
+        Some("machineos/canary-pull")
+    );
+    assert_eq!(p.annotations[vocab::STAGE_IMAGE].as_deref(), Some(CANARY));
+    // The pool's limit holds: 1 for the canary + 1 pool node.
+    assert_eq!(d.pools[0].targeted, ["n04"]);
+    assert_eq!(d_::targeted(&d).len(), 2);
+    let mi = &d.machine_images[0];
+    assert_eq!(mi.counts.machine, 1);
+    assert!(cond(&mi.conditions, condition::UPDATING).status);
+
+    // Deleting it returns the node to its pool's image through the normal rollout.
+    apply(&mut o, &d);
+    let c = o.nodes.iter().position(|n| n.name == "n01").unwrap();
+    finish(&mut o.nodes[c], 0);
+    let n4 = o.nodes.iter().position(|n| n.name == "n04").unwrap();
+    finish(&mut o.nodes[n4], 0);
+    o.machine_images.clear();
+    let d = decide(&o, NOW);
+    let p = d.node_patches.iter().find(|p| p.node == "n01").unwrap();
+    assert_eq!(p.annotations[vocab::DESIRED_IMAGE].as_deref(), Some(NEW));
+    assert_eq!(
+        p.annotations[vocab::DRIVEN_BY].as_deref(),
+        Some("MachineConfigPool/worker")
+    );
+    assert_eq!(p.annotations[vocab::PULL_SECRET], None);
+}
+
+#[test]
+fn a_selector_machine_image_moves_at_most_its_max_unavailable() {
+    let mut o = cluster(9, Some(MaxUnavailable::Count(9)));
+    let ml: BTreeMap<String, String> = [(vocab::ZONE_LABEL.to_owned(), "a".to_owned())].into();
+    o.machine_images.push(canary_image(
+        "zone-a",
+        ImageTarget::Selector {
+            selector: Selector::new("spec.nodeSelector", &ml, &[]).unwrap(),
+            max_unavailable: Some(MaxUnavailable::Count(2)),
+        },
+        CANARY,
+    ));
+    let d = decide(&o, NOW);
+    let on_canary: Vec<&str> = d
+        .node_patches
+        .iter()
+        .filter(|p| p.annotations.get(vocab::DESIRED_IMAGE) == Some(&Some(CANARY.into())))
+        .map(|p| p.node.as_str())
+        .collect();
+    // zone a: n01, n04, n07; oldest first.
+    assert_eq!(on_canary, ["n04", "n07"]);
+    assert_eq!(d.machine_images[0].counts.machine, 3);
+    assert_eq!(d.pools[0].targeted.len(), 6, "the other zones' nodes");
+}
+
+#[test]
+fn two_machine_images_on_one_node_is_a_conflict_and_neither_moves_it() {
+    let mut o = cluster(3, Some(MaxUnavailable::Count(3)));
+    o.machine_images
+        .push(canary_image("one", ImageTarget::Node("n01".into()), CANARY));
+    let ml: BTreeMap<String, String> = [(vocab::ZONE_LABEL.to_owned(), "a".to_owned())].into();
+    o.machine_images.push(canary_image(
+        "two",
+        ImageTarget::Selector {
+            selector: Selector::new("spec.nodeSelector", &ml, &[]).unwrap(),
+            max_unavailable: None,
+        },
+        NEW,
+    ));
+    let d = decide(&o, NOW);
+    assert!(
+        d.node_patches.iter().all(|p| p.node != "n01"),
+        "{:?}",
+        d.node_patches
+    );
+    for mi in &d.machine_images {
+        let c = cond(&mi.conditions, condition::CONFLICT);
+        assert!(c.status, "{}", mi.name);
+        assert!(
+            c.message
+                .contains("node n01 is also matched by MachineImage"),
+            "{}",
+            c.message
+        );
+    }
+    let conflicts: Vec<_> = d
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::MACHINE_IMAGE_CONFLICT)
+        .collect();
+    assert_eq!(conflicts.len(), 2);
+    assert_eq!(d.pools[0].targeted, ["n00", "n02"]);
+}
+
+#[test]
+fn membership_custom_pool_wins_over_worker() {
+    let mut o = cluster(2, None);
+    let ml: BTreeMap<String, String> = [("custom".to_owned(), "yes".to_owned())].into();
+    o.pools.push(PoolObserved {
+        name: "infra".into(),
+        node_selector: Some(Selector::new("spec.nodeSelector", &ml, &[]).unwrap()),
+        image: PoolImage::NotLayered,
+        ..pool(None, PoolImage::NotLayered)
+    });
+    o.nodes[0].labels.insert("custom".into(), "yes".into());
+    assert_eq!(d_::membership(&o, &o.nodes[0]), Some(1));
+    let d = decide(&o, NOW);
+    assert_eq!(d.pools.len(), 1, "only layered pools report");
+    assert_eq!(d.pools[0].counts.machine, 1);
+    assert!(d.node_patches.iter().all(|p| p.node != "n00"));
+}
+
+#[test]
+fn the_plan_shows_batches_in_order_and_its_first_batch_is_the_decision() {
+    let mut o = cluster(10, Some(MaxUnavailable::Percent(30)));
+    o.nodes[9].ready = false;
+    let p = plan(&o, "worker", NOW).unwrap();
+    assert_eq!(p.max_unavailable, 3);
+    assert_eq!(p.unavailable, [("n09".to_owned(), "NotReady")]);
+    let names: Vec<Vec<&str>> = p
+        .batches
+        .iter()
+        .map(|b| b.iter().map(|n| n.name.as_str()).collect())
+        .collect();
+    assert_eq!(names[0], targeted(&o));
+    assert_eq!(
+        names,
+        [
+            vec!["n07", "n04"],
+            vec!["n01", "n06"],
+            vec!["n03", "n00"],
+            vec!["n08", "n05"],
+            vec!["n02"]
+        ]
+    );
+    assert_eq!(p.blocked, None);
+
+    o.pools[0].paused = true;
+    let p = plan(&o, "worker", NOW).unwrap();
+    assert_eq!(p.blocked.as_deref(), Some("the pool is paused"));
+    assert_eq!(p.batches[0].len(), 2, "the order it would take");
+
+    assert!(plan(&o, "nope", NOW).is_err());
+}

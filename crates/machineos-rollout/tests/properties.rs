@@ -1,0 +1,142 @@
+//! Properties of the rollout over random clusters and random agent timings: never more than
+//! `maxUnavailable` members of a pool unavailable at any step (MachineImage moves included),
+//! a node is targeted at most once per target (so drained at most once), and every node is
+//! eventually updated when none fails.
+
+mod common;
+use common::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use machineos_rollout::decide as d_;
+use machineos_rollout::vocab;
+use machineos_rollout::{ImageTarget, MachineImageObserved, MaxUnavailable, Observed, decide};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    nodes: usize,
+    max: Option<MaxUnavailable>,
+    min_ready: i64,
+    canary: Option<usize>,
+    /// Per step: which in-flight nodes finish (by a rolling seed) and how far time moves.
+    steps: Vec<(u64, i64)>,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        1usize..60,
+        prop_oneof![
+            Just(None),
+            (0i64..8).prop_map(|c| Some(MaxUnavailable::Count(c))),
+            (0i64..60).prop_map(|p| Some(MaxUnavailable::Percent(p))),
+        ],
+        prop_oneof![Just(0i64), 1i64..120],
+        proptest::option::of(0usize..60),
+        proptest::collection::vec((any::<u64>(), 0i64..90), 400),
+    )
+        .prop_map(|(nodes, max, min_ready, canary, steps)| Scenario {
+            nodes,
+            max,
+            min_ready,
+            canary: canary.filter(|c| *c < nodes),
+            steps,
+        })
+}
+
+fn run(s: &Scenario) -> Result<(), TestCaseError> {
+    let mut o: Observed = cluster(s.nodes, s.max);
+    o.pools[0].min_ready_seconds = s.min_ready;
+    if let Some(c) = s.canary {
+        o.machine_images.push(MachineImageObserved {
+            name: "canary".into(),
+            image: CANARY.into(),
+            target: ImageTarget::Node(format!("n{c:02}")),
+            pull_secret: None,
+            conditions: BTreeMap::new(),
+        });
+    }
+    let limit = MaxUnavailable::scaled(s.max, s.nodes);
+    let mut now = NOW;
+    let mut targeted: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for (seed, dt) in &s.steps {
+        let d = decide(&o, now);
+        for p in &d.node_patches {
+            if let Some(Some(img)) = p.annotations.get(vocab::DESIRED_IMAGE) {
+                *targeted.entry((p.node.clone(), img.clone())).or_default() += 1;
+            }
+        }
+        apply(&mut o, &d);
+        let unavailable = o
+            .nodes
+            .iter()
+            .filter(|n| d_::unavailable(n, now, s.min_ready).is_some())
+            .count();
+        prop_assert!(
+            unavailable <= limit,
+            "{unavailable} unavailable > {limit} at {now}"
+        );
+        // Agents: some in-flight nodes finish now.
+        let mut bits = *seed;
+        for n in o.nodes.iter_mut() {
+            if d_::in_flight(n) {
+                if bits & 1 == 1 {
+                    finish(n, now);
+                }
+                bits = bits.rotate_right(1);
+            }
+        }
+        now += dt;
+    }
+    // Drained at most once per target.
+    for (k, times) in &targeted {
+        prop_assert_eq!(*times, 1, "{:?} targeted {} times", k, times);
+    }
+    // Finish what is in flight, let everything soak, and run to the end.
+    for _ in 0..(s.nodes * 2 + 4) {
+        let d = decide(&o, now);
+        apply(&mut o, &d);
+        for n in o.nodes.iter_mut().filter(|n| d_::in_flight(n)) {
+            finish(n, now);
+        }
+        now += s.min_ready + 1;
+    }
+    let d = decide(&o, now);
+    let want: BTreeSet<(String, &str)> = o
+        .nodes
+        .iter()
+        .map(|n| {
+            let canary = s.canary.is_some_and(|c| n.name == format!("n{c:02}"));
+            (n.name.clone(), if canary { CANARY } else { NEW })
+        })
+        .collect();
+    let got: BTreeSet<(String, &str)> = o
+        .nodes
+        .iter()
+        .map(|n| {
+            let img = n.annotations.current_image.as_deref().unwrap_or("");
+            (
+                n.name.clone(),
+                if img == CANARY {
+                    CANARY
+                } else if img == NEW {
+                    NEW
+                } else {
+                    "old"
+                },
+            )
+        })
+        .collect();
+    prop_assert_eq!(got, want);
+    prop_assert_eq!(d.pools[0].counts.updated, s.nodes as i32);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_beyond_the_limit_and_every_node_updated(s in scenario()) {
+        run(&s)?;
+    }
+}
