@@ -152,7 +152,10 @@ mod tests {
     fn a_boot_switches_to_the_staged_image_and_keeps_the_rollback() {
         let h = FakeHost::booted("r/os@sha256:aa");
         h.pull("r/os@sha256:bb", None).unwrap();
-        assert_eq!(h.status().unwrap().booted.as_deref(), Some("r/os@sha256:aa"));
+        assert_eq!(
+            h.status().unwrap().booted.as_deref(),
+            Some("r/os@sha256:aa")
+        );
         h.deploy("r/os@sha256:bb", None).unwrap();
         h.reboot().unwrap();
         assert!(h.lock().reboot_requested);
