@@ -12,6 +12,11 @@
 //!   host the process is killed by it; a fake host records the request).
 //! * Errors name the tool, its arguments and its stderr, and say whether a retry may help
 //!   (a registry or DNS briefly unavailable).
+//!
+//! Pieces: [`run`] (running tools, directly or as a systemd-run unit), [`bootc`] and
+//! [`rpm_ostree`] (the backends; each module's doc says which commands it runs and why),
+//! [`detect()`] (which backend), [`files`] (pull secret, SSH keys, `/proc` facts),
+//! [`retry`] (the MCO's pull backoff), [`fake`].
 
 pub mod bootc;
 pub mod detect;
