@@ -41,6 +41,16 @@ pub enum HostError {
     /// No supported tool on this host.
     #[error("neither bootc nor rpm-ostree is available on this host")]
     NoTool,
+    /// The host's tool cannot do what was asked, or not in the host's current state.
+    #[error("{tool}: cannot {operation}: {reason}")]
+    Unsupported {
+        /// The program.
+        tool: String,
+        /// What was asked (`change kernel arguments`, `pull …`).
+        operation: String,
+        /// Why not.
+        reason: String,
+    },
 }
 
 impl Classify for HostError {
@@ -50,6 +60,7 @@ impl Classify for HostError {
             HostError::Output { .. } => "HostToolOutput",
             HostError::Io { .. } => "HostIO",
             HostError::NoTool => "NoHostTool",
+            HostError::Unsupported { .. } => "HostOperationUnsupported",
         }
     }
 

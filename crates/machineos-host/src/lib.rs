@@ -12,12 +12,30 @@
 //!   host the process is killed by it; a fake host records the request).
 //! * Errors name the tool, its arguments and its stderr, and say whether a retry may help
 //!   (a registry or DNS briefly unavailable).
+//!
+//! Pieces: [`run`] (running tools, directly or as a systemd-run unit), [`bootc`] and
+//! [`rpm_ostree`] (the backends; each module's doc says which commands it runs and why),
+//! [`detect()`] (which backend), [`files`] (pull secret, SSH keys, `/proc` facts),
+//! [`retry`] (the MCO's pull backoff), [`fake`].
 
+pub mod bootc;
+pub mod detect;
 pub mod error;
 pub mod fake;
+pub mod files;
+mod json;
+pub mod retry;
+pub mod rpm_ostree;
+pub mod run;
 
+pub use bootc::Bootc;
+pub use detect::detect;
 pub use error::HostError;
 pub use fake::FakeHost;
+pub use json::repository;
+pub use retry::{PULL_BACKOFF, pull_with_retry};
+pub use rpm_ostree::RpmOstree;
+pub use run::{Mode, Runner, Tools};
 
 /// Which tool the host is driven with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,314 @@
+//! The bootc backend.
+//!
+//! Contract (bootc-dev/bootc `crates/lib/src/cli.rs`, `spec.rs`, `docs/src/man/`):
+//! * `status` runs `bootc status --format json` (apiVersion `org.containers.bootc/v1`, kind
+//!   `BootcHost`) and reads `status.{staged,booted,rollback}.image`: the image is
+//!   `<repository of image.image.image>@<image.imageDigest>`. A staged entry with
+//!   `downloadOnly: true` is not the next boot: it is reported in `pulled`, not `staged`.
+//!   Kernel arguments and the boot id come from `<root>/proc` (bootc's JSON has neither).
+//! * `pull`: `bootc switch` has no `--download-only`; `bootc upgrade --download-only`
+//!   (bootc ≥ 1.12.0) downloads and stages the *current spec's* image with its finalization
+//!   locked, so it is not applied at reboot. `pull(X)` is therefore `bootc switch --quiet X`
+//!   then `bootc upgrade --download-only --quiet`: after it, X is a download-only staged
+//!   deployment and the next boot is still the booted image. Caveats, all bootc's: between
+//!   the two commands X *is* the next boot (a reboot in that window boots X; a failed second
+//!   step is retried by the next `pull`, remembered in `<state_dir>/bootc-pull`); bootc
+//!   keeps one staged deployment, so one pulled image at a time; and `pull` refuses
+//!   ([`HostError::Unsupported`]) while a different image is staged for the next boot,
+//!   because replacing it would change what boots next. A locked deployment is dropped when
+//!   the host reboots without it.
+//! * `deploy(X)`: nothing when X is staged (or booted with nothing staged); `bootc upgrade
+//!   --from-downloaded --quiet` when X was pulled (unlocks it); else `bootc switch --quiet X`
+//!   (the MCO's `pkg/daemon/bootc.go` runs plain `bootc switch <image>`). Both run through
+//!   [`Runner::run_long`] (systemd-run when so configured). The booted deployment stays the
+//!   rollback (ostree keeps booted + staged); `--retain` is not needed for that (it only
+//!   keeps the old image's ostree ref from pruning). Afterwards X must be the staged image,
+//!   else [`HostError::Output`].
+//! * `kargs`: bootc has no command to change kernel arguments of the next deployment (they
+//!   come from the image's `/usr/lib/bootc/kargs.d`; bootc ≥ 1.15.2's `bootc loader-entries
+//!   set-options-for-source` is not used here). A change that leaves the booted arguments as
+//!   they are succeeds; any other is [`HostError::Unsupported`].
+//! * Pull credentials: `<root>/etc/ostree/auth.json` ([`crate::files::BOOTC_AUTH`]); an
+//!   `auth` file given elsewhere is copied there first.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::files::{self, BOOTC_AUTH};
+use crate::json::{Doc, repository};
+use crate::run::{Ran, Runner};
+use crate::{Host, HostError, HostKind, HostStatus};
+
+const TOOL: &str = "bootc";
+
+/// A host driven with bootc.
+#[derive(Debug, Clone)]
+pub struct Bootc {
+    runner: Runner,
+    root: PathBuf,
+}
+
+/// One slot of `bootc status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootcEntry {
+    /// `repo@sha256:…`.
+    pub image: String,
+    /// `downloadOnly`: staged with finalization locked.
+    pub download_only: bool,
+}
+
+/// What `bootc status --format json` says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BootcStatus {
+    /// `status.staged`.
+    pub staged: Option<BootcEntry>,
+    /// `status.booted`.
+    pub booted: Option<BootcEntry>,
+    /// `status.rollback`.
+    pub rollback: Option<BootcEntry>,
+}
+
+/// Parse `bootc status --format json`.
+pub fn parse_status(json: &str) -> Result<BootcStatus, HostError> {
+    let d = Doc { tool: TOOL };
+    let v = d.parse(json)?;
+    if let Some(kind) = d.opt_str(&v, "$", "kind")?
+        && kind != "BootcHost"
+    {
+        return Err(d.err("$.kind", format!("expected BootcHost, got {kind:?}")));
+    }
+    let Some(status) = d.obj(&v, "$", "status")? else {
+        return Ok(BootcStatus::default());
+    };
+    let slot = |name: &str| -> Result<Option<BootcEntry>, HostError> {
+        let path = format!("$.status.{name}");
+        let Some(entry) = d.obj(status, "$.status", name)? else {
+            return Ok(None);
+        };
+        entry_image(&d, entry, &path)
+    };
+    Ok(BootcStatus {
+        staged: slot("staged")?,
+        booted: slot("booted")?,
+        rollback: slot("rollback")?,
+    })
+}
+
+fn entry_image(d: &Doc<'_>, entry: &Value, path: &str) -> Result<Option<BootcEntry>, HostError> {
+    let Some(img) = d.obj(entry, path, "image")? else {
+        return Ok(None);
+    };
+    let ipath = format!("{path}.image");
+    let reference = d
+        .obj(img, &ipath, "image")?
+        .ok_or_else(|| d.err(&format!("{ipath}.image"), "missing"))?;
+    let name = d.str(reference, &format!("{ipath}.image"), "image")?;
+    let digest = d.str(img, &ipath, "imageDigest")?;
+    if !digest.contains(':') {
+        return Err(d.err(
+            &format!("{ipath}.imageDigest"),
+            format!("not a digest: {digest:?}"),
+        ));
+    }
+    Ok(Some(BootcEntry {
+        image: format!("{}@{digest}", repository(name)),
+        download_only: d.bool(entry, path, "downloadOnly")?,
+    }))
+}
+
+impl BootcStatus {
+    /// The host status: a download-only staged image is `pulled`, not `staged`.
+    pub fn host_status(&self) -> HostStatus {
+        let img = |e: &Option<BootcEntry>| e.as_ref().map(|e| e.image.clone());
+        let (staged, pulled) = match &self.staged {
+            Some(e) if e.download_only => (None, vec![e.image.clone()]),
+            s => (img(s), Vec::new()),
+        };
+        HostStatus {
+            booted: img(&self.booted),
+            staged,
+            rollback: img(&self.rollback),
+            pulled,
+            ..HostStatus::default()
+        }
+    }
+}
+
+impl Bootc {
+    /// A bootc host whose files are under `root`.
+    pub fn new(runner: Runner, root: impl Into<PathBuf>) -> Bootc {
+        Bootc {
+            runner,
+            root: root.into(),
+        }
+    }
+
+    fn bootc(&self, args: &[&str]) -> Result<String, HostError> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        Ok(self.runner.run(&self.runner.tools.bootc, &args)?.stdout)
+    }
+
+    /// `bootc status --format json`, parsed.
+    pub fn bootc_status(&self) -> Result<BootcStatus, HostError> {
+        parse_status(&self.bootc(&["status", "--format", "json"])?)
+    }
+
+    fn pull_mark(&self) -> PathBuf {
+        self.runner.state_dir.join("bootc-pull")
+    }
+
+    fn switch(&self, image: &str, from_downloaded: bool) -> Result<(), HostError> {
+        let args: Vec<String> = if from_downloaded {
+            vec![
+                "upgrade".into(),
+                "--from-downloaded".into(),
+                "--quiet".into(),
+            ]
+        } else {
+            vec!["switch".into(), "--quiet".into(), image.into()]
+        };
+        match self.runner.run_long(&self.runner.tools.bootc, &args)? {
+            Ran::Done(_) => Ok(()),
+            Ran::Waited => {
+                // Someone's switch ran; if it was not to `image`, run ours.
+                if self.bootc_status()?.host_status().staged.as_deref() == Some(image) {
+                    Ok(())
+                } else {
+                    self.switch(image, from_downloaded)
+                }
+            }
+        }
+    }
+}
+
+impl Host for Bootc {
+    fn kind(&self) -> HostKind {
+        HostKind::Bootc
+    }
+
+    fn status(&self) -> Result<HostStatus, HostError> {
+        let mut s = self.bootc_status()?.host_status();
+        s.kargs = files::booted_kargs(&self.root)?;
+        s.boot_id = files::boot_id(&self.root)?;
+        Ok(s)
+    }
+
+    fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
+        files::install_auth(&self.root, BOOTC_AUTH, auth)?;
+        let s = self.bootc_status()?.host_status();
+        let mark = self.pull_mark();
+        let marked = std::fs::read_to_string(&mark).is_ok_and(|m| m.trim() == image);
+        let half_done = marked && s.staged.as_deref() == Some(image);
+        if !half_done {
+            if s.booted.as_deref() == Some(image)
+                || s.staged.as_deref() == Some(image)
+                || s.pulled.iter().any(|p| p == image)
+            {
+                return Ok(());
+            }
+            if let Some(next) = &s.staged {
+                return Err(HostError::Unsupported {
+                    tool: TOOL.into(),
+                    operation: format!("pull {image}"),
+                    reason: format!(
+                        "{next} is staged for the next boot; bootc keeps one staged deployment, \
+                         and pulling would replace it"
+                    ),
+                });
+            }
+            files::write_atomic(&mark, image.as_bytes(), 0o644)?;
+            self.bootc(&["switch", "--quiet", image])?;
+        }
+        self.bootc(&["upgrade", "--download-only", "--quiet"])?;
+        let _ = std::fs::remove_file(&mark);
+        Ok(())
+    }
+
+    fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
+        files::install_auth(&self.root, BOOTC_AUTH, auth)?;
+        let s = self.bootc_status()?.host_status();
+        let _ = std::fs::remove_file(self.pull_mark());
+        if s.staged.as_deref() == Some(image)
+            || (s.booted.as_deref() == Some(image) && s.staged.is_none())
+        {
+            return Ok(());
+        }
+        self.switch(image, s.pulled.iter().any(|p| p == image))?;
+        let after = self.bootc_status()?.host_status();
+        if after.staged.as_deref() == Some(image)
+            || (after.booted.as_deref() == Some(image) && after.staged.is_none())
+        {
+            Ok(())
+        } else {
+            Err(HostError::Output {
+                tool: TOOL.into(),
+                path: "$.status.staged".into(),
+                message: format!(
+                    "after switching to {image} the staged image is {:?}",
+                    after.staged
+                ),
+            })
+        }
+    }
+
+    fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), HostError> {
+        if add.is_empty() && remove.is_empty() {
+            return Ok(());
+        }
+        let booted = files::booted_kargs(&self.root)?;
+        if apply_kargs(&booted, add, remove) == sorted(&booted) {
+            return Ok(());
+        }
+        Err(HostError::Unsupported {
+            tool: TOOL.into(),
+            operation: format!("change kernel arguments (add {add:?}, remove {remove:?})"),
+            reason: "bootc has no command to change a deployment's kernel arguments; they \
+                     come from the image's /usr/lib/bootc/kargs.d"
+                .into(),
+        })
+    }
+
+    fn reboot(&self) -> Result<(), HostError> {
+        reboot(&self.runner, TOOL)
+    }
+
+    fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<PathBuf, HostError> {
+        files::write_pull_secret(&self.root, BOOTC_AUTH, dockerconfigjson)
+    }
+
+    fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), HostError> {
+        files::write_ssh_keys(&self.root, user, keys).map(|_| ())
+    }
+}
+
+fn sorted(k: &[String]) -> Vec<String> {
+    let mut v = k.to_vec();
+    v.sort();
+    v
+}
+
+/// `kargs` without one instance of each of `remove`, plus `add`, sorted.
+pub(crate) fn apply_kargs(kargs: &[String], add: &[String], remove: &[String]) -> Vec<String> {
+    let mut v = kargs.to_vec();
+    for r in remove {
+        if let Some(i) = v.iter().position(|k| k == r) {
+            v.remove(i);
+        }
+    }
+    v.extend(add.iter().cloned());
+    v.sort();
+    v
+}
+
+/// Run the configured reboot command.
+pub(crate) fn reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
+    let Some((prog, args)) = runner.tools.reboot.split_first() else {
+        return Err(HostError::Unsupported {
+            tool: tool.into(),
+            operation: "reboot".into(),
+            reason: "no reboot command configured".into(),
+        });
+    };
+    runner.run(Path::new(prog), args).map(|_| ())
+}

@@ -1,0 +1,218 @@
+//! Files the agent writes on the host, and the host facts it reads from files. Every path
+//! is under a root directory (`/` on a node, a temporary directory in tests).
+//!
+//! Contract:
+//! * [`write_atomic`] writes a temporary file next to the target, fsyncs it, sets its mode,
+//!   renames it over the target and fsyncs the directory: a reader sees the old content or
+//!   the new, never a torn file. Missing parent directories are created (mode 0755).
+//! * The pull secret goes where the host tool reads credentials: [`BOOTC_AUTH`] for bootc,
+//!   [`RPM_OSTREE_AUTH`] for rpm-ostree (the MCO's choice, `pkg/daemon`'s
+//!   `useMergedPullSecrets`), mode 0600.
+//! * SSH keys go to `<root>/home/<user>/.ssh/authorized_keys.d/`[`SSH_KEY_FRAGMENT`] (mode
+//!   0600; `.ssh` and `authorized_keys.d` 0700). The fragment is `ignition`, the one Ignition
+//!   wrote at first boot and the MCO daemon rewrites (MCO `pkg/daemon/constants`
+//!   `RHCOSDefaultSSHKeyPath`, `update.go` `atomicallyWriteSSHKey`): writing a second
+//!   fragment would leave keys removed from the MachineConfig authorized through the first.
+//!   Ownership is given to the user only when the agent runs as root and the user is in
+//!   `<root>/etc/passwd` (or `<root>/usr/lib/passwd`); otherwise it is left alone (tests,
+//!   unprivileged runs).
+//! * Errors name the file.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::HostError;
+
+/// Where bootc reads pull credentials, relative to the root.
+pub const BOOTC_AUTH: &str = "etc/ostree/auth.json";
+/// Where rpm-ostree reads pull credentials, relative to the root.
+pub const RPM_OSTREE_AUTH: &str = "run/ostree/auth.json";
+/// The `authorized_keys.d` fragment the keys are written to.
+pub const SSH_KEY_FRAGMENT: &str = "ignition";
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HostError + '_ {
+    move |source| HostError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Write `data` to `path` atomically with permissions `mode`.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), HostError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io(&tmp))?;
+        f.write_all(data).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io(path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Best effort: the rename is durable once the directory is synced.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Write the pull secret at `<root>/<rel>` (mode 0600); returns the full path.
+pub fn write_pull_secret(root: &Path, rel: &str, data: &[u8]) -> Result<PathBuf, HostError> {
+    let path = root.join(rel);
+    write_atomic(&path, data, 0o600)?;
+    Ok(path)
+}
+
+/// Put the credentials at `auth` where the tool reads them (`<root>/<rel>`), unless `auth`
+/// is that file already.
+pub fn install_auth(root: &Path, rel: &str, auth: Option<&Path>) -> Result<(), HostError> {
+    let Some(auth) = auth else { return Ok(()) };
+    let target = root.join(rel);
+    if auth == target {
+        return Ok(());
+    }
+    let data = std::fs::read(auth).map_err(io(auth))?;
+    write_atomic(&target, &data, 0o600)
+}
+
+/// A user's uid, gid and home from a passwd file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasswdEntry {
+    /// The uid.
+    pub uid: u32,
+    /// The primary gid.
+    pub gid: u32,
+}
+
+/// Look `user` up in `<root>/etc/passwd`, then `<root>/usr/lib/passwd`.
+pub fn lookup_user(root: &Path, user: &str) -> Option<PasswdEntry> {
+    ["etc/passwd", "usr/lib/passwd"].iter().find_map(|rel| {
+        let text = std::fs::read_to_string(root.join(rel)).ok()?;
+        text.lines().find_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            if f.len() >= 4 && f[0] == user {
+                Some(PasswdEntry {
+                    uid: f[2].parse().ok()?,
+                    gid: f[3].parse().ok()?,
+                })
+            } else {
+                None
+            }
+        })
+    })
+}
+
+/// The file `user`'s keys go to.
+pub fn ssh_key_path(root: &Path, user: &str) -> PathBuf {
+    root.join("home")
+        .join(user)
+        .join(".ssh/authorized_keys.d")
+        .join(SSH_KEY_FRAGMENT)
+}
+
+/// Write `keys` (one a line) as `user`'s authorized keys; returns the file's path.
+pub fn write_ssh_keys(root: &Path, user: &str, keys: &[String]) -> Result<PathBuf, HostError> {
+    let path = ssh_key_path(root, user);
+    if user.is_empty() || user.contains('/') || user == "." || user == ".." {
+        return Err(HostError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("invalid user name {user:?}"),
+            ),
+        });
+    }
+    let ssh = root.join("home").join(user).join(".ssh");
+    let keys_d = ssh.join("authorized_keys.d");
+    for dir in [&ssh, &keys_d] {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    let mut text = keys.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    write_atomic(&path, text.as_bytes(), 0o600)?;
+    let owner = lookup_user(root, user);
+    if rustix::process::geteuid().is_root()
+        && let Some(PasswdEntry { uid, gid }) = owner
+    {
+        for p in [&ssh, &keys_d, &path] {
+            std::os::unix::fs::chown(p, Some(uid), Some(gid)).map_err(io(p))?;
+        }
+    } else {
+        tracing::debug!(
+            user,
+            "not root or unknown user: SSH key ownership left as is"
+        );
+    }
+    Ok(path)
+}
+
+/// This boot's id, `<root>/proc/sys/kernel/random/boot_id`, trimmed.
+pub fn boot_id(root: &Path) -> Result<String, HostError> {
+    let path = root.join("proc/sys/kernel/random/boot_id");
+    Ok(std::fs::read_to_string(&path)
+        .map_err(io(&path))?
+        .trim()
+        .to_owned())
+}
+
+/// The booted kernel arguments, `<root>/proc/cmdline`, without the ones the boot loader
+/// adds (`BOOT_IMAGE=`, `initrd=`). Quoted arguments (`a="b c"`) stay one argument.
+pub fn booted_kargs(root: &Path) -> Result<Vec<String>, HostError> {
+    let path = root.join("proc/cmdline");
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    Ok(split_kargs(&text)
+        .into_iter()
+        .filter(|k| !k.starts_with("BOOT_IMAGE=") && !k.starts_with("initrd="))
+        .collect())
+}
+
+/// Split a kernel command line on spaces outside double quotes.
+pub fn split_kargs(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in line.trim().chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            c if c.is_whitespace() && !quoted => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kargs_split_on_unquoted_spaces() {
+        assert_eq!(
+            split_kargs("BOOT_IMAGE=(hd0)/vmlinuz a=1  b=\"x y\" c\n"),
+            ["BOOT_IMAGE=(hd0)/vmlinuz", "a=1", "b=\"x y\"", "c"]
+        );
+    }
+}

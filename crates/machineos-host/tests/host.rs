@@ -1,0 +1,926 @@
+//! The bootc and rpm-ostree backends against stand-in executables (`tests/standins/`,
+//! bash + coreutils) that keep a host's deployments in state files, plus status parsing
+//! against real-shaped JSON fixtures, detection, the systemd-run mode, files and the pull
+//! backoff.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use machineos_host::bootc::{self, BootcEntry};
+use machineos_host::run::{Mode, Runner, Tools};
+use machineos_host::{
+    FakeHost, Host, HostError, HostKind, detect, files, pull_with_retry, rpm_ostree,
+};
+
+const A: &str =
+    "quay.io/org/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str =
+    "quay.io/org/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str =
+    "quay.io/org/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const CMDLINE: &str =
+    "rw root=UUID=0a1b ostree=/ostree/boot.1/rhcos/0/0 ignition.platform.id=metal";
+
+/// A host made of a temp dir: `root/` (what the backends see: /proc files, auth files, homes)
+/// and `state/` (the stand-ins' deployments), with wrappers for the chosen tools.
+struct Stand {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+    tools: Tools,
+}
+
+impl Stand {
+    fn new(booted: Option<&str>, tools: &[&str]) -> Stand {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let state = dir.path().join("state");
+        let bin = dir.path().join("bin");
+        for d in [&root, &state, &bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let standins = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standins");
+        let tool = |name: &str| -> PathBuf {
+            if !tools.contains(&name) {
+                return bin.join(format!("absent-{name}"));
+            }
+            let p = bin.join(name);
+            std::fs::write(
+                &p,
+                format!(
+                    "#!/usr/bin/env bash\nexport STANDIN_STATE='{}'\nexec bash '{}' \"$@\"\n",
+                    state.display(),
+                    standins.join(name).display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p
+        };
+        let systemctl = tool("systemctl");
+        let tools = Tools {
+            bootc: tool("bootc"),
+            rpm_ostree: tool("rpm-ostree"),
+            systemd_run: tool("systemd-run"),
+            reboot: vec![systemctl.display().to_string(), "reboot".into()],
+            systemctl,
+        };
+        let s = Stand {
+            _dir: dir,
+            root,
+            state,
+            tools,
+        };
+        if let Some(b) = booted {
+            s.set("booted", b);
+        }
+        s.set("kargs", CMDLINE);
+        s.write_root(
+            "proc/cmdline",
+            &format!("BOOT_IMAGE=(hd0,gpt3)/vmlinuz {CMDLINE}\n"),
+        );
+        s.write_root("proc/sys/kernel/random/boot_id", "boot-0\n");
+        s
+    }
+
+    fn runner(&self) -> Runner {
+        let mut r = Runner::new(self.tools.clone());
+        r.state_dir = self.root.join("run/machineos-host");
+        r.poll = Duration::from_millis(5);
+        r
+    }
+
+    fn bootc(&self) -> machineos_host::Bootc {
+        machineos_host::Bootc::new(self.runner(), &self.root)
+    }
+
+    fn rpm_ostree(&self) -> machineos_host::RpmOstree {
+        machineos_host::RpmOstree::new(self.runner(), &self.root)
+    }
+
+    fn write_root(&self, rel: &str, text: &str) {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn set(&self, name: &str, text: &str) {
+        let p = self.state.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{text}\n")).unwrap();
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.state.join(name))
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    fn calls(&self) -> Vec<String> {
+        let bin = self
+            .state
+            .parent()
+            .unwrap()
+            .join("bin/")
+            .display()
+            .to_string();
+        std::fs::read_to_string(self.state.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.replace(&bin, "BIN/"))
+            .collect()
+    }
+
+    fn clear_calls(&self) {
+        let _ = std::fs::remove_file(self.state.join("calls"));
+    }
+
+    /// The reboot: the staged deployment (unless download-only; or `boot_into` when set)
+    /// becomes the booted one, the old booted one the rollback; the next deployment's kargs
+    /// become /proc/cmdline; a new boot id; /run is emptied.
+    fn boot(&self) {
+        let locked = self.state.join("staged_locked").exists();
+        let next = self
+            .get("boot_into")
+            .or_else(|| self.get("staged").filter(|_| !locked));
+        if let Some(next) = next {
+            if let Some(old) = self.get("booted") {
+                self.set("rollback", &old);
+            }
+            self.set("booted", &next);
+        }
+        for f in [
+            "staged",
+            "staged_locked",
+            "pulled",
+            "boot_into",
+            "reboot_requested",
+        ] {
+            let _ = std::fs::remove_file(self.state.join(f));
+        }
+        let kargs = self.get("kargs").unwrap_or_default();
+        self.write_root(
+            "proc/cmdline",
+            &format!("BOOT_IMAGE=(hd0,gpt3)/vmlinuz {kargs}\n"),
+        );
+        let n: u32 = std::fs::read_to_string(self.root.join("proc/sys/kernel/random/boot_id"))
+            .unwrap()
+            .trim()
+            .trim_start_matches("boot-")
+            .parse()
+            .unwrap();
+        self.write_root(
+            "proc/sys/kernel/random/boot_id",
+            &format!("boot-{}\n", n + 1),
+        );
+        let _ = std::fs::remove_dir_all(self.root.join("run"));
+    }
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| (*x).to_owned()).collect()
+}
+
+// ---------------------------------------------------------------- status parsing
+
+#[test]
+fn bootc_status_of_the_real_shape() {
+    let st = bootc::parse_status(include_str!(
+        "fixtures/bootc-status-staged-booted-rollback.json"
+    ))
+    .unwrap();
+    let entry = |i: &str| {
+        Some(BootcEntry {
+            image: i.into(),
+            download_only: false,
+        })
+    };
+    assert_eq!(
+        st.booted,
+        entry(
+            "quay.io/example/someimage@sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34"
+        )
+    );
+    assert_eq!(
+        st.staged,
+        entry(
+            "quay.io/example/someimage@sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566"
+        )
+    );
+    assert_eq!(
+        st.rollback,
+        entry(
+            "quay.io/example/someimage@sha256:5db6d8b5f34d3cbdaa1e82ed0152a5ac980076d19317d4269db149cbde057bb2"
+        )
+    );
+    let hs = st.host_status();
+    assert!(hs.pulled.is_empty());
+    assert_eq!(hs.staged, st.staged.map(|e| e.image));
+}
+
+#[test]
+fn bootc_download_only_staged_is_pulled_not_next_boot() {
+    let json = include_str!("fixtures/bootc-status-staged-booted-rollback.json").replacen(
+        "\"downloadOnly\": false",
+        "\"downloadOnly\": true",
+        1,
+    );
+    let hs = bootc::parse_status(&json).unwrap().host_status();
+    assert_eq!(hs.staged, None);
+    assert_eq!(
+        hs.pulled,
+        [
+            "quay.io/example/someimage@sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566"
+        ]
+    );
+}
+
+#[test]
+fn bootc_status_errors_name_the_json_path() {
+    let json = include_str!("fixtures/bootc-status-staged-booted-rollback.json").replacen(
+        "\"imageDigest\": \"sha256:736b",
+        "\"imageDigezt\": \"sha256:736b",
+        1,
+    );
+    match bootc::parse_status(&json) {
+        Err(HostError::Output { tool, path, .. }) => {
+            assert_eq!(tool, "bootc");
+            assert_eq!(path, "$.status.booted.image.imageDigest");
+        }
+        other => panic!("{other:?}"),
+    }
+    match bootc::parse_status("{\"kind\":\"BootcHost\",\"status\":{\"booted\":7}}") {
+        Err(HostError::Output { path, .. }) => assert_eq!(path, "$.status.booted"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        bootc::parse_status("not json"),
+        Err(HostError::Output { .. })
+    ));
+    // A host that is not bootc-booted: nothing booted.
+    let st = bootc::parse_status(
+        r#"{"apiVersion":"org.containers.bootc/v1","kind":"BootcHost","metadata":{"name":"host"},"spec":{"image":null},"status":{"staged":null,"booted":null,"rollback":null,"rollbackQueued":false,"type":null}}"#,
+    )
+    .unwrap();
+    assert_eq!(st.booted, None);
+}
+
+#[test]
+fn rpm_ostree_status_of_the_real_shape() {
+    let hs = rpm_ostree::parse_status(include_str!(
+        "fixtures/rpm-ostree-status-staged-booted-rollback.json"
+    ))
+    .unwrap();
+    assert_eq!(
+        hs.booted.as_deref(),
+        Some(
+            "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        )
+    );
+    assert_eq!(
+        hs.staged.as_deref(),
+        Some(
+            "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/os-image@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+        )
+    );
+    // The rollback is a plain ostree commit: no image.
+    assert_eq!(hs.rollback, None);
+}
+
+#[test]
+fn rpm_ostree_status_details() {
+    // Digest member missing: the reference's digest; finalization-locked: pulled.
+    let json = r#"{"deployments":[
+        {"booted":false,"staged":true,"finalization-locked":true,"container-image-reference":"ostree-unverified-registry:r/os@sha256:02"},
+        {"booted":true,"staged":false,"container-image-reference":"ostree-unverified-registry:r/os:tag","container-image-reference-digest":"sha256:01"},
+        {"booted":false,"staged":false,"container-image-reference":"ostree-remote-registry:fedora:r/os@sha256:00","container-image-reference-digest":"sha256:00"}]}"#;
+    let hs = rpm_ostree::parse_status(json).unwrap();
+    assert_eq!(hs.booted.as_deref(), Some("r/os@sha256:01"));
+    assert_eq!(hs.staged, None);
+    assert_eq!(hs.pulled, ["r/os@sha256:02"]);
+    assert_eq!(hs.rollback.as_deref(), Some("r/os@sha256:00"));
+    match rpm_ostree::parse_status(r#"{"deployments":[{"booted":"yes"}]}"#) {
+        Err(HostError::Output { tool, path, .. }) => {
+            assert_eq!(tool, "rpm-ostree");
+            assert_eq!(path, "$.deployments[0].booted");
+        }
+        other => panic!("{other:?}"),
+    }
+    match rpm_ostree::parse_status(
+        r#"{"deployments":[{"booted":true,"container-image-reference":"ostree-unverified-registry:r/os:tag"}]}"#,
+    ) {
+        Err(HostError::Output { path, .. }) => {
+            assert_eq!(path, "$.deployments[0].container-image-reference-digest")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------- bootc with stand-ins
+
+#[test]
+fn bootc_status_from_the_standin() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.set("rollback", C);
+    let hs = st.bootc().status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(A));
+    assert_eq!(hs.rollback.as_deref(), Some(C));
+    assert_eq!(hs.staged, None);
+    assert_eq!(hs.boot_id, "boot-0");
+    assert_eq!(
+        hs.kargs,
+        s(&[
+            "rw",
+            "root=UUID=0a1b",
+            "ostree=/ostree/boot.1/rhcos/0/0",
+            "ignition.platform.id=metal"
+        ])
+    );
+}
+
+#[test]
+fn bootc_pull_deploy_reboot() {
+    let st = Stand::new(Some(A), &["bootc", "systemctl"]);
+    let h = st.bootc();
+    assert_eq!(h.kind(), HostKind::Bootc);
+
+    h.pull(B, None).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "bootc status --format json".to_owned(),
+            format!("bootc switch --quiet {B}"),
+            "bootc upgrade --download-only --quiet".to_owned(),
+        ]
+    );
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(A));
+    assert_eq!(hs.staged, None, "a pull does not change the next boot");
+    assert_eq!(hs.pulled, [B]);
+    // Pulling again does nothing.
+    st.clear_calls();
+    h.pull(B, None).unwrap();
+    assert_eq!(st.calls(), ["bootc status --format json"]);
+
+    st.clear_calls();
+    h.deploy(B, None).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "bootc status --format json",
+            "bootc upgrade --from-downloaded --quiet",
+            "bootc status --format json"
+        ]
+    );
+    let hs = h.status().unwrap();
+    assert_eq!(hs.staged.as_deref(), Some(B));
+    assert!(hs.pulled.is_empty());
+    // Deploying again does nothing.
+    st.clear_calls();
+    h.deploy(B, None).unwrap();
+    assert_eq!(st.calls(), ["bootc status --format json"]);
+
+    st.clear_calls();
+    h.reboot().unwrap();
+    assert_eq!(st.calls(), ["systemctl reboot"]);
+    assert!(st.state.join("reboot_requested").exists());
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(B));
+    assert_eq!(
+        hs.rollback.as_deref(),
+        Some(A),
+        "the old booted image is the rollback"
+    );
+    assert_eq!(hs.staged, None);
+    assert_eq!(hs.boot_id, "boot-1");
+}
+
+#[test]
+fn bootc_deploy_without_pull_switches_and_keeps_the_rollback() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.set("rollback", C);
+    let h = st.bootc();
+    h.deploy(B, None).unwrap();
+    assert!(st.calls().contains(&format!("bootc switch --quiet {B}")));
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(A));
+    assert_eq!(hs.staged.as_deref(), Some(B));
+    assert_eq!(
+        hs.rollback.as_deref(),
+        Some(C),
+        "deploy leaves the rollback alone"
+    );
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(B));
+    assert_eq!(hs.rollback.as_deref(), Some(A));
+}
+
+#[test]
+fn bootc_pull_refuses_to_replace_a_staged_deployment() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.set("staged", C);
+    match st.bootc().pull(B, None) {
+        Err(HostError::Unsupported { tool, reason, .. }) => {
+            assert_eq!(tool, "bootc");
+            assert!(reason.contains(C), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(st.get("staged").as_deref(), Some(C));
+}
+
+#[test]
+fn bootc_pull_whose_lock_failed_is_finished_by_the_next_pull() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.set("fail_upgrade", "error: Pulling: connection reset by peer");
+    let e = st.bootc().pull(B, None).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HostError::Tool {
+                transient: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    std::fs::remove_file(st.state.join("fail_upgrade")).unwrap();
+    st.clear_calls();
+    st.bootc().pull(B, None).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "bootc status --format json",
+            "bootc upgrade --download-only --quiet"
+        ]
+    );
+    let hs = st.bootc().status().unwrap();
+    assert_eq!((hs.staged, hs.pulled), (None, vec![B.to_owned()]));
+}
+
+#[test]
+fn bootc_failed_switch_names_tool_args_stderr_and_transience() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.set(
+        "fail_switch",
+        "ERROR Switching: Pulling: Creating importer: failed to invoke method OpenImage: \
+         pinging container registry quay.io: Get \"https://quay.io/v2/\": dial tcp: lookup \
+         quay.io on 10.0.0.10:53: Temporary failure in name resolution",
+    );
+    match st.bootc().deploy(B, None) {
+        Err(e @ HostError::Tool { .. }) => {
+            let HostError::Tool {
+                tool,
+                args,
+                status,
+                stderr,
+                transient,
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert!(tool.ends_with("/bootc"), "{tool}");
+            assert_eq!(args, &format!("switch --quiet {B}"));
+            assert!(status.contains('1'), "{status}");
+            assert!(stderr.contains("Temporary failure in name resolution"));
+            assert!(transient);
+            assert_eq!(
+                machineos_diagnostics::Classify::retry(&e),
+                machineos_diagnostics::Retry::Transient
+            );
+            assert!(e.to_string().contains("switch --quiet"));
+        }
+        other => panic!("{other:?}"),
+    }
+    st.set(
+        "fail_switch",
+        "ERROR Switching: reading manifest sha256:bbbb in quay.io/org/os: manifest unknown",
+    );
+    assert!(matches!(
+        st.bootc().deploy(B, None),
+        Err(HostError::Tool {
+            transient: false,
+            ..
+        })
+    ));
+    assert_eq!(st.get("staged"), None);
+}
+
+#[test]
+fn bootc_boot_into_the_wrong_image_shows_the_other_digest() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    let h = st.bootc();
+    h.deploy(B, None).unwrap();
+    st.set("boot_into", C);
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(C));
+    assert_ne!(hs.booted.as_deref(), Some(B));
+    assert_eq!(hs.boot_id, "boot-1");
+}
+
+#[test]
+fn bootc_kargs_only_when_nothing_changes() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    let h = st.bootc();
+    h.kargs(&[], &[]).unwrap();
+    h.kargs(
+        &s(&["ignition.platform.id=metal"]),
+        &s(&["ignition.platform.id=metal"]),
+    )
+    .unwrap();
+    match h.kargs(&s(&["nosmt"]), &[]) {
+        Err(e @ HostError::Unsupported { .. }) => {
+            assert!(e.to_string().contains("kargs.d"), "{e}");
+            assert!(e.to_string().contains("nosmt"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(st.calls().is_empty());
+}
+
+// ---------------------------------------------------------------- rpm-ostree with stand-ins
+
+#[test]
+fn rpm_ostree_pull_deploy_kargs_reboot() {
+    let st = Stand::new(Some(A), &["rpm-ostree", "systemctl"]);
+    let h = st.rpm_ostree();
+    assert_eq!(h.kind(), HostKind::RpmOstree);
+
+    h.pull(B, None).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "rpm-ostree status --json".to_owned(),
+            format!(
+                "rpm-ostree rebase --experimental --download-only ostree-unverified-registry:{B}"
+            ),
+        ]
+    );
+    let hs = h.status().unwrap();
+    assert_eq!(
+        (hs.booted.as_deref(), hs.staged.as_deref()),
+        (Some(A), None)
+    );
+    assert_eq!(hs.pulled, [B]);
+    st.clear_calls();
+    h.pull(B, None).unwrap();
+    assert_eq!(st.calls(), ["rpm-ostree status --json"]);
+
+    st.clear_calls();
+    h.deploy(B, None).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "rpm-ostree status --json".to_owned(),
+            format!("rpm-ostree rebase --experimental ostree-unverified-registry:{B}"),
+            "rpm-ostree status --json".to_owned(),
+        ]
+    );
+    assert_eq!(h.status().unwrap().staged.as_deref(), Some(B));
+
+    st.clear_calls();
+    h.kargs(
+        &s(&["nosmt", "a=\"b c\""]),
+        &s(&["ignition.platform.id=metal"]),
+    )
+    .unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "rpm-ostree kargs --delete-if-present=ignition.platform.id=metal --append=nosmt --append=a=\"b c\""
+        ]
+    );
+    h.kargs(&[], &[]).unwrap();
+
+    st.clear_calls();
+    h.reboot().unwrap();
+    assert_eq!(st.calls(), ["systemctl reboot"]);
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(B));
+    assert_eq!(hs.rollback.as_deref(), Some(A));
+    assert!(hs.pulled.is_empty(), "the pull record is gone with /run");
+    assert!(hs.kargs.contains(&"nosmt".to_owned()));
+    assert!(!hs.kargs.contains(&"ignition.platform.id=metal".to_owned()));
+    assert_eq!(hs.boot_id, "boot-1");
+}
+
+#[test]
+fn rpm_ostree_failed_rebase_and_wrong_boot() {
+    let st = Stand::new(Some(A), &["rpm-ostree"]);
+    let h = st.rpm_ostree();
+    st.set(
+        "fail_switch",
+        "error: Creating importer: failed to invoke method OpenImage: reading manifest: \
+         received unexpected HTTP status: 503 Service Unavailable",
+    );
+    match h.pull(B, None) {
+        Err(HostError::Tool {
+            tool,
+            args,
+            stderr,
+            transient,
+            ..
+        }) => {
+            assert!(tool.ends_with("/rpm-ostree"));
+            assert!(args.starts_with("rebase --experimental --download-only"));
+            assert!(stderr.contains("503"));
+            assert!(transient);
+        }
+        other => panic!("{other:?}"),
+    }
+    std::fs::remove_file(st.state.join("fail_switch")).unwrap();
+    h.deploy(B, None).unwrap();
+    st.set("boot_into", C);
+    st.boot();
+    assert_eq!(h.status().unwrap().booted.as_deref(), Some(C));
+}
+
+// ---------------------------------------------------------------- systemd-run mode
+
+fn unit_runner(st: &Stand) -> Runner {
+    let mut r = st.runner();
+    r.long_mode = Mode::SystemdRun {
+        unit: "machineos-host-deploy".into(),
+    };
+    r
+}
+
+#[test]
+fn systemd_run_mode_command_line() {
+    let st = Stand::new(Some(A), &["bootc", "systemd-run", "systemctl"]);
+    let r = unit_runner(&st);
+    let h = machineos_host::Bootc::new(r.clone(), &st.root);
+    h.deploy(B, None).unwrap();
+    let log = r.state_dir.join("machineos-host-deploy.stderr");
+    assert_eq!(
+        st.calls(),
+        [
+            "bootc status --format json".to_owned(),
+            "systemctl is-active machineos-host-deploy".to_owned(),
+            format!(
+                "systemd-run --unit=machineos-host-deploy --wait --collect --quiet \
+                 --property=StandardError=truncate:{} -- BIN/bootc switch --quiet {B}",
+                log.display()
+            ),
+            format!("bootc switch --quiet {B}"),
+            "bootc status --format json".to_owned(),
+        ]
+    );
+    assert_eq!(st.get("staged").as_deref(), Some(B));
+    assert!(st.get("units/machineos-host-deploy").is_none());
+}
+
+#[test]
+fn systemd_run_mode_failure_reads_the_units_stderr() {
+    let st = Stand::new(Some(A), &["rpm-ostree", "systemd-run", "systemctl"]);
+    st.set("fail_switch", "error: i/o timeout");
+    let h = machineos_host::RpmOstree::new(unit_runner(&st), &st.root);
+    match h.deploy(B, None) {
+        Err(HostError::Tool {
+            tool,
+            args,
+            stderr,
+            transient,
+            ..
+        }) => {
+            assert!(tool.ends_with("/rpm-ostree"), "{tool}");
+            assert!(args.contains("rebase --experimental ostree-unverified-registry:"));
+            assert!(
+                args.contains("systemd-run unit machineos-host-deploy"),
+                "{args}"
+            );
+            assert_eq!(stderr, "error: i/o timeout");
+            assert!(transient);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn systemd_run_mode_waits_for_an_active_unit_instead_of_starting_another() {
+    let st = Stand::new(Some(A), &["bootc", "systemd-run", "systemctl"]);
+    // A switch to B started before the agent restarted; it finishes after 3 polls.
+    st.set("units/machineos-host-deploy", "3");
+    st.set("units/machineos-host-deploy.staged", B);
+    let h = machineos_host::Bootc::new(unit_runner(&st), &st.root);
+    h.deploy(B, None).unwrap();
+    let calls = st.calls();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("systemd-run")),
+        "{calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.starts_with("bootc switch")),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| *c == "systemctl is-active machineos-host-deploy")
+            .count(),
+        4,
+        "{calls:?}"
+    );
+    assert_eq!(st.get("staged").as_deref(), Some(B));
+
+    // The running unit switched elsewhere: after waiting, ours runs.
+    let st = Stand::new(Some(A), &["bootc", "systemd-run", "systemctl"]);
+    st.set("units/machineos-host-deploy", "2");
+    st.set("units/machineos-host-deploy.staged", C);
+    let h = machineos_host::Bootc::new(unit_runner(&st), &st.root);
+    h.deploy(B, None).unwrap();
+    assert_eq!(
+        st.calls()
+            .iter()
+            .filter(|c| c.starts_with("systemd-run"))
+            .count(),
+        1
+    );
+    assert_eq!(st.get("staged").as_deref(), Some(B));
+}
+
+// ---------------------------------------------------------------- detection
+
+#[test]
+fn detection() {
+    // bootc booted from an image: bootc, even with rpm-ostree present.
+    let st = Stand::new(Some(A), &["bootc", "rpm-ostree"]);
+    assert_eq!(
+        detect(&st.runner(), &st.root).unwrap().kind(),
+        HostKind::Bootc
+    );
+    // bootc present but nothing booted through it: rpm-ostree.
+    let st = Stand::new(None, &["bootc", "rpm-ostree"]);
+    assert_eq!(
+        detect(&st.runner(), &st.root).unwrap().kind(),
+        HostKind::RpmOstree
+    );
+    // No bootc: rpm-ostree.
+    let st = Stand::new(Some(A), &["rpm-ostree"]);
+    let h = detect(&st.runner(), &st.root).unwrap();
+    assert_eq!(h.kind(), HostKind::RpmOstree);
+    assert_eq!(h.status().unwrap().booted.as_deref(), Some(A));
+    // Neither.
+    let st = Stand::new(Some(A), &[]);
+    assert!(matches!(
+        detect(&st.runner(), &st.root),
+        Err(HostError::NoTool)
+    ));
+}
+
+// ---------------------------------------------------------------- files
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn pull_secrets_where_each_tool_reads_them() {
+    let st = Stand::new(Some(A), &["bootc", "rpm-ostree"]);
+    let p = st.bootc().write_pull_secret(b"{\"auths\":{}}").unwrap();
+    assert_eq!(p, st.root.join("etc/ostree/auth.json"));
+    assert_eq!(std::fs::read(&p).unwrap(), b"{\"auths\":{}}");
+    assert_eq!(mode(&p), 0o600);
+    let p = st
+        .rpm_ostree()
+        .write_pull_secret(b"{\"auths\":{\"a\":{}}}")
+        .unwrap();
+    assert_eq!(p, st.root.join("run/ostree/auth.json"));
+    assert_eq!(mode(&p), 0o600);
+    // Rewriting replaces, and leaves no temp file.
+    st.rpm_ostree().write_pull_secret(b"{}").unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"{}");
+    assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+    // An auth file elsewhere is installed where the tool reads it.
+    let other = st.root.join("tmp/auth.json");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, b"{\"auths\":{\"b\":{}}}").unwrap();
+    st.bootc().pull(B, Some(&other)).unwrap();
+    assert_eq!(
+        std::fs::read(st.root.join("etc/ostree/auth.json")).unwrap(),
+        b"{\"auths\":{\"b\":{}}}"
+    );
+}
+
+#[test]
+fn ssh_keys_fragment() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    st.write_root(
+        "etc/passwd",
+        "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/var/home/core:/bin/bash\n",
+    );
+    let h = st.bootc();
+    h.write_ssh_keys("core", &s(&["ssh-ed25519 AAAA a@b", "ssh-rsa BBBB c@d"]))
+        .unwrap();
+    let p = st.root.join("home/core/.ssh/authorized_keys.d/ignition");
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        "ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n"
+    );
+    assert_eq!(mode(&p), 0o600);
+    assert_eq!(mode(&st.root.join("home/core/.ssh")), 0o700);
+    assert_eq!(
+        mode(&st.root.join("home/core/.ssh/authorized_keys.d")),
+        0o700
+    );
+    if running_as_root() {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1000, 1000));
+    }
+    assert_eq!(files::lookup_user(&st.root, "nobody"), None);
+    // An unknown user: written, ownership left alone.
+    h.write_ssh_keys("someone", &[]).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(st.root.join("home/someone/.ssh/authorized_keys.d/ignition"))
+            .unwrap(),
+        ""
+    );
+    assert!(matches!(
+        h.write_ssh_keys("../etc", &[]),
+        Err(HostError::Io { .. })
+    ));
+}
+
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // The owner of a file this process creates is its effective uid.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("f");
+    std::fs::write(&f, b"").unwrap();
+    std::fs::metadata(&f).unwrap().uid() == 0
+}
+
+// ---------------------------------------------------------------- pull backoff
+
+#[test]
+fn pull_backoff_table() {
+    let secs = |v: &[u64]| {
+        v.iter()
+            .map(|s| Duration::from_secs(*s))
+            .collect::<Vec<_>>()
+    };
+    for (failures, ok, sleeps) in [
+        (0, true, secs(&[])),
+        (1, true, secs(&[10])),
+        (3, true, secs(&[10, 20, 40])),
+        (6, true, secs(&[10, 20, 40, 60, 60, 60])),
+        (7, false, secs(&[10, 20, 40, 60, 60, 60])),
+    ] {
+        let h = FakeHost::booted(A);
+        h.lock().fail_pulls = failures;
+        let mut slept = Vec::new();
+        let r = pull_with_retry(&h, B, None, &mut |d| slept.push(d));
+        assert_eq!(r.is_ok(), ok, "{failures} failures: {r:?}");
+        assert_eq!(slept, sleeps, "{failures} failures");
+        let pulls = h.lock().calls.len() as u32;
+        assert_eq!(pulls, (failures + 1).min(7));
+    }
+    assert_eq!(
+        machineos_host::PULL_BACKOFF.delays(),
+        secs(&[10, 20, 40, 60, 60, 60])
+    );
+}
+
+#[test]
+fn pull_backoff_stops_on_a_permanent_error() {
+    let st = Stand::new(Some(A), &["rpm-ostree"]);
+    st.set("fail_switch", "error: reading manifest: manifest unknown");
+    let mut slept = Vec::new();
+    let r = pull_with_retry(&st.rpm_ostree(), B, None, &mut |d| slept.push(d));
+    assert!(matches!(
+        r,
+        Err(HostError::Tool {
+            transient: false,
+            ..
+        })
+    ));
+    assert!(slept.is_empty());
+    // A transient one through the real backend: 7 attempts.
+    st.set(
+        "fail_switch",
+        "error: dial tcp 10.0.0.1:443: connect: connection refused",
+    );
+    let r = pull_with_retry(&st.rpm_ostree(), B, None, &mut |d| slept.push(d));
+    assert!(matches!(
+        r,
+        Err(HostError::Tool {
+            transient: true,
+            ..
+        })
+    ));
+    assert_eq!(slept.len(), 6);
+    assert_eq!(
+        st.calls()
+            .iter()
+            .filter(|c| c.starts_with("rpm-ostree rebase"))
+            .count(),
+        1 + 7
+    );
+}
