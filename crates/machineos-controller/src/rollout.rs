@@ -665,3 +665,17 @@ pub async fn plan_from_cluster(
     let o = observe(&s, &lifecycle, controller_node, min_ready_seconds);
     machineos_rollout::plan(&o, pool, execute::now()).map_err(|e| e.to_string())
 }
+
+/// [`plan_from_cluster`] on the cluster kubectl would use (in-cluster, `KUBECONFIG`,
+/// `~/.kube/config`).
+pub async fn plan_default_cluster(
+    namespace: &str,
+    pool: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<machineos_rollout::plan::Plan, String> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| format!("no cluster: {e}"))?;
+    plan_from_cluster(&client, namespace, pool, controller_node, min_ready_seconds).await
+}

@@ -8,6 +8,7 @@ mod build;
 mod controller;
 mod input;
 mod registry;
+mod rollout;
 mod run_steps;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Command {
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
     /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
+    /// Show how the controller would roll a pool's nodes onto its image (`rollout plan
+    /// --pool P`): order and batches, nothing changed.
+    Rollout(rollout::RolloutArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Controller(args) => controller::run(&args),
+        Command::Rollout(args) => rollout::run(&args),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {

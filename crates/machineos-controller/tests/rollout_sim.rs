@@ -1,0 +1,394 @@
+//! A simulated cluster: the test API server, the real loopback registry, the controller and
+//! one `machineos agent` per node, each on its own fake host, where a "reboot" stops that
+//! agent, boots the fake host into its staged image (NotReady, then Ready, as a kubelet would
+//! report) and starts a new agent. The API server's state is sampled every 100 ms: the
+//! number of unavailable nodes never exceeds the pool's limit, and the timeline (which
+//! nodes were updating when) is printed.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use machineos_agent::{AgentOptions, run as run_agent};
+use machineos_controller::kinds;
+use machineos_host::{FakeHost, Host};
+use machineos_kubetest::hooks::{self, PodPhase};
+use machineos_rollout::vocab;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+const OLD: &str = "quay.io/fedora/os@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const CANARY: &str = "quay.io/fedora/os@sha256:cafecafecafecafecafecafecafecafecafecafecafecafecafecafecafecafe";
+
+/// One simulated machine: its fake host and its running agent.
+struct Machine {
+    host: FakeHost,
+    agent: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+}
+
+/// The simulated machines and the "power supply" that reboots them.
+struct Fleet {
+    machines: Arc<Mutex<BTreeMap<String, Machine>>>,
+    client: Client,
+    stop: CancellationToken,
+}
+
+fn agent_options(node: &str) -> AgentOptions {
+    let mut o = AgentOptions::new(node, NS);
+    o.drain_retry = Duration::from_millis(300);
+    o.drain_timeout = Duration::from_secs(120);
+    o.failure_backoff = Duration::from_millis(300);
+    o.resync = Duration::from_secs(2);
+    o
+}
+
+fn start_agent(client: &Client, node: &str, host: &FakeHost) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let token = CancellationToken::new();
+    let (client, host, opts, t) = (client.clone(), host.clone(), agent_options(node), token.clone());
+    let handle = tokio::spawn(async move {
+        let host: Arc<dyn Host> = Arc::new(host);
+        if let Err(e) = run_agent(client, host, opts, t).await {
+            tracing::warn!(error = %e, "agent ended");
+        }
+    });
+    (token, handle)
+}
+
+impl Fleet {
+    /// Nodes `names` (labels as given), each booted into `OLD`, with an agent.
+    async fn start(c: &Cluster, nodes: &[(String, BTreeMap<String, String>)]) -> Fleet {
+        let client = client_of(&c.server).await;
+        let api: Api<Node> = Api::all(client.clone());
+        let mut machines = BTreeMap::new();
+        for (name, labels) in nodes {
+            hooks::ensure_node(c.server.shared(), name).unwrap();
+            api.patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        vocab::CURRENT_IMAGE: OLD, vocab::DESIRED_IMAGE: OLD,
+                        vocab::STATE: "Done",
+                    },
+                }})),
+            )
+            .await
+            .unwrap();
+            let host = FakeHost::booted(OLD);
+            let agent = Some(start_agent(&client, name, &host));
+            machines.insert(name.clone(), Machine { host, agent });
+        }
+        let fleet = Fleet {
+            machines: Arc::new(Mutex::new(machines)),
+            client,
+            stop: CancellationToken::new(),
+        };
+        fleet.power_supply(c);
+        fleet
+    }
+
+    /// Reboot every machine whose agent asked for it: stop the agent, NotReady, boot the
+    /// staged image, Ready, a new agent.
+    fn power_supply(&self, c: &Cluster) {
+        let (machines, client, stop) = (self.machines.clone(), self.client.clone(), self.stop.clone());
+        let shared = c.server.shared().clone();
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                let due: Vec<String> = machines
+                    .lock()
+                    .await
+                    .iter()
+                    .filter(|(_, m)| m.host.lock().reboot_requested)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in due {
+                    let (client, machines, shared) = (client.clone(), machines.clone(), shared.clone());
+                    tokio::spawn(async move {
+                        let agent = machines.lock().await.get_mut(&name).and_then(|m| m.agent.take());
+                        if let Some((t, h)) = agent {
+                            t.cancel();
+                            let _ = h.await;
+                        }
+                        let _ = hooks::set_node_ready(&shared, &name, false);
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        let mut ms = machines.lock().await;
+                        let Some(m) = ms.get_mut(&name) else { return };
+                        m.host.boot();
+                        let _ = hooks::set_node_ready(&shared, &name, true);
+                        m.agent = Some(start_agent(&client, &name, &m.host));
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+    }
+
+    /// Kill node `name`'s agent (abort, mid-whatever) and start a new one.
+    async fn restart_agent(&self, name: &str) {
+        let mut ms = self.machines.lock().await;
+        let Some(m) = ms.get_mut(name) else { return };
+        if let Some((_, h)) = m.agent.take() {
+            h.abort();
+            let _ = h.await;
+        }
+        m.agent = Some(start_agent(&self.client, name, &m.host));
+    }
+
+    async fn host(&self, name: &str) -> FakeHost {
+        self.machines.lock().await[name].host.clone()
+    }
+
+    async fn shutdown(&self) {
+        self.stop.cancel();
+        for m in self.machines.lock().await.values_mut() {
+            if let Some((t, h)) = m.agent.take() {
+                t.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+            }
+        }
+    }
+}
+
+/// A node's state as the sampler reads it.
+fn updating(n: &Node) -> bool {
+    let a = n.annotations();
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    !ready
+        || cordoned
+        || a.get(vocab::STATE).map(String::as_str) != Some("Done")
+        || a.get(vocab::DESIRED_IMAGE) != a.get(vocab::CURRENT_IMAGE)
+        || a.get(vocab::DESIRED_CONFIG) != a.get(vocab::CURRENT_CONFIG)
+}
+
+/// Samples the nodes every 100 ms: the timeline of which nodes were unavailable.
+struct Sampler {
+    timeline: Arc<Mutex<Vec<(u128, BTreeSet<String>)>>>,
+    stop: CancellationToken,
+}
+
+impl Sampler {
+    fn start(client: Client) -> Sampler {
+        let timeline = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let (t, s) = (timeline.clone(), stop.clone());
+        tokio::spawn(async move {
+            let api: Api<Node> = Api::all(client);
+            let start = std::time::Instant::now();
+            while !s.is_cancelled() {
+                if let Ok(list) = api.list(&ListParams::default()).await {
+                    let down: BTreeSet<String> =
+                        list.items.iter().filter(|n| updating(n)).map(|n| n.name_any()).collect();
+                    t.lock().await.push((start.elapsed().as_millis(), down));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Sampler { timeline, stop }
+    }
+
+    /// The timeline, compressed to its changes.
+    async fn changes(&self) -> Vec<(u128, BTreeSet<String>)> {
+        let mut out: Vec<(u128, BTreeSet<String>)> = Vec::new();
+        for (t, set) in self.timeline.lock().await.iter() {
+            if out.last().is_none_or(|(_, s)| s != set) {
+                out.push((*t, set.clone()));
+            }
+        }
+        out
+    }
+}
+
+fn worker_labels(zone: &str) -> BTreeMap<String, String> {
+    [
+        ("node-role.kubernetes.io/worker".to_owned(), String::new()),
+        (vocab::ZONE_LABEL.to_owned(), zone.to_owned()),
+    ]
+    .into()
+}
+
+async fn pool_with(c: &Cluster, max_unavailable: Value, min_ready: &str) {
+    let mut pool = worker_pool();
+    pool["spec"]["maxUnavailable"] = max_unavailable;
+    pool["metadata"]["annotations"] = json!({"machineos.io/min-ready-seconds": min_ready});
+    c.apply(&kinds::pool(), pool).await;
+    c.apply(&kinds::machine_config(), machine_config("00-worker", "motd", "hello")).await;
+    c.apply(
+        &kinds::machine_os_config(),
+        machine_os_config(&format!("{}/machineos/worker:latest", c.registry.host())),
+    )
+    .await;
+}
+
+/// A running pod on `node` with `labels`, as the kubelet reports it.
+async fn pod_on(c: &Cluster, name: &str, node: &str, labels: Value) {
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app:1"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    hooks::set_pod_phase(c.server.shared(), "default", name, &PodPhase::Running).unwrap();
+}
+
+async fn nodes(c: &Cluster) -> Vec<Node> {
+    let api: Api<Node> = Api::all(c.client.clone());
+    api.list(&ListParams::default()).await.unwrap().items
+}
+
+/// Poll until `f` holds over the nodes (generous bound), or panic with `what`.
+async fn until_nodes(c: &Cluster, what: &str, limit: Duration, f: impl Fn(&[Node]) -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let list = nodes(c).await;
+        if f(&list) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let dump: Vec<String> = list
+                .iter()
+                .map(|n| format!("{} {:?} unsched={:?}", n.name_any(), n.annotations(), n.spec.as_ref().and_then(|s| s.unschedulable)))
+                .collect();
+            panic!("timed out waiting for {what}:\n{}", dump.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn current_image(n: &Node) -> Option<&str> {
+    n.annotations().get(vocab::CURRENT_IMAGE).map(String::as_str)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..50)
+        .map(|i| (format!("node-{i:02}"), worker_labels(["zone-a", "zone-b", "zone-c"][i % 3])))
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    // A PDB that blocks the drain of the first node of zone-a until it is relaxed.
+    pod_on(&c, "db-0", "node-00", json!({"app": "db"})).await;
+    for (i, n) in ["node-03", "node-06"].iter().enumerate() {
+        pod_on(&c, &format!("web-{i}"), n, json!({"app": "web"})).await;
+    }
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(c.client.clone(), "default");
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    // A canary MachineImage pins one node of zone-c to another image.
+    c.apply(
+        &kinds::machine_image(),
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+            "kind": "MachineImage",
+            "metadata": {"name": "canary"},
+            "spec": {"image": CANARY, "nodeName": "node-47"},
+        }),
+    )
+    .await;
+    let sampler = Sampler::start(c.client.clone());
+    let mut controller = Some(c.controller().await);
+    pool_with(&c, json!("10%"), "1").await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let built = loop {
+        assert!(tokio::time::Instant::now() < deadline, "no image recorded");
+        let m = c.get(&kinds::machine_os_config()).get("worker").await.unwrap();
+        if let Some(i) = m.data.pointer("/status/currentImagePullSpec").and_then(Value::as_str) {
+            break i.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The first batch: the five oldest of zone-a (creation order = name order here), one of
+    // them blocked by the PDB.
+    until_nodes(&c, "the first batch", EVENTUALLY, |ns| {
+        ns.iter().filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built)).count() >= 5
+    })
+    .await;
+    let first: BTreeSet<String> = nodes(&c)
+        .await
+        .iter()
+        .filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built))
+        .map(|n| n.name_any())
+        .collect();
+    let want: BTreeSet<String> = ["node-00", "node-03", "node-06", "node-09", "node-12"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(first, want, "zone-a first, oldest first");
+    // The controller is killed mid-rollout and comes back.
+    if let Some(r) = controller.take() {
+        r.kill();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    controller = Some(c.controller().await);
+    // node-00's drain is blocked: it stays cordoned, its host untouched.
+    until_nodes(&c, "node-03 done", EVENTUALLY, |ns| {
+        ns.iter().any(|n| n.name_any() == "node-03" && current_image(n) == Some(built.as_str()))
+    })
+    .await;
+    let h0 = fleet.host("node-00").await;
+    assert!(h0.lock().calls.iter().all(|c| !c.starts_with("deploy") && c != "reboot"), "{:?}", h0.lock().calls);
+    // An agent killed mid-update (node-09, whichever step) resumes.
+    fleet.restart_agent("node-09").await;
+    // Relax the PDB: node-00 drains and updates.
+    pdbs.delete("db", &DeleteParams::default()).await.unwrap();
+    until_nodes(&c, "every node on its image", Duration::from_secs(300), |ns| {
+        ns.len() == 50
+            && ns.iter().all(|n| {
+                let want = if n.name_any() == "node-47" { CANARY } else { built.as_str() };
+                current_image(n) == Some(want)
+                    && n.annotations().get(vocab::STATE).map(String::as_str) == Some("Done")
+                    && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+            })
+    })
+    .await;
+    sampler.stop.cancel();
+    let changes = sampler.changes().await;
+    let max = changes.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+    println!("timeline (ms since start: nodes unavailable):");
+    for (t, s) in &changes {
+        println!("{t:>7} {:>2} {}", s.len(), s.iter().cloned().collect::<Vec<_>>().join(" "));
+    }
+    assert!(max <= 5, "{max} nodes unavailable at once (limit 5)");
+    // Exactly once: one deploy and one boot per node.
+    for (name, _) in &names {
+        let h = fleet.host(name).await;
+        let s = h.lock();
+        let deploys = s.calls.iter().filter(|c| c.starts_with("deploy")).count();
+        assert_eq!((deploys, s.boots), (1, 1), "{name}: {:?}", s.calls);
+    }
+    // The pool and the MachineImage say so.
+    let pool = c.get(&kinds::pool()).get("worker").await.unwrap();
+    let st = &pool.data["status"];
+    assert_eq!(st["machineCount"], 50, "{st}");
+    assert_eq!(st["updatedMachineCount"], 50, "{st}");
+    assert_eq!(st["degradedMachineCount"], 0, "{st}");
+    let mi = c.get(&kinds::machine_image()).get("canary").await.unwrap();
+    assert_eq!(mi.data["status"]["updatedMachineCount"], 1, "{}", mi.data);
+    fleet.shutdown().await;
+    if let Some(r) = controller.take() {
+        r.stop().await;
+    }
+}
