@@ -87,7 +87,13 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
     ),
     (MCO, "machineosimages/status", &["get", "update", "patch"]),
     (MCO, "machineimages", &["get", "list", "watch"]),
-    ("", "nodes", &["get", "list", "watch"]),
+    (MCO, "machineimages/status", &["get", "update", "patch"]),
+    (
+        MCO,
+        "machineconfignodes",
+        &["get", "list", "watch", "create", "update", "patch"],
+    ),
+    ("", "nodes", &["get", "list", "watch", "patch"]),
     ("events.k8s.io", "events", &["create", "patch"]),
 ];
 
