@@ -670,6 +670,7 @@ fn the_deployment_runs_two_hardened_leader_elected_replicas() {
     assert_eq!(
         env,
         BTreeMap::from([
+            ("NODE_NAME", "spec.nodeName"),
             ("POD_NAME", "metadata.name"),
             ("POD_NAMESPACE", "metadata.namespace")
         ])
