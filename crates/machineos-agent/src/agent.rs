@@ -1,0 +1,797 @@
+//! The executor: [`run`] watches its own Node, observes (the node, the host's status, the
+//! rendered MachineConfig), calls [`decide`] and carries out its [`Action`]s on kube-rs and
+//! the [`Host`], until its [`CancellationToken`] is cancelled.
+//!
+//! Contract:
+//! * **One node write per pass.** The pass's `Annotate`/`Cordon`/`Uncordon` actions become
+//!   one merge patch carrying the observed `resourceVersion` (a concurrent change is a 409
+//!   and the pass is decided again on fresh state); it is applied before anything else the
+//!   pass does, so the progress record is written before the drain, deploy or reboot it
+//!   announces.
+//! * **MachineConfigNode status only.** Conditions (`lastTransitionTime` moves only when a
+//!   status changes), `configVersion` and `configImage` go through the `status`
+//!   subresource of the MCN named after the node; the controller creates the MCN and owns
+//!   its spec — while it is missing the agent skips MCN writes.
+//! * **Drain** ([`Action::Drain`], one round): the node's pods (`spec.nodeName` field
+//!   selector) except DaemonSet-owned and mirror pods are evicted through `policy/v1`
+//!   Evictions (a pod already terminating is waited for, not evicted); a 429 (or a 500 for
+//!   several budgets) is a pod blocked by a PodDisruptionBudget, reported with the API
+//!   server's cause, which names the budget. The round's [`DrainOutcome`] is handed to the
+//!   next pass; the window, timeout and backoff are [`decide`]'s.
+//! * **Host calls** run on `spawn_blocking`; a failure stops the pass's remaining actions
+//!   and is handed to the next pass as a [`HostFailure`] (consecutive failures counted).
+//! * **Reboot**: [`Host::reboot`] is called after the progress record (the boot id before
+//!   it) is written; the agent then waits (a real host kills it). A harness stops the agent
+//!   (cancels the token), boots the fake host and starts a new agent, which finds a new
+//!   boot id and finishes.
+//! * Events (`events.k8s.io/v1`, reporter `machineos-agent`/node) are about the Node and
+//!   best effort. Nothing is kept in memory that a restart needs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{
+    Api, ApiResource, DynamicObject, EvictParams, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use machineos_api::v1::MachineConfigNode;
+use machineos_host::{Host, HostError, HostStatus};
+use machineos_rollout::vocab::{CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AgentError;
+use crate::machine::{
+    Action, BlockedPod, DrainOutcome, HostFailure, HostOp, McnCondition, Millis, Observed, Policy,
+    Rendered, decide,
+};
+
+/// How the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// This node's name (`--node`, env `NODE_NAME`).
+    pub node: String,
+    /// The agent's namespace (the default pull Secret's, when `pull_secret` names none).
+    pub namespace: String,
+    /// The default pull Secret (`namespace`, `name`) of type `kubernetes.io/dockerconfigjson`,
+    /// used when the node has no `machineos.io/pull-secret` annotation.
+    pub pull_secret: Option<(String, String)>,
+    /// How long one drain window may take before the drain has failed (default 10 min).
+    pub drain_timeout: Duration,
+    /// Between eviction rounds (default 5 s).
+    pub drain_retry: Duration,
+    /// The longest wait after a failed drain (default 5 min).
+    pub drain_backoff_max: Duration,
+    /// How long a requested reboot may take before it is requested again (default 15 min).
+    pub reboot_timeout: Duration,
+    /// The first wait after a failed host operation (default 10 s; doubles, at most 16×).
+    pub failure_backoff: Duration,
+    /// Decide again at least this often even when nothing changes (default 60 s).
+    pub resync: Duration,
+}
+
+impl AgentOptions {
+    /// The defaults for node `node`, namespace `namespace`.
+    pub fn new(node: &str, namespace: &str) -> AgentOptions {
+        let p = Policy::default();
+        AgentOptions {
+            node: node.to_owned(),
+            namespace: namespace.to_owned(),
+            pull_secret: None,
+            drain_timeout: p.drain_timeout,
+            drain_retry: p.drain_retry,
+            drain_backoff_max: p.drain_backoff_max,
+            reboot_timeout: p.reboot_timeout,
+            failure_backoff: p.failure_backoff,
+            resync: Duration::from_secs(60),
+        }
+    }
+
+    /// The timings [`decide`] applies.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            drain_timeout: self.drain_timeout,
+            drain_retry: self.drain_retry,
+            drain_backoff_max: self.drain_backoff_max,
+            reboot_timeout: self.reboot_timeout,
+            failure_backoff: self.failure_backoff,
+        }
+    }
+}
+
+/// The annotation marking a mirror (static) pod.
+const MIRROR: &str = "kubernetes.io/config.mirror";
+/// The longest wait between passes after API errors.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Run the agent for `opts.node` until `shutdown` is cancelled. Errors of single passes are
+/// logged and retried with backoff; the agent ends only when cancelled (then `Ok`).
+pub async fn run(
+    client: Client,
+    host: Arc<dyn Host>,
+    opts: AgentOptions,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
+    let mut agent = Agent::new(client.clone(), host, opts);
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let watch = tokio::spawn(watch_node(
+        client,
+        agent.opts.node.clone(),
+        agent.written.clone(),
+        wake.clone(),
+    ));
+    let _abort = AbortOnDrop(watch);
+    let mut errors = 0u32;
+    loop {
+        if shutdown.is_cancelled() {
+            return Ok(());
+        }
+        let wait = match agent.pass().await {
+            Ok(wait) => {
+                errors = 0;
+                wait
+            }
+            Err(e) => {
+                errors += 1;
+                let wait = if e.code() == Some(409) {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(200)
+                        .saturating_mul(1 << errors.min(8))
+                        .min(MAX_ERROR_BACKOFF)
+                };
+                tracing::warn!(node = %agent.opts.node, error = %e, ?wait, "agent pass failed");
+                Some(wait)
+            }
+        };
+        let wait = wait.unwrap_or(agent.opts.resync).min(agent.opts.resync);
+        if wait.is_zero() {
+            continue;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            () = wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Wake the agent on every change of its node not written by the agent itself.
+async fn watch_node(
+    client: Client,
+    node: String,
+    written: Arc<Mutex<Option<String>>>,
+    wake: Arc<tokio::sync::Notify>,
+) {
+    let api: Api<Node> = Api::all(client);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let mut stream = watcher(api, cfg)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(n) => {
+                let ours = written
+                    .lock()
+                    .map(|w| w.is_some() && *w == n.metadata.resource_version)
+                    .unwrap_or(false);
+                if !ours {
+                    wake.notify_one();
+                }
+            }
+            Err(e) => tracing::debug!(%node, error = %e, "node watch"),
+        }
+    }
+}
+
+fn now_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| {
+            Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
+        })
+}
+
+fn api_err(op: &'static str, object: String) -> impl FnOnce(kube::Error) -> AgentError {
+    move |error| AgentError::Api {
+        op,
+        object,
+        error: Box::new(error),
+    }
+}
+
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn machine_configs() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("machineconfiguration.openshift.io", "v1", "MachineConfig"),
+        "machineconfigs",
+    )
+}
+
+/// The agent's state between passes: only what a restart may lose.
+struct Agent {
+    client: Client,
+    host: Arc<dyn Host>,
+    opts: AgentOptions,
+    policy: Policy,
+    recorder: Recorder,
+    /// The resourceVersion of the agent's own last node write (the watch ignores it).
+    written: Arc<Mutex<Option<String>>>,
+    /// The previous pass's drain round.
+    drain: Option<DrainOutcome>,
+    /// The previous pass's host failure.
+    failure: Option<HostFailure>,
+    /// Consecutive failures per host operation.
+    failures: HashMap<&'static str, u32>,
+    /// Where the pull secret was written (for pulls and deploys).
+    auth: Option<PathBuf>,
+}
+
+fn op_key(op: HostOp) -> &'static str {
+    match op {
+        HostOp::Pull => "pull",
+        HostOp::PullSecret => "pull-secret",
+        HostOp::SshKeys => "ssh-keys",
+        HostOp::Kargs => "kargs",
+        HostOp::Deploy => "deploy",
+        HostOp::Reboot => "reboot",
+    }
+}
+
+impl Agent {
+    fn new(client: Client, host: Arc<dyn Host>, opts: AgentOptions) -> Agent {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "machineos-agent".into(),
+                instance: Some(opts.node.clone()),
+            },
+        );
+        Agent {
+            client,
+            host,
+            policy: opts.policy(),
+            opts,
+            recorder,
+            written: Arc::new(Mutex::new(None)),
+            drain: None,
+            failure: None,
+            failures: HashMap::new(),
+            auth: None,
+        }
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// One pass: observe, decide, act. Returns how long to wait before the next one
+    /// (`None`: until the node changes or the resync).
+    async fn pass(&mut self) -> Result<Option<Duration>, AgentError> {
+        let node_name = self.opts.node.clone();
+        let node = self
+            .nodes()
+            .get(&node_name)
+            .await
+            .map_err(api_err("get", format!("Node/{node_name}")))?;
+        let host = self.host_status().await?;
+        let annotations: BTreeMap<String, String> = node.annotations().clone();
+        let mut observed = Observed {
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+            annotations,
+            host,
+            drain: self.drain.take(),
+            failure: self.failure.take(),
+            ..Observed::default()
+        };
+        if observed.target().is_some() {
+            let desired = observed
+                .annotations
+                .get(DESIRED_CONFIG)
+                .cloned()
+                .unwrap_or_default();
+            observed.rendered = self.rendered(&desired).await?;
+            if let Some(current) = observed.annotations.get(CURRENT_CONFIG).cloned() {
+                observed.current_kargs = self
+                    .rendered(&current)
+                    .await?
+                    .map(|r| r.kernel_arguments)
+                    .unwrap_or_default();
+            }
+        }
+        let actions = decide(&observed, &self.policy, now_ms());
+        if !actions.is_empty() {
+            tracing::info!(node = %node_name, ?actions, "decided");
+        }
+        self.execute(&node, &observed, actions).await
+    }
+
+    async fn host_status(&self) -> Result<HostStatus, AgentError> {
+        let host = self.host.clone();
+        blocking("status", move || host.status()).await
+    }
+
+    /// The MachineConfig `name`'s kargs and SSH keys; `None` when it does not exist.
+    async fn rendered(&self, name: &str) -> Result<Option<Rendered>, AgentError> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &machine_configs());
+        let mc = match api.get_opt(name).await {
+            Ok(Some(mc)) => mc,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(api_err("get", format!("MachineConfig/{name}"))(e)),
+        };
+        Ok(Some(rendered_of(&mc.data)))
+    }
+
+    async fn execute(
+        &mut self,
+        node: &Node,
+        observed: &Observed,
+        actions: Vec<Action>,
+    ) -> Result<Option<Duration>, AgentError> {
+        let mut wait: Option<Duration> = None;
+        let mut acted = false;
+        // 1. The node patch.
+        let mut annotations = serde_json::Map::new();
+        let mut unschedulable = None;
+        let mut mcn_conditions = Vec::new();
+        let mut mcn_versions = None;
+        let mut events = Vec::new();
+        let mut effects = Vec::new();
+        for a in actions {
+            match a {
+                Action::Annotate(m) => {
+                    for (k, v) in m {
+                        annotations.insert(k, v.map_or(Value::Null, Value::String));
+                    }
+                }
+                Action::Cordon => unschedulable = Some(true),
+                Action::Uncordon => unschedulable = Some(false),
+                Action::SetMcnCondition(c) => mcn_conditions.push(c),
+                v @ Action::SetMcnVersions { .. } => mcn_versions = Some(v),
+                Action::Event {
+                    warning,
+                    reason,
+                    note,
+                } => events.push((warning, reason, note)),
+                Action::Requeue(d) => wait = Some(wait.map_or(d, |w| w.min(d))),
+                other => effects.push(other),
+            }
+        }
+        if !annotations.is_empty() || unschedulable.is_some() {
+            let mut patch = json!({"metadata": {
+                "resourceVersion": node.metadata.resource_version,
+                "annotations": annotations,
+            }});
+            if let Some(u) = unschedulable {
+                patch["spec"] = json!({ "unschedulable": u });
+            }
+            let name = &self.opts.node;
+            let patched = self
+                .nodes()
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(api_err("patch", format!("Node/{name}")))?;
+            if let Ok(mut w) = self.written.lock() {
+                *w = patched.metadata.resource_version.clone();
+            }
+            acted = true;
+        }
+        // 2. The MachineConfigNode's status.
+        if (!mcn_conditions.is_empty() || mcn_versions.is_some())
+            && let Err(e) = self.write_mcn(&mcn_conditions, mcn_versions.as_ref()).await
+        {
+            tracing::warn!(node = %self.opts.node, error = %e, "MachineConfigNode status");
+        }
+        // 3. Events (before the effects: a reboot may end the process).
+        for (warning, reason, note) in events {
+            self.event(node, warning, reason, &note).await;
+        }
+        // 4. Drain and host operations, in order; the first failure stops the rest.
+        for effect in effects {
+            acted = true;
+            if let Err(f) = self.effect(observed, &effect).await {
+                let n = self.failures.entry(op_key(f.op)).or_insert(0);
+                *n += 1;
+                tracing::warn!(node = %self.opts.node, op = ?f.op, attempts = *n, message = %f.message, "host operation failed");
+                self.failure = Some(HostFailure { attempts: *n, ..f });
+                break;
+            }
+        }
+        Ok(match wait {
+            Some(w) => Some(w),
+            None if acted => Some(Duration::ZERO),
+            None => None,
+        })
+    }
+
+    /// One side effect; a host failure is returned as data for the next pass.
+    async fn effect(&mut self, observed: &Observed, a: &Action) -> Result<(), HostFailure> {
+        let host = self.host.clone();
+        let auth = self.auth.clone();
+        let (op, result) = match a {
+            Action::Drain => {
+                self.drain = Some(self.drain_round().await);
+                return Ok(());
+            }
+            Action::WritePullSecret => (HostOp::PullSecret, self.write_pull_secret(observed).await),
+            Action::Pull(image) => {
+                let image = image.clone();
+                (
+                    HostOp::Pull,
+                    blocking(&format!("pull {image}"), move || {
+                        host.pull(&image, auth.as_deref())
+                    })
+                    .await,
+                )
+            }
+            Action::Deploy(image) => {
+                let image = image.clone();
+                (
+                    HostOp::Deploy,
+                    blocking(&format!("deploy {image}"), move || {
+                        host.deploy(&image, auth.as_deref())
+                    })
+                    .await,
+                )
+            }
+            Action::WriteSshKeys { user, keys } => {
+                let (user, keys) = (user.clone(), keys.clone());
+                (
+                    HostOp::SshKeys,
+                    blocking(&format!("ssh keys of {user}"), move || {
+                        host.write_ssh_keys(&user, &keys)
+                    })
+                    .await,
+                )
+            }
+            Action::Kargs { add, remove } => {
+                let (add, remove) = (add.clone(), remove.clone());
+                (
+                    HostOp::Kargs,
+                    blocking("kargs", move || host.kargs(&add, &remove)).await,
+                )
+            }
+            Action::Reboot => (
+                HostOp::Reboot,
+                blocking("reboot", move || host.reboot()).await,
+            ),
+            _ => return Ok(()),
+        };
+        match result {
+            Ok(()) => {
+                self.failures.remove(op_key(op));
+                Ok(())
+            }
+            Err(e) => {
+                use machineos_diagnostics::Classify as _;
+                Err(HostFailure {
+                    op,
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                    attempts: 0,
+                })
+            }
+        }
+    }
+
+    /// The pull Secret named by the node's annotation (else the default) onto the host.
+    async fn write_pull_secret(&mut self, observed: &Observed) -> Result<(), AgentError> {
+        let named = observed
+            .annotations
+            .get(PULL_SECRET)
+            .filter(|v| !v.is_empty())
+            .map(|v| match v.split_once('/') {
+                Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+                None => (self.opts.namespace.clone(), v.clone()),
+            });
+        let Some((ns, name)) = named.or_else(|| self.opts.pull_secret.clone()) else {
+            return Ok(());
+        };
+        let object = format!("Secret/{ns}/{name}");
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let secret = api
+            .get_opt(&name)
+            .await
+            .map_err(api_err("get", object.clone()))?
+            .ok_or_else(|| AgentError::Missing {
+                object: object.clone(),
+                message: "the pull secret does not exist".into(),
+            })?;
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(".dockerconfigjson"))
+            .map(|b| b.0.clone())
+            .ok_or_else(|| AgentError::Missing {
+                object: object.clone(),
+                message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
+                    .into(),
+            })?;
+        let host = self.host.clone();
+        let path = blocking("write pull secret", move || host.write_pull_secret(&data)).await?;
+        self.auth = Some(path);
+        Ok(())
+    }
+
+    /// One drain round.
+    async fn drain_round(&self) -> DrainOutcome {
+        let node = &self.opts.node;
+        let pods = match self.pods_to_drain().await {
+            Ok(p) => p,
+            Err(e) => {
+                return DrainOutcome::Error {
+                    message: e.to_string(),
+                };
+            }
+        };
+        let mut blocked = Vec::new();
+        for pod in &pods {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            match api.evict(&name, &EvictParams::default()).await {
+                Ok(_) => tracing::info!(%node, pod = %format!("{ns}/{name}"), "evicted"),
+                Err(e) if code(&e) == Some(404) => {}
+                Err(kube::Error::Api(s)) if s.code == 429 || s.code == 500 => {
+                    let cause = s
+                        .details
+                        .as_ref()
+                        .and_then(|d| d.causes.first())
+                        .map(|c| c.message.clone())
+                        .filter(|m| !m.is_empty());
+                    blocked.push(BlockedPod {
+                        pod: format!("{ns}/{name}"),
+                        message: match cause {
+                            Some(c) => format!("{} ({c})", s.message),
+                            None => s.message.clone(),
+                        },
+                    });
+                }
+                Err(e) => {
+                    return DrainOutcome::Error {
+                        message: format!("evicting pod {ns}/{name}: {e}"),
+                    };
+                }
+            }
+        }
+        if !blocked.is_empty() {
+            return DrainOutcome::Blocked { pods: blocked };
+        }
+        match self.pods_to_drain().await {
+            Ok(left) if left.is_empty() => DrainOutcome::Drained,
+            Ok(left) => DrainOutcome::Waiting {
+                pods: left
+                    .iter()
+                    .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+                    .collect(),
+            },
+            Err(e) => DrainOutcome::Error {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// The node's pods a drain evicts or waits for.
+    async fn pods_to_drain(&self) -> Result<Vec<Pod>, AgentError> {
+        let node = &self.opts.node;
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(api_err("list", format!("Pods on Node/{node}")))?;
+        Ok(list.items.into_iter().filter(drainable).collect())
+    }
+
+    async fn write_mcn(
+        &self,
+        conditions: &[McnCondition],
+        versions: Option<&Action>,
+    ) -> Result<(), AgentError> {
+        let name = &self.opts.node;
+        let api: Api<MachineConfigNode> = Api::all(self.client.clone());
+        let object = format!("MachineConfigNode/{name}");
+        for _ in 0..3 {
+            let Some(mcn) = api
+                .get_opt(name)
+                .await
+                .map_err(api_err("get", object.clone()))?
+            else {
+                tracing::debug!(%name, "no MachineConfigNode yet; status not written");
+                return Ok(());
+            };
+            let old = mcn.status.clone().unwrap_or_default();
+            let mut conds = old.conditions.clone();
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            for c in conditions {
+                let new = Condition {
+                    type_: c.type_.to_owned(),
+                    status: c.status.to_owned(),
+                    reason: c.reason.to_owned(),
+                    message: truncate(&c.message, 32_768),
+                    last_transition_time: now.clone(),
+                    observed_generation: mcn.metadata.generation,
+                };
+                match conds.iter_mut().find(|o| o.type_ == c.type_) {
+                    Some(o) => {
+                        let t = if o.status == new.status {
+                            o.last_transition_time.clone()
+                        } else {
+                            new.last_transition_time.clone()
+                        };
+                        *o = Condition {
+                            last_transition_time: t,
+                            ..new
+                        };
+                    }
+                    None => conds.push(new),
+                }
+            }
+            let mut status = json!({ "conditions": conds });
+            if let Some(Action::SetMcnVersions {
+                current_config,
+                desired_config,
+                current_image,
+                desired_image,
+            }) = versions
+            {
+                let mut cv = json!({ "desired": desired_config });
+                if let Some(c) = current_config {
+                    cv["current"] = json!(c);
+                }
+                status["configVersion"] = cv;
+                let mut ci = serde_json::Map::new();
+                if let Some(c) = current_image {
+                    ci.insert("currentImage".into(), json!(c));
+                }
+                if let Some(d) = desired_image {
+                    ci.insert("desiredImage".into(), json!(d));
+                }
+                if !ci.is_empty() {
+                    status["configImage"] = Value::Object(ci);
+                }
+            }
+            let patch = json!({
+                "metadata": {"resourceVersion": mcn.metadata.resource_version},
+                "status": status,
+            });
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if code(&e) == Some(409) => continue,
+                Err(e) => return Err(api_err("patch status", object)(e)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn event(&self, node: &Node, warning: bool, reason: &'static str, note: &str) {
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(self.opts.node.clone()),
+            uid: node.metadata.uid.clone(),
+            ..ObjectReference::default()
+        };
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1024)),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!(node = %self.opts.node, reason, error = %e, "recording an Event failed");
+        }
+    }
+}
+
+/// Whether a drain evicts (or waits for) this pod: not a mirror pod, not DaemonSet-owned.
+pub fn drainable(pod: &Pod) -> bool {
+    let mirror = pod.annotations().contains_key(MIRROR);
+    let daemonset = pod
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    !mirror && !daemonset
+}
+
+/// A MachineConfig's (its JSON) kargs and SSH keys.
+pub fn rendered_of(mc: &Value) -> Rendered {
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let kernel_arguments = strings(mc.pointer("/spec/kernelArguments"));
+    let mut ssh_keys = BTreeMap::new();
+    for u in mc
+        .pointer("/spec/config/passwd/users")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (Some(name), Some(keys)) = (
+            u.get("name").and_then(Value::as_str),
+            u.get("sshAuthorizedKeys"),
+        ) else {
+            continue;
+        };
+        ssh_keys.insert(name.to_owned(), strings(Some(keys)));
+    }
+    Rendered {
+        kernel_arguments,
+        ssh_keys,
+    }
+}
+
+/// Run a host call on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    op: &str,
+    f: impl FnOnce() -> Result<T, HostError> + Send + 'static,
+) -> Result<T, AgentError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(error)) => Err(AgentError::Host {
+            op: op.to_owned(),
+            error,
+        }),
+        Err(e) => Err(AgentError::Task {
+            op: op.to_owned(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}

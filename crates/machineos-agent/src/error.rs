@@ -1,0 +1,159 @@
+//! The agent's errors: which object or host operation failed, and whether retrying helps
+//! ([`Classify`]). The executor logs them and retries with backoff; none ends the agent.
+
+use machineos_diagnostics::{Classify, Retry};
+use machineos_host::HostError;
+
+/// Why one of the agent's operations failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The API server refused or failed.
+    #[error("{op} {object}: {error}")]
+    Api {
+        /// What was being done.
+        op: &'static str,
+        /// The object (`Kind/name` or `Kind/namespace/name`).
+        object: String,
+        /// The error.
+        error: Box<kube::Error>,
+    },
+    /// A host operation failed.
+    #[error("host {op}: {error}")]
+    Host {
+        /// Which operation (`pull IMAGE`, `deploy IMAGE`, …).
+        op: String,
+        /// The error.
+        error: HostError,
+    },
+    /// A blocking host task did not finish (it panicked or was cancelled).
+    #[error("host {op}: the blocking task failed: {message}")]
+    Task {
+        /// Which operation.
+        op: String,
+        /// The join error.
+        message: String,
+    },
+    /// An object the agent needs is missing or unusable (the node, a pull Secret).
+    #[error("{object}: {message}")]
+    Missing {
+        /// The object.
+        object: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl AgentError {
+    /// The HTTP status of an API error.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            AgentError::Api { error, .. } => match error.as_ref() {
+                kube::Error::Api(s) => Some(s.code),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl Classify for AgentError {
+    fn reason(&self) -> &'static str {
+        match self {
+            AgentError::Api { .. } => match self.code() {
+                Some(409) => "Conflict",
+                Some(404) => "NotFound",
+                Some(400 | 422) => "Invalid",
+                Some(403) => "Forbidden",
+                Some(429) => "Throttled",
+                Some(c) if c >= 500 => "ApiServerError",
+                _ => "ApiError",
+            },
+            AgentError::Host { error, .. } => error.reason(),
+            AgentError::Task { .. } => "HostTaskFailed",
+            AgentError::Missing { .. } => "MissingInput",
+        }
+    }
+
+    fn retry(&self) -> Retry {
+        match self {
+            AgentError::Api { .. } => match self.code() {
+                Some(400 | 403 | 422) => Retry::Permanent,
+                _ => Retry::Transient,
+            },
+            AgentError::Host { error, .. } => error.retry(),
+            AgentError::Task { .. } => Retry::Transient,
+            // A Secret or node may appear (the controller creates them).
+            AgentError::Missing { .. } => Retry::Transient,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_diagnostics::check_classified;
+
+    fn api(code: u16) -> AgentError {
+        AgentError::Api {
+            op: "patch",
+            object: "Node/n1".into(),
+            error: Box::new(kube::Error::Api(
+                kube::core::Status::failure("boom", "Reason")
+                    .with_code(code)
+                    .boxed(),
+            )),
+        }
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let cases: Vec<(AgentError, &str, Retry)> = vec![
+            (api(409), "Conflict", Retry::Transient),
+            (api(404), "NotFound", Retry::Transient),
+            (api(422), "Invalid", Retry::Permanent),
+            (api(403), "Forbidden", Retry::Permanent),
+            (api(503), "ApiServerError", Retry::Transient),
+            (
+                AgentError::Host {
+                    op: "pull r@sha256:aa".into(),
+                    error: HostError::Tool {
+                        tool: "bootc".into(),
+                        args: "switch".into(),
+                        status: "exit status: 1".into(),
+                        stderr: "dns".into(),
+                        transient: true,
+                    },
+                },
+                "HostToolFailed",
+                Retry::Transient,
+            ),
+            (
+                AgentError::Host {
+                    op: "status".into(),
+                    error: HostError::NoTool,
+                },
+                "NoHostTool",
+                Retry::Permanent,
+            ),
+            (
+                AgentError::Task {
+                    op: "deploy".into(),
+                    message: "panicked".into(),
+                },
+                "HostTaskFailed",
+                Retry::Transient,
+            ),
+            (
+                AgentError::Missing {
+                    object: "Secret/machineos/pull".into(),
+                    message: "not found".into(),
+                },
+                "MissingInput",
+                Retry::Transient,
+            ),
+        ];
+        for (e, reason, retry) in &cases {
+            check_classified(e, reason, *retry).unwrap();
+        }
+    }
+}

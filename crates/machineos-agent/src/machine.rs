@@ -1,0 +1,1008 @@
+//! The agent's decision: what one node must do next, as a pure function of what was observed
+//! (its annotations, `spec.unschedulable`, the host's deployments and boot id, the rendered
+//! MachineConfig, and the outcome of the previous pass's drain or host call) and the time.
+//! No I/O: [`decide`] returns [`Action`]s as data; `crate::agent` carries them out.
+//!
+//! Contract (issue 16's protocol, `/tmp/notes/protocol16.md`):
+//! * **Every progress fact is persisted** in the [`PROGRESS`] annotation ([`Progress`]: the
+//!   target, the [`Step`], the drain window's start, attempts, failures, the boot id before
+//!   the reboot, when the reboot was requested). [`Observed`] carries nothing from memory
+//!   but the previous pass's drain outcome and host failure, so an agent rebuilt from the
+//!   annotations resumes where the last one stopped.
+//! * **Safety rules:** staging never cordons and never changes `state`; a node is cordoned
+//!   before it is drained and re-cordoned if someone uncordons it mid-drain; the drain
+//!   window has a timeout, and a failed or timed-out drain never proceeds (the node stays
+//!   cordoned, MCN `Drained=False` reason `DrainFailed`, a Warning Event, a retry after a
+//!   backoff); past the drain a restarted agent never drains again; a reboot is requested
+//!   once per target (again only after `reboot_timeout` with the boot id unchanged); a
+//!   changed boot id means the reboot happened, and the booted image is then checked: the
+//!   wrong image is `Degraded` with both digests in the reason and the node stays cordoned;
+//!   the agent uncordons only a node carrying [`CORDONED_BY_AGENT`].
+//! * **Atomic node writes:** every [`Action::Annotate`], [`Action::Cordon`] and
+//!   [`Action::Uncordon`] of one pass is meant to be applied as one node patch, before the
+//!   pass's other actions (so the cordon and its `cordoned-by-agent` mark, or the reboot
+//!   record and the reboot, never come apart).
+//! * A pass whose actions change nothing returns no actions (idle is a fixed point).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use machineos_host::HostStatus;
+use machineos_rollout::vocab::{
+    CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, NodeState,
+    PROGRESS, REASON, STAGE_IMAGE, STAGED_IMAGE, STATE, mcn,
+};
+use serde::{Deserialize, Serialize};
+
+/// A point in time, milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// What the node is to run: the rendered config and the image (by digest).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// `desiredConfig`.
+    pub config: String,
+    /// `desiredImage`.
+    pub image: String,
+}
+
+/// Where an update is; persisted (with the target) in the [`PROGRESS`] annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum Step {
+    /// Cordoned; evicting pods. `drain_started` opens the current drain window (closed by
+    /// the drain timeout); `attempts` counts eviction rounds in it; `failures` counts
+    /// timed-out windows; `retry_at` is when the next window opens after a failure.
+    #[serde(rename_all = "camelCase")]
+    Draining {
+        /// Start of the current drain window.
+        drain_started: Millis,
+        /// Eviction rounds in this window.
+        attempts: u32,
+        /// Drain windows that failed (timed out) for this target.
+        failures: u32,
+        /// After a failure: when the next window opens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_at: Option<Millis>,
+    },
+    /// Drained; writing credentials, keys and kargs and deploying the image.
+    Deploying,
+    /// The image is the next boot; rebooting. `boot_id_before_reboot` is the boot id the
+    /// host had when the reboot was decided: a different one means it happened.
+    #[serde(rename_all = "camelCase")]
+    Rebooting {
+        /// The boot id before the reboot.
+        boot_id_before_reboot: String,
+        /// When the reboot was requested (none yet: request it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reboot_requested: Option<Millis>,
+    },
+    /// The update failed for this target; nothing more happens until the target changes.
+    Degraded {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The [`PROGRESS`] annotation: one update's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// What the update is to.
+    pub target: Target,
+    /// Where it is.
+    #[serde(flatten)]
+    pub step: Step,
+}
+
+impl Progress {
+    /// The annotation value (JSON).
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parse the annotation value; `None` for anything unreadable (treated as no progress:
+    /// the update restarts at the cordon, which is safe).
+    pub fn parse(s: &str) -> Option<Progress> {
+        serde_json::from_str(s).ok()
+    }
+}
+
+/// The rendered MachineConfig's parts the agent applies itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// `spec.kernelArguments`.
+    pub kernel_arguments: Vec<String>,
+    /// `spec.config.passwd.users[]`: user → `sshAuthorizedKeys`.
+    pub ssh_keys: BTreeMap<String, Vec<String>>,
+}
+
+/// A pod the drain could not evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockedPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Why (the API server's refusal, naming the PodDisruptionBudget).
+    pub message: String,
+}
+
+/// What one drain round (an [`Action::Drain`]) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainOutcome {
+    /// No pod left to evict or to wait for.
+    Drained,
+    /// Evictions accepted; these pods are still terminating.
+    Waiting {
+        /// `namespace/name` of each.
+        pods: Vec<String>,
+    },
+    /// Evictions refused (429: a PodDisruptionBudget).
+    Blocked {
+        /// The refused pods.
+        pods: Vec<BlockedPod>,
+    },
+    /// The round failed (the API server).
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// A host operation, as reported in a [`HostFailure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOp {
+    /// [`Action::Pull`].
+    Pull,
+    /// [`Action::WritePullSecret`].
+    PullSecret,
+    /// [`Action::WriteSshKeys`].
+    SshKeys,
+    /// [`Action::Kargs`].
+    Kargs,
+    /// [`Action::Deploy`].
+    Deploy,
+    /// [`Action::Reboot`].
+    Reboot,
+}
+
+/// The previous pass's failed host operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFailure {
+    /// Which.
+    pub op: HostOp,
+    /// The error.
+    pub message: String,
+    /// Whether a retry may help.
+    pub transient: bool,
+    /// Consecutive failures so far (1 for the first).
+    pub attempts: u32,
+}
+
+/// Everything [`decide`] looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The node's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// The host's deployments and boot id.
+    pub host: HostStatus,
+    /// The MachineConfig named by `desiredConfig` (`None`: not read, or missing).
+    pub rendered: Option<Rendered>,
+    /// The kernel arguments of the MachineConfig named by `currentConfig` (the ones an
+    /// update may remove).
+    pub current_kargs: Vec<String>,
+    /// The previous pass's drain round, if it ran one.
+    pub drain: Option<DrainOutcome>,
+    /// The previous pass's failed host operation, if one failed.
+    pub failure: Option<HostFailure>,
+}
+
+impl Observed {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The update the node is to make now, if any: `desiredImage` set and the desired
+    /// config or image differs from the current one.
+    pub fn target(&self) -> Option<Target> {
+        let image = self.get(DESIRED_IMAGE)?;
+        let config = self.get(DESIRED_CONFIG).unwrap_or_default();
+        let pending = self.get(CURRENT_IMAGE) != Some(image)
+            || self.get(CURRENT_CONFIG).unwrap_or_default() != config;
+        pending.then(|| Target {
+            config: config.to_owned(),
+            image: image.to_owned(),
+        })
+    }
+
+    /// The parsed [`PROGRESS`] annotation.
+    pub fn progress(&self) -> Option<Progress> {
+        self.get(PROGRESS).and_then(Progress::parse)
+    }
+}
+
+/// The timings [`decide`] applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// How long one drain window may take before the drain has failed.
+    pub drain_timeout: Duration,
+    /// Between eviction rounds while pods are blocked or terminating.
+    pub drain_retry: Duration,
+    /// The longest wait after a failed drain (the wait doubles per failure from
+    /// `drain_retry`).
+    pub drain_backoff_max: Duration,
+    /// How long a requested reboot may take before it is requested again.
+    pub reboot_timeout: Duration,
+    /// The first wait after a failed host operation (doubling, capped at 16×).
+    pub failure_backoff: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            drain_timeout: Duration::from_secs(600),
+            drain_retry: Duration::from_secs(5),
+            drain_backoff_max: Duration::from_secs(300),
+            reboot_timeout: Duration::from_secs(900),
+            failure_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// An MCN condition to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McnCondition {
+    /// The type ([`mcn`]).
+    pub type_: &'static str,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// Human-readable.
+    pub message: String,
+}
+
+/// What to do, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Set (`Some`) or remove (`None`) node annotations.
+    Annotate(BTreeMap<String, Option<String>>),
+    /// `spec.unschedulable = true`.
+    Cordon,
+    /// `spec.unschedulable = false`.
+    Uncordon,
+    /// One drain round: evict every evictable pod on the node; report a [`DrainOutcome`].
+    Drain,
+    /// Write the pull secret (the node's `pull-secret` annotation, else the agent's default).
+    WritePullSecret,
+    /// Pull an image without deploying it.
+    Pull(String),
+    /// Write a user's authorized SSH keys.
+    WriteSshKeys {
+        /// The user.
+        user: String,
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Make the image the next boot.
+    Deploy(String),
+    /// Change the next boot's kernel arguments.
+    Kargs {
+        /// To add.
+        add: Vec<String>,
+        /// To remove.
+        remove: Vec<String>,
+    },
+    /// Reboot the host.
+    Reboot,
+    /// Set a MachineConfigNode status condition.
+    SetMcnCondition(McnCondition),
+    /// Set the MachineConfigNode's `status.configVersion` and `status.configImage`.
+    SetMcnVersions {
+        /// `configVersion.current`.
+        current_config: Option<String>,
+        /// `configVersion.desired`.
+        desired_config: String,
+        /// `configImage.currentImage`.
+        current_image: Option<String>,
+        /// `configImage.desiredImage`.
+        desired_image: Option<String>,
+    },
+    /// Record an Event on the Node.
+    Event {
+        /// Warning (else Normal).
+        warning: bool,
+        /// CamelCase reason.
+        reason: &'static str,
+        /// What happened.
+        note: String,
+    },
+    /// Decide again after this long (or sooner, when the node changes).
+    Requeue(Duration),
+}
+
+fn ms(d: Duration) -> Millis {
+    Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
+}
+
+fn until(at: Millis, now: Millis) -> Duration {
+    Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0))
+}
+
+fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> Action {
+    Action::SetMcnCondition(McnCondition {
+        type_,
+        status: if status { "True" } else { "False" },
+        reason,
+        message,
+    })
+}
+
+fn event(warning: bool, reason: &'static str, note: String) -> Action {
+    Action::Event {
+        warning,
+        reason,
+        note,
+    }
+}
+
+/// An annotation patch builder.
+#[derive(Default)]
+struct Patch(BTreeMap<String, Option<String>>);
+
+impl Patch {
+    fn set(mut self, k: &str, v: impl Into<String>) -> Self {
+        self.0.insert(k.to_owned(), Some(v.into()));
+        self
+    }
+    fn remove(mut self, k: &str) -> Self {
+        self.0.insert(k.to_owned(), None);
+        self
+    }
+    fn progress(self, target: &Target, step: Step) -> Self {
+        let p = Progress {
+            target: target.clone(),
+            step,
+        };
+        self.set(PROGRESS, p.to_annotation())
+    }
+    fn action(self) -> Action {
+        Action::Annotate(self.0)
+    }
+}
+
+/// The wait after the `failures`-th failure: `base` doubled per earlier failure, at most `max`.
+fn backoff(base: Duration, failures: u32, max: Duration) -> Duration {
+    base.saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(max)
+}
+
+/// What the node must do next.
+pub fn decide(o: &Observed, policy: &Policy, now: Millis) -> Vec<Action> {
+    match o.target() {
+        Some(target) => update(o, policy, now, &target),
+        None => idle(o, policy),
+    }
+}
+
+/// No update to make: finish an abandoned one, keep `state` Done, stage.
+fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
+    let mut out = Vec::new();
+    let mut patch = Patch::default();
+    let mut dirty = false;
+    if o.get(PROGRESS).is_some() {
+        // The desired annotations went back to what runs (or away): the update is off.
+        patch = patch.remove(PROGRESS);
+        dirty = true;
+        out.push(event(
+            false,
+            "UpdateAbandoned",
+            "the desired config and image are the current ones again; the update in progress is dropped".into(),
+        ));
+    }
+    if o.get(CORDONED_BY_AGENT).is_some() {
+        patch = patch.remove(CORDONED_BY_AGENT);
+        dirty = true;
+        if o.unschedulable {
+            out.push(Action::Uncordon);
+            out.push(cond(
+                mcn::UNCORDONED,
+                true,
+                "Uncordoned",
+                "the agent uncordoned the node it cordoned".into(),
+            ));
+        }
+    }
+    if o.get(STATE) != Some(NodeState::Done.as_str()) {
+        patch = patch.set(STATE, NodeState::Done.as_str()).set(REASON, "");
+        dirty = true;
+    }
+    if dirty {
+        out.insert(0, patch.action());
+    }
+    out.extend(stage(o, policy));
+    out
+}
+
+/// Staging: pull `stage-image` ahead of the node's turn; never cordons, never touches `state`.
+fn stage(o: &Observed, policy: &Policy) -> Vec<Action> {
+    let Some(image) = o.get(STAGE_IMAGE) else {
+        return Vec::new();
+    };
+    if o.get(STAGED_IMAGE) == Some(image) || o.get(CURRENT_IMAGE) == Some(image) {
+        return Vec::new();
+    }
+    let h = &o.host;
+    let have = h.pulled.iter().any(|p| p == image)
+        || h.staged.as_deref() == Some(image)
+        || h.booted.as_deref() == Some(image);
+    if have {
+        return vec![
+            Patch::default().set(STAGED_IMAGE, image).action(),
+            cond(
+                mcn::IMAGE_PULLED,
+                true,
+                "Staged",
+                format!("pulled {image} ahead of the update"),
+            ),
+            event(
+                false,
+                "Staged",
+                format!("pulled {image} ahead of the update"),
+            ),
+        ];
+    }
+    match &o.failure {
+        Some(f) if matches!(f.op, HostOp::Pull | HostOp::PullSecret) => {
+            let wait = backoff(
+                policy.failure_backoff,
+                f.attempts,
+                policy.failure_backoff.saturating_mul(16),
+            );
+            vec![
+                cond(
+                    mcn::IMAGE_PULLED,
+                    false,
+                    "PullFailed",
+                    format!("pulling {image}: {}", f.message),
+                ),
+                event(
+                    true,
+                    "PullFailed",
+                    format!(
+                        "pulling {image} (attempt {}, {}): {}; retrying in {wait:?}",
+                        f.attempts,
+                        if f.transient {
+                            "transient"
+                        } else {
+                            "permanent"
+                        },
+                        f.message
+                    ),
+                ),
+                Action::Requeue(wait),
+            ]
+        }
+        _ => vec![Action::WritePullSecret, Action::Pull(image.to_owned())],
+    }
+}
+
+/// The node is to update to `target`.
+fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
+    let progress = o.progress().filter(|p| &p.target == target);
+    let Some(progress) = progress else {
+        return start(o, policy, target);
+    };
+    match progress.step {
+        Step::Draining {
+            drain_started,
+            attempts,
+            failures,
+            retry_at,
+        } => drain(
+            o,
+            policy,
+            now,
+            target,
+            DrainWindow {
+                started: drain_started,
+                attempts,
+                failures,
+                retry_at,
+            },
+        ),
+        Step::Deploying => deploy(o, policy, target),
+        Step::Rebooting {
+            boot_id_before_reboot,
+            reboot_requested,
+        } => reboot(
+            o,
+            policy,
+            now,
+            target,
+            &boot_id_before_reboot,
+            reboot_requested,
+        ),
+        Step::Degraded { reason } => {
+            // Stays until the target changes; keep the annotations saying so.
+            if o.get(STATE) != Some(NodeState::Degraded.as_str())
+                || o.get(REASON) != Some(reason.as_str())
+            {
+                vec![
+                    Patch::default()
+                        .set(STATE, NodeState::Degraded.as_str())
+                        .set(REASON, reason)
+                        .action(),
+                ]
+            } else {
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// A new target: already running it → done; else cordon and open the drain window.
+fn start(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
+    if o.host.booted.as_deref() == Some(target.image.as_str()) {
+        // Nothing to disrupt: the host already boots the image (a reinstall, or the
+        // annotations were lost).
+        return finish(o, target, false);
+    }
+    if o.rendered.is_none() {
+        // Read the rendered config before disrupting anything: its SSH keys and kargs are
+        // applied with the image.
+        return vec![
+            event(
+                true,
+                "RenderedConfigMissing",
+                format!(
+                    "MachineConfig {:?} (desiredConfig) cannot be read; waiting before cordoning",
+                    target.config
+                ),
+            ),
+            Action::Requeue(policy.failure_backoff),
+        ];
+    }
+    let mut out = Vec::new();
+    let mut patch = Patch::default()
+        .set(STATE, NodeState::Working.as_str())
+        .set(REASON, "")
+        .progress(
+            target,
+            Step::Draining {
+                drain_started: 0,
+                attempts: 0,
+                failures: 0,
+                retry_at: None,
+            },
+        );
+    // The drain window opens at the first eviction round (below), not here.
+    let cordon_note;
+    if o.unschedulable {
+        cordon_note = if o.get(CORDONED_BY_AGENT).is_some() {
+            "the node is still cordoned by the agent"
+        } else {
+            "the node was already cordoned (not by the agent); it stays cordoned after the update"
+        };
+    } else {
+        patch = patch.set(CORDONED_BY_AGENT, target.image.clone());
+        out.push(Action::Cordon);
+        cordon_note = "cordoned the node";
+    }
+    out.insert(0, patch.action());
+    out.extend([
+        cond(
+            mcn::UPDATE_PREPARED,
+            true,
+            "UpdatePrepared",
+            format!("updating to {} ({})", target.image, target.config),
+        ),
+        cond(mcn::CORDONED, true, "Cordoned", cordon_note.into()),
+        Action::SetMcnVersions {
+            current_config: o.get(CURRENT_CONFIG).map(str::to_owned),
+            desired_config: target.config.clone(),
+            current_image: o.get(CURRENT_IMAGE).map(str::to_owned),
+            desired_image: Some(target.image.clone()),
+        },
+        event(
+            false,
+            "UpdateStarted",
+            format!(
+                "updating to {} ({}); {cordon_note}",
+                target.image, target.config
+            ),
+        ),
+    ]);
+    out
+}
+
+struct DrainWindow {
+    started: Millis,
+    attempts: u32,
+    failures: u32,
+    retry_at: Option<Millis>,
+}
+
+fn draining(w: &DrainWindow) -> Step {
+    Step::Draining {
+        drain_started: w.started,
+        attempts: w.attempts,
+        failures: w.failures,
+        retry_at: w.retry_at,
+    }
+}
+
+fn drain(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    w: DrainWindow,
+) -> Vec<Action> {
+    if !o.unschedulable {
+        // Someone uncordoned the node mid-drain: cordon it again (and it is now ours to
+        // uncordon).
+        return vec![
+            Patch::default()
+                .set(CORDONED_BY_AGENT, target.image.clone())
+                .action(),
+            Action::Cordon,
+            cond(
+                mcn::CORDONED,
+                true,
+                "Recordoned",
+                "the node was uncordoned during the drain; cordoned again".into(),
+            ),
+            event(
+                true,
+                "Recordoned",
+                "the node was uncordoned while it was being drained; cordoned it again".into(),
+            ),
+        ];
+    }
+    if let Some(at) = w.retry_at
+        && now < at
+    {
+        return vec![Action::Requeue(until(at, now))];
+    }
+    if w.started == 0 || w.retry_at.is_some() {
+        // Open a drain window (the first, or the next after a failure) and run a round.
+        let next = DrainWindow {
+            started: now,
+            attempts: 1,
+            retry_at: None,
+            ..w
+        };
+        return vec![
+            Patch::default().progress(target, draining(&next)).action(),
+            cond(
+                mcn::DRAINED,
+                false,
+                "Draining",
+                format!("drain attempt {} started", next.failures + 1),
+            ),
+            Action::Drain,
+        ];
+    }
+    let timed_out = now.saturating_sub(w.started) >= ms(policy.drain_timeout);
+    let mut out = Vec::new();
+    let why = match &o.drain {
+        Some(DrainOutcome::Drained) => {
+            return vec![
+                Patch::default().progress(target, Step::Deploying).action(),
+                cond(
+                    mcn::DRAINED,
+                    true,
+                    "Drained",
+                    "every evictable pod is gone".into(),
+                ),
+                event(false, "Drained", "every evictable pod is gone".into()),
+            ];
+        }
+        None => "no drain round has finished yet".to_owned(),
+        Some(DrainOutcome::Waiting { pods }) => {
+            format!(
+                "waiting for {} evicted pod(s): {}",
+                pods.len(),
+                pods.join(", ")
+            )
+        }
+        Some(DrainOutcome::Blocked { pods }) => {
+            for p in pods {
+                out.push(event(
+                    true,
+                    "DrainBlocked",
+                    format!("evicting {} was refused: {}", p.pod, p.message),
+                ));
+            }
+            pods.iter()
+                .map(|p| format!("{}: {}", p.pod, p.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+        Some(DrainOutcome::Error { message }) => {
+            out.push(event(true, "DrainError", message.clone()));
+            message.clone()
+        }
+    };
+    if timed_out {
+        let failures = w.failures + 1;
+        let wait = backoff(policy.drain_retry, failures, policy.drain_backoff_max);
+        let next = DrainWindow {
+            failures,
+            retry_at: Some(now.saturating_add(ms(wait))),
+            ..w
+        };
+        let msg = format!(
+            "drain did not finish within {:?} (attempt {failures}): {why}; the node stays cordoned, retrying in {wait:?}",
+            policy.drain_timeout
+        );
+        out.extend([
+            Patch::default().progress(target, draining(&next)).action(),
+            cond(mcn::DRAINED, false, "DrainFailed", msg.clone()),
+            event(true, "DrainFailed", msg),
+            Action::Requeue(wait),
+        ]);
+        return out;
+    }
+    if o.drain.is_none() {
+        // A restarted agent in the middle of a window: run a round now.
+        out.push(Action::Drain);
+        return out;
+    }
+    let next = DrainWindow {
+        attempts: w.attempts + 1,
+        ..w
+    };
+    let left = until(w.started.saturating_add(ms(policy.drain_timeout)), now);
+    // The next round runs after the wait (the pass then has no outcome: `drain` is None).
+    out.extend([
+        Patch::default().progress(target, draining(&next)).action(),
+        Action::Requeue(policy.drain_retry.min(left)),
+    ]);
+    out
+}
+
+fn host_failed(
+    o: &Observed,
+    policy: &Policy,
+    target: &Target,
+    ops: &[HostOp],
+) -> Option<Vec<Action>> {
+    let f = o.failure.as_ref().filter(|f| ops.contains(&f.op))?;
+    if !f.transient {
+        return Some(degrade(
+            target,
+            format!("{:?} for {} failed: {}", f.op, target.image, f.message),
+        ));
+    }
+    let wait = backoff(
+        policy.failure_backoff,
+        f.attempts,
+        policy.failure_backoff.saturating_mul(16),
+    );
+    Some(vec![
+        event(
+            true,
+            "HostRetry",
+            format!(
+                "{:?} for {} failed (attempt {}): {}; retrying in {wait:?}",
+                f.op, target.image, f.attempts, f.message
+            ),
+        ),
+        Action::Requeue(wait),
+    ])
+}
+
+fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
+    if o.host.staged.as_deref() == Some(target.image.as_str()) {
+        return vec![
+            Patch::default()
+                .set(STATE, NodeState::Rebooting.as_str())
+                .progress(
+                    target,
+                    Step::Rebooting {
+                        boot_id_before_reboot: o.host.boot_id.clone(),
+                        reboot_requested: None,
+                    },
+                )
+                .action(),
+            cond(
+                mcn::IMAGE_PULLED,
+                true,
+                "Pulled",
+                format!("pulled {}", target.image),
+            ),
+            cond(
+                mcn::APPLIED_OS_IMAGE,
+                true,
+                "Deployed",
+                format!("{} is the next boot", target.image),
+            ),
+        ];
+    }
+    if o.host.booted.as_deref() == Some(target.image.as_str()) {
+        // Running it already (deploying the booted image stages nothing).
+        return finish(o, target, false);
+    }
+    if let Some(out) = host_failed(
+        o,
+        policy,
+        target,
+        &[
+            HostOp::PullSecret,
+            HostOp::SshKeys,
+            HostOp::Deploy,
+            HostOp::Kargs,
+        ],
+    ) {
+        return out;
+    }
+    let Some(rendered) = &o.rendered else {
+        return vec![
+            event(
+                true,
+                "RenderedConfigMissing",
+                format!(
+                    "MachineConfig {:?} (desiredConfig) cannot be read; waiting",
+                    target.config
+                ),
+            ),
+            Action::Requeue(policy.failure_backoff),
+        ];
+    };
+    let mut out = vec![Action::WritePullSecret];
+    for (user, keys) in &rendered.ssh_keys {
+        out.push(Action::WriteSshKeys {
+            user: user.clone(),
+            keys: keys.clone(),
+        });
+    }
+    out.push(Action::Deploy(target.image.clone()));
+    let want = &rendered.kernel_arguments;
+    let have = &o.host.kargs;
+    let add: Vec<String> = want.iter().filter(|k| !have.contains(k)).cloned().collect();
+    let remove: Vec<String> = o
+        .current_kargs
+        .iter()
+        .filter(|k| !want.contains(k) && have.contains(k))
+        .cloned()
+        .collect();
+    if !add.is_empty() || !remove.is_empty() {
+        out.push(Action::Kargs { add, remove });
+    }
+    out
+}
+
+fn reboot(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    boot_id_before: &str,
+    requested: Option<Millis>,
+) -> Vec<Action> {
+    if o.host.boot_id != boot_id_before {
+        return match o.host.booted.as_deref() {
+            Some(b) if b == target.image => finish(o, target, true),
+            booted => degrade(
+                target,
+                format!(
+                    "booted {} after the reboot, expected {}",
+                    booted.unwrap_or("<not a container image>"),
+                    target.image
+                ),
+            ),
+        };
+    }
+    if let Some(out) = host_failed(o, policy, target, &[HostOp::Reboot]) {
+        return out;
+    }
+    let note = match requested {
+        None => format!("rebooting into {}", target.image),
+        Some(at) if now.saturating_sub(at) >= ms(policy.reboot_timeout) => format!(
+            "no reboot within {:?} of the request (boot id still {boot_id_before}); requesting it again",
+            policy.reboot_timeout
+        ),
+        Some(at) => {
+            return vec![Action::Requeue(until(
+                at.saturating_add(ms(policy.reboot_timeout)),
+                now,
+            ))];
+        }
+    };
+    vec![
+        Patch::default()
+            .set(STATE, NodeState::Rebooting.as_str())
+            .progress(
+                target,
+                Step::Rebooting {
+                    boot_id_before_reboot: boot_id_before.to_owned(),
+                    reboot_requested: Some(now),
+                },
+            )
+            .action(),
+        cond(mcn::REBOOTED, false, "Rebooting", note.clone()),
+        event(requested.is_some(), "Rebooting", note),
+        Action::Reboot,
+        Action::Requeue(policy.reboot_timeout),
+    ]
+}
+
+/// The update is done: current annotations, Done, our cordon undone, progress removed.
+fn finish(o: &Observed, target: &Target, rebooted: bool) -> Vec<Action> {
+    let mut patch = Patch::default()
+        .set(CURRENT_CONFIG, target.config.clone())
+        .set(CURRENT_IMAGE, target.image.clone())
+        .set(STATE, NodeState::Done.as_str())
+        .set(REASON, "");
+    if o.get(PROGRESS).is_some() {
+        patch = patch.remove(PROGRESS);
+    }
+    let mut out = Vec::new();
+    let ours = o.get(CORDONED_BY_AGENT).is_some();
+    if ours {
+        patch = patch.remove(CORDONED_BY_AGENT);
+    }
+    out.push(patch.action());
+    if ours && o.unschedulable {
+        out.push(Action::Uncordon);
+        out.push(cond(
+            mcn::UNCORDONED,
+            true,
+            "Uncordoned",
+            "the agent uncordoned the node it cordoned".into(),
+        ));
+    } else if o.unschedulable {
+        out.push(cond(
+            mcn::UNCORDONED,
+            false,
+            "CordonedByOthers",
+            "the node was cordoned before the update, not by the agent; it stays cordoned".into(),
+        ));
+    }
+    if rebooted {
+        out.push(cond(
+            mcn::REBOOTED,
+            true,
+            "Rebooted",
+            format!("booted {}", target.image),
+        ));
+    }
+    let msg = format!("running {} ({})", target.image, target.config);
+    out.extend([
+        cond(mcn::UPDATE_COMPLETE, true, "UpdateComplete", msg.clone()),
+        cond(mcn::UPDATED, true, "Updated", msg.clone()),
+        cond(mcn::NODE_DEGRADED, false, "AsExpected", msg.clone()),
+        Action::SetMcnVersions {
+            current_config: Some(target.config.clone()),
+            desired_config: target.config.clone(),
+            current_image: Some(target.image.clone()),
+            desired_image: Some(target.image.clone()),
+        },
+        event(false, "UpdateComplete", msg),
+    ]);
+    out
+}
+
+/// The update failed for this target: Degraded, the node stays cordoned.
+fn degrade(target: &Target, reason: String) -> Vec<Action> {
+    vec![
+        Patch::default()
+            .set(STATE, NodeState::Degraded.as_str())
+            .set(REASON, reason.clone())
+            .progress(
+                target,
+                Step::Degraded {
+                    reason: reason.clone(),
+                },
+            )
+            .action(),
+        cond(mcn::NODE_DEGRADED, true, "UpdateFailed", reason.clone()),
+        cond(mcn::UPDATED, false, "UpdateFailed", reason.clone()),
+        event(true, "UpdateFailed", reason),
+    ]
+}
