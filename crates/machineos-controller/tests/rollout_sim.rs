@@ -102,11 +102,12 @@ impl Fleet {
         let shared = c.server.shared().clone();
         tokio::spawn(async move {
             while !stop.is_cancelled() {
+                // Taken once: the request is consumed when the power supply acts on it.
                 let due: Vec<String> = machines
                     .lock()
                     .await
                     .iter()
-                    .filter(|(_, m)| m.host.lock().reboot_requested)
+                    .filter(|(_, m)| std::mem::take(&mut m.host.lock().reboot_requested))
                     .map(|(n, _)| n.clone())
                     .collect();
                 for name in due {
@@ -177,27 +178,41 @@ fn updating(n: &Node) -> bool {
 /// Samples the nodes every 100 ms: the timeline of which nodes were unavailable.
 struct Sampler {
     timeline: Arc<Mutex<Vec<(u128, BTreeSet<String>)>>>,
+    /// When each node was first seen desired onto an image other than `OLD`.
+    targeted: Arc<Mutex<BTreeMap<String, u128>>>,
     stop: CancellationToken,
 }
 
 impl Sampler {
     fn start(client: Client) -> Sampler {
         let timeline = Arc::new(Mutex::new(Vec::new()));
+        let targeted = Arc::new(Mutex::new(BTreeMap::new()));
         let stop = CancellationToken::new();
-        let (t, s) = (timeline.clone(), stop.clone());
+        let (t, s, tg) = (timeline.clone(), stop.clone(), targeted.clone());
         tokio::spawn(async move {
             let api: Api<Node> = Api::all(client);
             let start = std::time::Instant::now();
             while !s.is_cancelled() {
                 if let Ok(list) = api.list(&ListParams::default()).await {
+                    let now = start.elapsed().as_millis();
                     let down: BTreeSet<String> =
                         list.items.iter().filter(|n| updating(n)).map(|n| n.name_any()).collect();
-                    t.lock().await.push((start.elapsed().as_millis(), down));
+                    t.lock().await.push((now, down));
+                    let mut tg = tg.lock().await;
+                    for n in &list.items {
+                        if n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD) {
+                            tg.entry(n.name_any()).or_insert(now);
+                        }
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        Sampler { timeline, stop }
+        Sampler {
+            timeline,
+            targeted,
+            stop,
+        }
     }
 
     /// The timeline, compressed to its changes.
@@ -320,23 +335,11 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    // The first batch: the five oldest of zone-a (creation order = name order here), one of
-    // them blocked by the PDB.
+    // The first batch is under way (one of them blocked by the PDB).
     until_nodes(&c, "the first batch", EVENTUALLY, |ns| {
         ns.iter().filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built)).count() >= 5
     })
     .await;
-    let first: BTreeSet<String> = nodes(&c)
-        .await
-        .iter()
-        .filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built))
-        .map(|n| n.name_any())
-        .collect();
-    let want: BTreeSet<String> = ["node-00", "node-03", "node-06", "node-09", "node-12"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(first, want, "zone-a first, oldest first");
     // The controller is killed mid-rollout and comes back.
     if let Some(r) = controller.take() {
         r.kill();
@@ -352,6 +355,28 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     assert!(h0.lock().calls.iter().all(|c| !c.starts_with("deploy") && c != "reboot"), "{:?}", h0.lock().calls);
     // An agent killed mid-update (node-09, whichever step) resumes.
     fleet.restart_agent("node-09").await;
+    // The agent says why: a DrainBlocked Event on node-00 naming the pod.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let blocked = list.iter().any(|e| {
+            e.reason.as_deref() == Some("DrainBlocked")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("node-00")
+                && e.note.as_deref().is_some_and(|n| n.contains("db-0"))
+        });
+        if blocked {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let seen: Vec<String> = list
+                .iter()
+                .map(|e| format!("{:?} {:?} {:?}", e.reason, e.regarding.as_ref().and_then(|r| r.name.clone()), e.note))
+                .collect();
+            panic!("no DrainBlocked Event for node-00: {seen:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // Relax the PDB: node-00 drains and updates.
     pdbs.delete("db", &DeleteParams::default()).await.unwrap();
     until_nodes(&c, "every node on its image", Duration::from_secs(300), |ns| {
@@ -372,6 +397,29 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         println!("{t:>7} {:>2} {}", s.len(), s.iter().cloned().collect::<Vec<_>>().join(" "));
     }
     assert!(max <= 5, "{max} nodes unavailable at once (limit 5)");
+    // Zone then age (creation order = name order here): the pool's nodes were targeted in
+    // that order (a batch's patches go out concurrently, so a sample may catch half of one:
+    // 250 ms of slack; batches are a soak apart) — the first batch the four oldest of
+    // zone-a, the canary's MachineImage taking the fifth slot.
+    let targeted = sampler.targeted.lock().await.clone();
+    let mut order: Vec<(&str, &str, u128)> = names
+        .iter()
+        .filter(|(n, _)| n != "node-47")
+        .map(|(n, l)| (l[vocab::ZONE_LABEL].as_str(), n.as_str(), targeted[n]))
+        .collect();
+    order.sort();
+    assert!(
+        order.iter().enumerate().all(|(i, a)| order[i..].iter().all(|b| a.2 <= b.2 + 250)),
+        "not targeted in zone-then-age order: {order:?}"
+    );
+    let t0 = order.iter().map(|o| o.2).min().unwrap_or(0);
+    let first: BTreeSet<&str> = order.iter().filter(|o| o.2 <= t0 + 250).map(|o| o.1).collect();
+    assert_eq!(
+        first,
+        BTreeSet::from(["node-00", "node-03", "node-06", "node-09"]),
+        "{order:?}"
+    );
+    println!("targeted at (ms): {order:?}");
     // Exactly once: one deploy and one boot per node.
     for (name, _) in &names {
         let h = fleet.host(name).await;
@@ -391,4 +439,92 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     if let Some(r) = controller.take() {
         r.stop().await;
     }
+}
+
+/// Twelve nodes, two at a time: pausing the pool stops new nodes from moving; a node that
+/// boots the wrong image goes Degraded, holds its slot, and halts the pool (`NodeDegraded`,
+/// a Warning Event, the MachineOSImage `RolloutFailed`) without spreading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> =
+        (0..12).map(|i| (format!("node-{i:02}"), worker_labels("zone-a"))).collect();
+    let fleet = Fleet::start(&c, &names).await;
+    // node-05 will come up on the wrong image.
+    fleet.host("node-05").await.lock().boot_into = Some(CANARY.into());
+    let controller = c.controller().await;
+    pool_with(&c, json!(2), "1").await;
+    // Pause as soon as the first batch is targeted.
+    until_nodes(&c, "the first batch", EVENTUALLY, |ns| {
+        ns.iter().any(|n| n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD))
+    })
+    .await;
+    let pools = c.get(&kinds::pool());
+    pools
+        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": true}})))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let moving = |ns: &[Node]| {
+        ns.iter()
+            .filter(|n| n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD))
+            .count()
+    };
+    let paused_at = moving(&nodes(&c).await);
+    assert!(paused_at <= 2, "{paused_at}");
+    // The batch finishes; nothing else moves while paused.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(moving(&nodes(&c).await), paused_at, "moved while paused");
+    let pool = pools.get("worker").await.unwrap();
+    let updating = pool.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Updating").cloned())
+        .unwrap_or_default();
+    assert!(updating["message"].as_str().unwrap_or("").ends_with("the pool is paused"), "{updating}");
+    pools
+        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": false}})))
+        .await
+        .unwrap();
+    // node-05 fails on its boot; the pool halts with it degraded.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let pool = loop {
+        let p = pools.get("worker").await.unwrap();
+        let nd = p.data["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "NodeDegraded").cloned())
+            .unwrap_or_default();
+        if nd["status"] == "True" {
+            break p;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no NodeDegraded: {}", p.data["status"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let st = &pool.data["status"];
+    let nd = st["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "NodeDegraded").unwrap();
+    assert!(nd["message"].as_str().unwrap().starts_with("Node node-05 is reporting:"), "{nd}");
+    assert_eq!(st["degradedMachineCount"], 1, "{st}");
+    // It does not spread: after a while, no node beyond those already moving is targeted.
+    let at_halt = moving(&nodes(&c).await);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let ns = nodes(&c).await;
+    assert_eq!(moving(&ns), at_halt, "the failure spread");
+    assert!(at_halt < 12, "{at_halt}");
+    let n5 = ns.iter().find(|n| n.name_any() == "node-05").unwrap();
+    assert_eq!(n5.annotations().get(vocab::STATE).map(String::as_str), Some("Degraded"));
+    assert!(n5.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false), "a failed node stays cordoned");
+    let halted: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
+    let evs = halted.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        evs.iter().any(|e| e.reason.as_deref() == Some("RolloutHalted")),
+        "no RolloutHalted Event"
+    );
+    let images = c.get(&kinds::image()).list(&ListParams::default()).await.unwrap().items;
+    let failed = images.iter().any(|m| {
+        m.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "RolloutFailed" && c["status"] == "True"))
+    });
+    assert!(failed, "no MachineOSImage RolloutFailed");
+    fleet.shutdown().await;
+    controller.stop().await;
 }
