@@ -4,6 +4,7 @@
 //! logic lives in the crates (`machineos-layer`, `machineos-render`, `machineos-native-builder`,
 //! `machineos-api`).
 
+mod agent;
 mod build;
 mod controller;
 mod input;
@@ -37,6 +38,10 @@ enum Command {
     /// them current. Finds the cluster as kubectl does (in-cluster, KUBECONFIG,
     /// ~/.kube/config).
     Controller(Box<controller::ControllerArgs>),
+    /// Run the node agent (one per node, a DaemonSet): stage the images the rollout asks
+    /// for, then cordon, drain (Eviction API, PodDisruptionBudgets honoured), deploy,
+    /// reboot, verify and uncordon, reporting on the node and its MachineConfigNode.
+    Agent(Box<agent::AgentArgs>),
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
     /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
@@ -46,7 +51,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // A long-running controller logs what it does; the one-shot commands only warnings.
     let default_level = match cli.command {
-        Command::Controller(_) => "info",
+        Command::Controller(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -72,6 +77,7 @@ fn main() -> std::process::ExitCode {
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Controller(args) => controller::run(&args),
+        Command::Agent(args) => agent::run(&args),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {
