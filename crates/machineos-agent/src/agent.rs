@@ -75,6 +75,11 @@ pub struct AgentOptions {
     pub failure_backoff: Duration,
     /// Decide again at least this often even when nothing changes (default 60 s).
     pub resync: Duration,
+    /// How long one eviction call may take (default 30 s). kube-rs clients retry 429s by
+    /// default (`Config::default_retry`), which turns a PodDisruptionBudget refusal into a
+    /// long wait: build the agent's client with [`client_config`]; past this bound an
+    /// unanswered eviction counts as blocked.
+    pub eviction_timeout: Duration,
 }
 
 impl AgentOptions {
@@ -91,6 +96,7 @@ impl AgentOptions {
             reboot_timeout: p.reboot_timeout,
             failure_backoff: p.failure_backoff,
             resync: Duration::from_secs(60),
+            eviction_timeout: Duration::from_secs(30),
         }
     }
 
@@ -104,6 +110,14 @@ impl AgentOptions {
             failure_backoff: self.failure_backoff,
         }
     }
+}
+
+/// `config` made fit for the agent: no automatic retry of 429/503/504 responses (an
+/// eviction's 429 is a PodDisruptionBudget's answer, which the drain reports and retries
+/// itself).
+pub fn client_config(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
 }
 
 /// The annotation marking a mirror (static) pod.
@@ -560,7 +574,22 @@ impl Agent {
             }
             let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-            match api.evict(&name, &EvictParams::default()).await {
+            let evicted = tokio::time::timeout(
+                self.opts.eviction_timeout,
+                api.evict(&name, &EvictParams::default()),
+            )
+            .await;
+            let Ok(evicted) = evicted else {
+                blocked.push(BlockedPod {
+                    pod: format!("{ns}/{name}"),
+                    message: format!(
+                        "the eviction got no answer within {:?} (a client retrying 429 refusals?)",
+                        self.opts.eviction_timeout
+                    ),
+                });
+                continue;
+            };
+            match evicted {
                 Ok(_) => tracing::info!(%node, pod = %format!("{ns}/{name}"), "evicted"),
                 Err(e) if code(&e) == Some(404) => {}
                 Err(kube::Error::Api(s)) if s.code == 429 || s.code == 500 => {
@@ -794,4 +823,47 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(meta: Value) -> Pod {
+        serde_json::from_value(json!({ "metadata": meta })).unwrap_or_default()
+    }
+
+    #[test]
+    fn drains_skip_daemonset_and_mirror_pods() {
+        assert!(drainable(&pod(json!({"name": "web-0"}))));
+        assert!(!drainable(&pod(
+            json!({"name": "ds-0", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}
+            ]})
+        )));
+        assert!(drainable(&pod(json!({"name": "rs-0", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}
+        ]}))));
+        assert!(!drainable(&pod(
+            json!({"name": "static-0", "annotations": {MIRROR: "abc"}})
+        )));
+    }
+
+    #[test]
+    fn the_rendered_config_gives_kargs_and_ssh_keys() {
+        let mc = json!({"spec": {
+            "kernelArguments": ["nosmt", "a=b"],
+            "config": {"passwd": {"users": [
+                {"name": "core", "sshAuthorizedKeys": ["k1", "k2"]},
+                {"name": "nokeys"},
+            ]}},
+        }});
+        let r = rendered_of(&mc);
+        assert_eq!(r.kernel_arguments, vec!["nosmt", "a=b"]);
+        assert_eq!(
+            r.ssh_keys,
+            BTreeMap::from([("core".to_owned(), vec!["k1".to_owned(), "k2".to_owned()])])
+        );
+        assert_eq!(rendered_of(&json!({})), Rendered::default());
+    }
 }

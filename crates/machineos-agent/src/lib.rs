@@ -18,5 +18,5 @@ pub mod agent;
 pub mod error;
 pub mod machine;
 
-pub use agent::{AgentOptions, run};
+pub use agent::{AgentOptions, client_config, run};
 pub use error::AgentError;

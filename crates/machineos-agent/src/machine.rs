@@ -1006,3 +1006,7 @@ fn degrade(target: &Target, reason: String) -> Vec<Action> {
         event(true, "UpdateFailed", reason),
     ]
 }
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

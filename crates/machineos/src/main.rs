@@ -4,6 +4,7 @@
 //! logic lives in the crates (`machineos-layer`, `machineos-render`, `machineos-native-builder`,
 //! `machineos-api`).
 
+mod agent;
 mod build;
 mod controller;
 mod input;
@@ -38,6 +39,10 @@ enum Command {
     /// them current. Finds the cluster as kubectl does (in-cluster, KUBECONFIG,
     /// ~/.kube/config).
     Controller(Box<controller::ControllerArgs>),
+    /// Run the node agent (one per node, a DaemonSet): stage the images the rollout asks
+    /// for, then cordon, drain (Eviction API, PodDisruptionBudgets honoured), deploy,
+    /// reboot, verify and uncordon, reporting on the node and its MachineConfigNode.
+    Agent(Box<agent::AgentArgs>),
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
     /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
@@ -50,7 +55,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // A long-running controller logs what it does; the one-shot commands only warnings.
     let default_level = match cli.command {
-        Command::Controller(_) => "info",
+        Command::Controller(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -77,6 +82,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Controller(args) => controller::run(&args),
         Command::Rollout(args) => rollout::run(&args),
+        Command::Agent(args) => agent::run(&args),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {

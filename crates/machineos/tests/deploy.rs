@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, PodSpec, Service, ServiceAccount,
 };
@@ -96,6 +96,28 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
     ("", "nodes", &["get", "list", "watch", "patch"]),
     ("events.k8s.io", "events", &["create", "patch"]),
 ];
+
+/// The agent's ClusterRole (deploy/agent.yaml): (apiGroup, resource, verbs).
+const AGENT_CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
+    ("", "nodes", &["get", "list", "watch", "patch"]),
+    ("", "pods", &["list"]),
+    ("", "pods/eviction", &["create"]),
+    ("events.k8s.io", "events", &["create", "patch"]),
+    (
+        MCO,
+        "machineconfignodes",
+        &["get", "list", "watch", "patch", "update"],
+    ),
+    (
+        MCO,
+        "machineconfignodes/status",
+        &["get", "list", "watch", "patch", "update"],
+    ),
+    (MCO, "machineconfigs", &["get", "list", "watch"]),
+];
+
+/// The agent's Role in the controller's namespace: the pull Secrets.
+const AGENT_NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[("", "secrets", &["get"])];
 
 /// The Role's grants in the controller's namespace: (apiGroup, resource, verbs).
 const NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
@@ -223,6 +245,7 @@ struct Render {
     roles: Vec<Role>,
     role_bindings: Vec<RoleBinding>,
     deployments: Vec<Deployment>,
+    daemon_sets: Vec<DaemonSet>,
     pdbs: Vec<PodDisruptionBudget>,
     services: Vec<Service>,
     pvcs: Vec<PersistentVolumeClaim>,
@@ -262,6 +285,7 @@ impl Render {
                     r.role_bindings.push(strict(doc).map_err(bad)?)
                 }
                 ("apps/v1", "Deployment") => r.deployments.push(strict(doc).map_err(bad)?),
+                ("apps/v1", "DaemonSet") => r.daemon_sets.push(strict(doc).map_err(bad)?),
                 ("policy/v1", "PodDisruptionBudget") => r.pdbs.push(strict(doc).map_err(bad)?),
                 ("v1", "Service") => r.services.push(strict(doc).map_err(bad)?),
                 ("v1", "PersistentVolumeClaim") => r.pvcs.push(strict(doc).map_err(bad)?),
@@ -998,4 +1022,131 @@ fn the_samples_kustomization_lists_both_samples() {
             "MachineOSConfig worker".to_owned()
         ])
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// (f) the node agent (deploy/agent.yaml, applied on its own)
+
+#[test]
+fn the_agent_manifest_is_typed_and_grants_exactly_its_table() {
+    const AGENT: &str = "machineos-agent";
+    let r = Render::parse(&read(&deploy_dir().join("agent.yaml")))
+        .unwrap_or_else(|e| panic!("deploy/agent.yaml: {e}"));
+    assert_eq!(r.service_accounts.len(), 1);
+    assert_eq!(r.daemon_sets.len(), 1);
+    assert_eq!(r.cluster_roles.len(), 1);
+    assert_eq!(r.roles.len(), 1);
+    for doc in &r.docs {
+        let kind = doc["kind"].as_str().unwrap_or("");
+        let ns = doc["metadata"]["namespace"].as_str();
+        assert_eq!(doc["metadata"]["name"], AGENT, "{}", describe(doc));
+        if CLUSTER_SCOPED.contains(&kind) {
+            assert_eq!(ns, None, "{} is cluster-scoped", describe(doc));
+        } else {
+            assert_eq!(ns, Some(NS), "{}", describe(doc));
+        }
+    }
+    let got = grants(
+        "agent ClusterRole",
+        r.cluster_roles[0].rules.as_deref().unwrap_or_default(),
+    );
+    assert_grants("agent ClusterRole", &got, &table(AGENT_CLUSTER_RULES));
+    let got = grants(
+        "agent Role",
+        r.roles[0].rules.as_deref().unwrap_or_default(),
+    );
+    assert_grants("agent Role", &got, &table(AGENT_NAMESPACED_RULES));
+    for b in r
+        .cluster_role_bindings
+        .iter()
+        .map(|b| (&b.role_ref, b.subjects.as_deref().unwrap_or_default()))
+        .chain(
+            r.role_bindings
+                .iter()
+                .map(|b| (&b.role_ref, b.subjects.as_deref().unwrap_or_default())),
+        )
+    {
+        assert_eq!(b.0.name, AGENT);
+        assert_eq!(b.1.len(), 1);
+        assert_eq!(
+            (
+                b.1[0].kind.as_str(),
+                b.1[0].name.as_str(),
+                b.1[0].namespace.as_deref()
+            ),
+            ("ServiceAccount", AGENT, Some(NS))
+        );
+    }
+
+    // The DaemonSet: its service account, the host's PID namespace, privileged, the host's
+    // root mounted where --host-root says, the node name from the downward API.
+    let ds = &r.daemon_sets[0];
+    let spec = &ds.spec;
+    let pod = spec.template.spec.as_ref().expect("pod spec");
+    assert_eq!(pod.service_account_name.as_deref(), Some(AGENT));
+    assert_eq!(pod.host_pid, Some(true));
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    assert!(selects(
+        spec.selector.match_labels.as_ref().expect("selector"),
+        &labels
+    ));
+    assert!(
+        pod.tolerations
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.operator.as_deref() == Some("Exists") && t.key.is_none()),
+        "runs on cordoned and tainted nodes"
+    );
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some(IMAGE));
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(args.first().map(String::as_str), Some("agent"));
+    assert!(args.contains(&"--node=$(NODE_NAME)".to_owned()), "{args:?}");
+    let host_root = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--host-root="))
+        .expect("--host-root");
+    assert_eq!(
+        c.security_context.as_ref().and_then(|s| s.privileged),
+        Some(true)
+    );
+    let env: BTreeMap<&str, &str> = c
+        .env
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e.name.as_str(),
+                e.value_from
+                    .as_ref()?
+                    .field_ref
+                    .as_ref()?
+                    .field_path
+                    .as_str(),
+            ))
+        })
+        .collect();
+    assert_eq!(env.get("NODE_NAME"), Some(&"spec.nodeName"));
+    let mount = c
+        .volume_mounts
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|m| m.mount_path == host_root)
+        .expect("the host root is mounted at --host-root");
+    let vol = pod
+        .volumes
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|v| v.name == mount.name)
+        .expect("its volume");
+    assert_eq!(vol.host_path.as_ref().map(|h| h.path.as_str()), Some("/"));
 }

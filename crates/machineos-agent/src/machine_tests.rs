@@ -1,0 +1,747 @@
+//! Table tests of [`decide`]: every transition and safety rule; and a property test of
+//! restarts (an agent rebuilt from the annotations alone) at any point of an update.
+
+use super::*;
+use machineos_host::{FakeHost, Host};
+use proptest::prelude::*;
+
+const A: &str =
+    "quay.io/os/worker@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str =
+    "quay.io/os/worker@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str =
+    "quay.io/os/worker@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const NOW: Millis = 1_700_000_000_000;
+
+fn policy() -> Policy {
+    Policy {
+        drain_timeout: Duration::from_secs(60),
+        drain_retry: Duration::from_secs(5),
+        drain_backoff_max: Duration::from_secs(40),
+        reboot_timeout: Duration::from_secs(600),
+        failure_backoff: Duration::from_secs(10),
+    }
+}
+
+fn target() -> Target {
+    Target {
+        config: "rendered-worker-2".into(),
+        image: B.into(),
+    }
+}
+
+/// A node running A / rendered-worker-1, Done, asked for B / rendered-worker-2.
+fn asked() -> Observed {
+    let mut o = Observed {
+        annotations: [
+            (CURRENT_CONFIG, "rendered-worker-1"),
+            (CURRENT_IMAGE, A),
+            (DESIRED_CONFIG, "rendered-worker-2"),
+            (DESIRED_IMAGE, B),
+            (STATE, "Done"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+        ..Observed::default()
+    };
+    o.host.booted = Some(A.into());
+    o.host.boot_id = "boot-0".into();
+    o.rendered = Some(Rendered {
+        kernel_arguments: vec!["nosmt".into()],
+        ssh_keys: [("core".to_owned(), vec!["ssh-ed25519 AAAA".to_owned()])].into(),
+    });
+    o
+}
+
+fn at(mut o: Observed, step: Step) -> Observed {
+    o.annotations.insert(
+        PROGRESS.into(),
+        Progress {
+            target: target(),
+            step,
+        }
+        .to_annotation(),
+    );
+    o.annotations.insert(STATE.into(), "Working".into());
+    o
+}
+
+fn ours(mut o: Observed) -> Observed {
+    o.unschedulable = true;
+    o.annotations.insert(CORDONED_BY_AGENT.into(), B.into());
+    o
+}
+
+fn draining(started: Millis, failures: u32, retry_at: Option<Millis>) -> Step {
+    Step::Draining {
+        drain_started: started,
+        attempts: 1,
+        failures,
+        retry_at,
+    }
+}
+
+fn patch_of(actions: &[Action]) -> BTreeMap<String, Option<String>> {
+    let mut m = BTreeMap::new();
+    for a in actions {
+        if let Action::Annotate(p) = a {
+            m.extend(p.clone());
+        }
+    }
+    m
+}
+
+fn progress_of(actions: &[Action]) -> Option<Progress> {
+    patch_of(actions)
+        .get(PROGRESS)
+        .cloned()
+        .flatten()
+        .and_then(|p| Progress::parse(&p))
+}
+
+fn has(actions: &[Action], f: impl Fn(&Action) -> bool) -> bool {
+    actions.iter().any(f)
+}
+
+fn condition(actions: &[Action], t: &str) -> Option<(&'static str, &'static str)> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::SetMcnCondition(c) if c.type_ == t => Some((c.status, c.reason)),
+        _ => None,
+    })
+}
+
+fn events(actions: &[Action]) -> Vec<&'static str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
+}
+
+fn disruptive(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::Cordon | Action::Drain | Action::Deploy(_) | Action::Reboot | Action::Kargs { .. }
+    )
+}
+
+#[test]
+fn idle_is_a_fixed_point() {
+    let mut o = asked();
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    assert_eq!(decide(&o, &policy(), NOW), vec![]);
+    // No desired image at all (a non-layered pool): nothing either.
+    o.annotations.remove(DESIRED_IMAGE);
+    assert_eq!(decide(&o, &policy(), NOW), vec![]);
+}
+
+#[test]
+fn staging_pulls_and_never_cordons_or_changes_state() {
+    let mut o = asked();
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    o.annotations.insert(STAGE_IMAGE.into(), B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(a, vec![Action::WritePullSecret, Action::Pull(B.into())]);
+
+    // Pulled: answered, still no state change or cordon.
+    o.host.pulled.push(B.into());
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(STAGED_IMAGE), Some(&Some(B.to_owned())));
+    assert!(!p.contains_key(STATE));
+    assert!(!has(&a, disruptive));
+    assert_eq!(condition(&a, mcn::IMAGE_PULLED), Some(("True", "Staged")));
+
+    // Answered: idle again.
+    o.annotations.insert(STAGED_IMAGE.into(), B.into());
+    assert_eq!(decide(&o, &policy(), NOW), vec![]);
+}
+
+#[test]
+fn a_failed_staging_pull_is_reported_and_retried_after_a_backoff() {
+    let mut o = asked();
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    o.annotations.insert(STAGE_IMAGE.into(), B.into());
+    o.failure = Some(HostFailure {
+        op: HostOp::Pull,
+        message: "dns".into(),
+        transient: true,
+        attempts: 2,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| matches!(a, Action::Pull(_))));
+    assert!(has(&a, |a| *a == Action::Requeue(Duration::from_secs(20))));
+    assert_eq!(
+        condition(&a, mcn::IMAGE_PULLED),
+        Some(("False", "PullFailed"))
+    );
+    assert!(!has(&a, disruptive));
+    // The next pass (failure consumed) pulls again.
+    o.failure = None;
+    assert!(has(&decide(&o, &policy(), NOW), |a| matches!(
+        a,
+        Action::Pull(_)
+    )));
+}
+
+#[test]
+fn an_update_starts_by_cordoning_and_marking_the_cordon_as_ours() {
+    let a = decide(&asked(), &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(STATE), Some(&Some("Working".to_owned())));
+    assert_eq!(p.get(CORDONED_BY_AGENT), Some(&Some(B.to_owned())));
+    assert!(has(&a, |a| *a == Action::Cordon));
+    assert!(
+        !has(&a, |a| *a == Action::Drain),
+        "drains after the cordon is written"
+    );
+    assert_eq!(
+        progress_of(&a).map(|p| p.step),
+        Some(Step::Draining {
+            drain_started: 0,
+            attempts: 0,
+            failures: 0,
+            retry_at: None
+        }),
+        "the window opens at the first round"
+    );
+    assert_eq!(condition(&a, mcn::CORDONED), Some(("True", "Cordoned")));
+    assert_eq!(
+        condition(&a, mcn::UPDATE_PREPARED),
+        Some(("True", "UpdatePrepared"))
+    );
+}
+
+#[test]
+fn a_node_cordoned_by_an_admin_is_not_marked_as_ours() {
+    let mut o = asked();
+    o.unschedulable = true;
+    let a = decide(&o, &policy(), NOW);
+    assert!(!patch_of(&a).contains_key(CORDONED_BY_AGENT));
+    assert!(!has(&a, |a| *a == Action::Cordon));
+}
+
+#[test]
+fn without_the_rendered_config_nothing_is_disrupted() {
+    let mut o = asked();
+    o.rendered = None;
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, disruptive));
+    assert!(patch_of(&a).is_empty());
+    assert_eq!(events(&a), vec!["RenderedConfigMissing"]);
+}
+
+#[test]
+fn the_first_round_opens_the_drain_window() {
+    let o = ours(at(asked(), draining(0, 0, None)));
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Drain));
+    match progress_of(&a).map(|p| p.step) {
+        Some(Step::Draining { drain_started, .. }) => assert_eq!(drain_started, NOW),
+        s => panic!("{s:?}"),
+    }
+}
+
+#[test]
+fn an_uncordon_mid_drain_is_undone() {
+    let mut o = ours(at(asked(), draining(NOW, 0, None)));
+    o.unschedulable = false;
+    o.annotations.remove(CORDONED_BY_AGENT);
+    let a = decide(&o, &policy(), NOW + 1000);
+    assert!(has(&a, |a| *a == Action::Cordon));
+    assert_eq!(
+        patch_of(&a).get(CORDONED_BY_AGENT),
+        Some(&Some(B.to_owned()))
+    );
+    assert!(!has(&a, |a| *a == Action::Drain));
+    assert_eq!(events(&a), vec!["Recordoned"]);
+}
+
+#[test]
+fn a_finished_drain_moves_on_to_the_deploy() {
+    let mut o = ours(at(asked(), draining(NOW, 0, None)));
+    o.drain = Some(DrainOutcome::Drained);
+    let a = decide(&o, &policy(), NOW + 1000);
+    assert_eq!(progress_of(&a).map(|p| p.step), Some(Step::Deploying));
+    assert_eq!(condition(&a, mcn::DRAINED), Some(("True", "Drained")));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Deploy(_) | Action::Reboot
+    )));
+}
+
+#[test]
+fn a_blocked_drain_reports_each_pod_and_retries_within_the_window() {
+    let mut o = ours(at(asked(), draining(NOW, 0, None)));
+    o.drain = Some(DrainOutcome::Blocked {
+        pods: vec![BlockedPod {
+            pod: "default/web-0".into(),
+            message: "The disruption budget web needs 1 healthy pods".into(),
+        }],
+    });
+    let a = decide(&o, &policy(), NOW + 1000);
+    assert_eq!(events(&a), vec!["DrainBlocked"]);
+    assert!(has(&a, |a| *a == Action::Requeue(Duration::from_secs(5))));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Deploy(_) | Action::Reboot | Action::Uncordon | Action::Drain
+    )));
+    // The wait's end: a new round (no outcome in memory).
+    o.drain = None;
+    assert!(has(&decide(&o, &policy(), NOW + 6000), |a| *a == Action::Drain));
+}
+
+#[test]
+fn a_timed_out_drain_never_proceeds_keeps_the_cordon_and_backs_off() {
+    for outcome in [
+        None,
+        Some(DrainOutcome::Blocked {
+            pods: vec![BlockedPod {
+                pod: "default/web-0".into(),
+                message: "pdb web".into(),
+            }],
+        }),
+        Some(DrainOutcome::Waiting {
+            pods: vec!["default/slow".into()],
+        }),
+        Some(DrainOutcome::Error {
+            message: "boom".into(),
+        }),
+    ] {
+        let mut o = ours(at(asked(), draining(NOW, 1, None)));
+        o.drain = outcome.clone();
+        let a = decide(&o, &policy(), NOW + 61_000);
+        assert_eq!(
+            condition(&a, mcn::DRAINED),
+            Some(("False", "DrainFailed")),
+            "{outcome:?}"
+        );
+        assert!(events(&a).contains(&"DrainFailed"));
+        assert!(!has(&a, |a| matches!(
+            a,
+            Action::Deploy(_) | Action::Reboot | Action::Uncordon | Action::Drain
+        )));
+        assert!(!patch_of(&a).contains_key(CORDONED_BY_AGENT));
+        // Second failure: 5 s doubled.
+        assert!(has(&a, |a| *a == Action::Requeue(Duration::from_secs(10))));
+        match progress_of(&a).map(|p| p.step) {
+            Some(Step::Draining {
+                failures, retry_at, ..
+            }) => {
+                assert_eq!(failures, 2);
+                assert_eq!(retry_at, Some(NOW + 61_000 + 10_000));
+            }
+            s => panic!("{s:?}"),
+        }
+        assert_eq!(patch_of(&a).get(STATE), None, "state stays Working");
+    }
+}
+
+#[test]
+fn after_a_failed_drain_the_next_window_waits_for_the_backoff() {
+    let o = ours(at(asked(), draining(NOW, 1, Some(NOW + 10_000))));
+    assert_eq!(
+        decide(&o, &policy(), NOW + 4_000),
+        vec![Action::Requeue(Duration::from_secs(6))]
+    );
+    let a = decide(&o, &policy(), NOW + 10_000);
+    assert!(has(&a, |a| *a == Action::Drain));
+    match progress_of(&a).map(|p| p.step) {
+        Some(Step::Draining {
+            drain_started,
+            failures,
+            retry_at,
+            ..
+        }) => assert_eq!((drain_started, failures, retry_at), (NOW + 10_000, 1, None)),
+        s => panic!("{s:?}"),
+    }
+}
+
+#[test]
+fn the_deploy_writes_credentials_keys_and_kargs_then_the_image() {
+    let mut o = ours(at(asked(), Step::Deploying));
+    o.host.kargs = vec!["quiet".into(), "old=1".into()];
+    o.current_kargs = vec!["old=1".into()];
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(
+        a,
+        vec![
+            Action::WritePullSecret,
+            Action::WriteSshKeys {
+                user: "core".into(),
+                keys: vec!["ssh-ed25519 AAAA".into()]
+            },
+            Action::Deploy(B.into()),
+            Action::Kargs {
+                add: vec!["nosmt".into()],
+                remove: vec!["old=1".into()]
+            },
+        ]
+    );
+    // Past the drain: a restarted agent never drains again.
+    assert!(!has(&a, |a| *a == Action::Drain));
+}
+
+#[test]
+fn a_deployed_image_records_the_boot_id_before_rebooting() {
+    let mut o = ours(at(asked(), Step::Deploying));
+    o.host.staged = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| *a == Action::Reboot), "the record first");
+    assert_eq!(
+        progress_of(&a).map(|p| p.step),
+        Some(Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: None
+        })
+    );
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Rebooting".to_owned())));
+    assert_eq!(
+        condition(&a, mcn::APPLIED_OS_IMAGE),
+        Some(("True", "Deployed"))
+    );
+}
+
+#[test]
+fn deploy_failures_retry_when_transient_and_degrade_when_not() {
+    let mut o = ours(at(asked(), Step::Deploying));
+    o.failure = Some(HostFailure {
+        op: HostOp::Deploy,
+        message: "registry 503".into(),
+        transient: true,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(events(&a), vec!["HostRetry"]);
+    assert!(has(&a, |a| *a == Action::Requeue(Duration::from_secs(10))));
+    o.failure = Some(HostFailure {
+        op: HostOp::Deploy,
+        message: "manifest unknown".into(),
+        transient: false,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Degraded".to_owned())));
+    assert!(!has(&a, |a| *a == Action::Uncordon));
+}
+
+#[test]
+fn the_reboot_is_requested_once() {
+    let o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: None,
+        },
+    ));
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Reboot));
+    let p = progress_of(&a).expect("progress");
+    assert_eq!(
+        p.step,
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW)
+        }
+    );
+    // A restarted agent, same boot: waits, does not reboot again.
+    let o = ours(at(asked(), p.step));
+    let a = decide(&o, &policy(), NOW + 30_000);
+    assert_eq!(a, vec![Action::Requeue(Duration::from_secs(570))]);
+    // Only when the reboot never came does it ask again.
+    let a = decide(&o, &policy(), NOW + 600_000);
+    assert!(has(&a, |a| *a == Action::Reboot));
+}
+
+#[test]
+fn a_boot_into_the_target_finishes_and_undoes_only_our_cordon() {
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    assert_eq!(
+        p.get(CURRENT_CONFIG),
+        Some(&Some("rendered-worker-2".to_owned()))
+    );
+    assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())));
+    assert_eq!(p.get(PROGRESS), Some(&None));
+    assert_eq!(p.get(CORDONED_BY_AGENT), Some(&None));
+    assert!(has(&a, |a| *a == Action::Uncordon));
+    assert!(!has(&a, |a| *a == Action::Reboot));
+    for t in [
+        mcn::UPDATED,
+        mcn::UPDATE_COMPLETE,
+        mcn::REBOOTED,
+        mcn::UNCORDONED,
+    ] {
+        assert_eq!(condition(&a, t).map(|c| c.0), Some("True"), "{t}");
+    }
+
+    // An admin's cordon stays.
+    o.annotations.remove(CORDONED_BY_AGENT);
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| *a == Action::Uncordon));
+    assert_eq!(condition(&a, mcn::UNCORDONED).map(|c| c.0), Some("False"));
+}
+
+#[test]
+fn a_boot_into_the_wrong_image_degrades_naming_both() {
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(C.into());
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(STATE), Some(&Some("Degraded".to_owned())));
+    let reason = p.get(REASON).cloned().flatten().unwrap_or_default();
+    assert!(reason.contains(B) && reason.contains(C), "{reason}");
+    assert!(!has(&a, |a| *a == Action::Uncordon || *a == Action::Reboot));
+    assert_eq!(condition(&a, mcn::NODE_DEGRADED).map(|c| c.0), Some("True"));
+
+    // Degraded stays Degraded for this target…
+    let mut o = ours(at(
+        asked(),
+        Step::Degraded {
+            reason: reason.clone(),
+        },
+    ));
+    o.annotations.insert(STATE.into(), "Degraded".into());
+    o.annotations.insert(REASON.into(), reason);
+    o.host.booted = Some(C.into());
+    assert_eq!(decide(&o, &policy(), NOW), vec![]);
+    // …until the target changes: then the update starts over.
+    let mut o2 = o.clone();
+    let d =
+        "quay.io/os/worker@sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+    o2.annotations.insert(DESIRED_IMAGE.into(), d.into());
+    let a = decide(&o2, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Working".to_owned())));
+    assert_eq!(
+        patch_of(&a).get(CORDONED_BY_AGENT),
+        None,
+        "still ours, not re-marked"
+    );
+}
+
+#[test]
+fn an_abandoned_update_is_dropped_and_our_cordon_undone() {
+    let mut o = ours(at(asked(), draining(NOW, 0, None)));
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(PROGRESS), Some(&None));
+    assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())));
+    assert!(has(&a, |a| *a == Action::Uncordon));
+}
+
+#[test]
+fn a_node_already_running_the_target_finishes_without_disruption() {
+    let mut o = asked();
+    o.host.booted = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, disruptive));
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Done".to_owned())));
+}
+
+#[test]
+fn progress_round_trips_through_its_annotation() {
+    for step in [
+        draining(NOW, 2, Some(NOW + 5)),
+        Step::Deploying,
+        Step::Rebooting {
+            boot_id_before_reboot: "b".into(),
+            reboot_requested: Some(NOW),
+        },
+        Step::Degraded { reason: "r".into() },
+    ] {
+        let p = Progress {
+            target: target(),
+            step,
+        };
+        assert_eq!(Progress::parse(&p.to_annotation()), Some(p));
+    }
+    let text = Progress {
+        target: target(),
+        step: draining(NOW, 0, None),
+    }
+    .to_annotation();
+    assert!(text.contains("\"step\":\"draining\""), "{text}");
+    assert!(text.contains("\"drainStarted\""), "{text}");
+    assert_eq!(Progress::parse("{not json"), None);
+}
+
+// ---------------------------------------------------------------------------------------
+// Restarts at any point
+
+/// One step of the world.
+#[derive(Debug, Clone)]
+enum Ev {
+    /// The agent runs one pass; the drain (if any) is blocked when `blocked`.
+    Pass { blocked: bool },
+    /// The agent is killed and restarted (nothing survives but the node and the host).
+    Restart,
+    /// The host reboots if a reboot was requested.
+    Boot,
+    /// Time passes.
+    Wait(u64),
+}
+
+fn ev() -> impl Strategy<Value = Ev> {
+    prop_oneof![
+        4 => any::<bool>().prop_map(|b| Ev::Pass { blocked: b }),
+        2 => Just(Ev::Restart),
+        1 => Just(Ev::Boot),
+        1 => (0u64..120_000).prop_map(Ev::Wait),
+    ]
+}
+
+struct World {
+    o: Observed,
+    host: FakeHost,
+    now: Millis,
+    drains_after_drained: u32,
+    drained: bool,
+    reboots: u32,
+    reboot_before_drained: bool,
+}
+
+impl World {
+    fn new() -> World {
+        let o = asked();
+        World {
+            o,
+            host: FakeHost::booted(A),
+            now: NOW,
+            drains_after_drained: 0,
+            drained: false,
+            reboots: 0,
+            reboot_before_drained: false,
+        }
+    }
+
+    fn pass(&mut self, blocked: bool) {
+        self.o.host = self.host.status().unwrap_or_default();
+        // Past the drain as persisted (a round whose success was never recorded may run
+        // again after a restart; it finds nothing to evict).
+        let past_drain = self.o.annotations.get(CURRENT_IMAGE).map(String::as_str) == Some(B)
+            || self
+                .o
+                .progress()
+                .is_some_and(|p| !matches!(p.step, Step::Draining { .. }));
+        let actions = decide(&self.o, &policy(), self.now);
+        self.o.drain = None;
+        self.o.failure = None;
+        for a in actions {
+            match a {
+                Action::Annotate(p) => {
+                    for (k, v) in p {
+                        match v {
+                            Some(v) => self.o.annotations.insert(k, v),
+                            None => self.o.annotations.remove(&k),
+                        };
+                    }
+                }
+                Action::Cordon => self.o.unschedulable = true,
+                Action::Uncordon => self.o.unschedulable = false,
+                Action::Drain => {
+                    if past_drain {
+                        self.drains_after_drained += 1;
+                    }
+                    self.o.drain = Some(if blocked {
+                        DrainOutcome::Blocked {
+                            pods: vec![BlockedPod {
+                                pod: "d/p".into(),
+                                message: "pdb".into(),
+                            }],
+                        }
+                    } else {
+                        self.drained = true;
+                        DrainOutcome::Drained
+                    });
+                }
+                Action::Deploy(i) => {
+                    let _ = self.host.deploy(&i, None);
+                }
+                Action::Kargs { add, remove } => {
+                    let _ = self.host.kargs(&add, &remove);
+                }
+                Action::Pull(i) => {
+                    let _ = self.host.pull(&i, None);
+                }
+                Action::Reboot => {
+                    self.reboots += 1;
+                    if !self.drained {
+                        self.reboot_before_drained = true;
+                    }
+                    let _ = self.host.reboot();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn restarts_never_drain_past_the_drain_nor_reboot_twice(evs in proptest::collection::vec(ev(), 0..80)) {
+        let mut w = World::new();
+        for e in evs {
+            match e {
+                Ev::Pass { blocked } => w.pass(blocked),
+                Ev::Restart => {
+                    w.o.drain = None;
+                    w.o.failure = None;
+                }
+                Ev::Boot => {
+                    if w.host.lock().reboot_requested {
+                        w.host.boot();
+                    }
+                }
+                Ev::Wait(ms) => w.now += ms as Millis,
+            }
+            prop_assert_eq!(w.drains_after_drained, 0, "a drain after the drain was recorded");
+            prop_assert!(w.reboots <= 1, "rebooted {} times", w.reboots);
+            prop_assert!(!w.reboot_before_drained, "rebooted before the drain finished");
+            prop_assert!(w.host.lock().boots <= 1);
+        }
+        // Then let it finish: unblocked passes, the boot, time.
+        for _ in 0..20 {
+            w.now += 120_000;
+            w.pass(false);
+            if w.host.lock().reboot_requested {
+                w.host.boot();
+            }
+        }
+        prop_assert_eq!(w.reboots, 1);
+        prop_assert_eq!(w.o.annotations.get(STATE).map(String::as_str), Some("Done"));
+        prop_assert_eq!(w.o.annotations.get(CURRENT_IMAGE).map(String::as_str), Some(B));
+        prop_assert!(!w.o.unschedulable, "uncordoned at the end");
+        prop_assert!(!w.o.annotations.contains_key(PROGRESS));
+    }
+}

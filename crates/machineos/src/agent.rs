@@ -1,0 +1,133 @@
+//! `machineos agent`: the command-line face of `machineos-agent` — flags in,
+//! [`AgentOptions`] out, then [`machineos_agent::run`] until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use machineos_agent::AgentOptions;
+use machineos_host::{FakeHost, Host};
+
+/// Arguments of `machineos agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// This node's name (the DaemonSet passes `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node: String,
+    /// The agent's namespace (of its default pull Secret).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "machineos")]
+    namespace: String,
+    /// The default pull Secret, `namespace/name` (or `name` in --namespace), of type
+    /// kubernetes.io/dockerconfigjson; a node's `machineos.io/pull-secret` annotation wins.
+    #[arg(long, value_name = "NS/NAME")]
+    pull_secret: Option<String>,
+    /// How long a drain may take before it has failed (the node stays cordoned and the
+    /// drain is retried after a backoff): `600`, `600s`, `10m`, `1h`.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    drain_timeout: Duration,
+    /// Between eviction rounds while pods are blocked by PodDisruptionBudgets.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    drain_retry: Duration,
+    /// How long a requested reboot may take before it is requested again.
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_duration)]
+    reboot_timeout: Duration,
+    /// Where the host's root filesystem is mounted in the agent's container.
+    #[arg(long, value_name = "DIR", default_value = "/host")]
+    host_root: PathBuf,
+    /// The host backend: `auto` (bootc or rpm-ostree, whichever the host has) or `fake`
+    /// (an in-memory host, for trying the agent against a test cluster).
+    #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "fake"])]
+    host: String,
+}
+
+/// `600`, `600s`, `10m`, `1h`, `250ms`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit (ms, s, m, h)"))?;
+    Ok(match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    })
+}
+
+fn options(args: &AgentArgs) -> anyhow::Result<AgentOptions> {
+    let mut o = AgentOptions::new(&args.node, &args.namespace);
+    o.pull_secret = args
+        .pull_secret
+        .as_deref()
+        .map(|s| match s.split_once('/') {
+            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+            None => (args.namespace.clone(), s.to_owned()),
+        });
+    o.drain_timeout = args.drain_timeout;
+    o.drain_retry = args.drain_retry;
+    o.reboot_timeout = args.reboot_timeout;
+    Ok(o)
+}
+
+fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
+    match args.host.as_str() {
+        "fake" => Ok(Arc::new(FakeHost::default())),
+        // TODO(issue 16): call machineos-host's detection (bootc or rpm-ostree under
+        // --host-root) once the real backends land in machineos-host.
+        _ => anyhow::bail!(
+            "--host auto: this build has no bootc/rpm-ostree backend yet (host root {}); \
+             only --host fake is available",
+            args.host_root.display()
+        ),
+    }
+}
+
+/// Run `machineos agent`.
+pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
+    let opts = options(args)?;
+    let host = host(args)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async move {
+        let config = kube::Config::infer()
+            .await
+            .context("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config)")?;
+        let client = kube::Client::try_from(machineos_agent::client_config(config))
+            .context("building the Kubernetes client")?;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            on_signal.cancel();
+        });
+        machineos_agent::run(client, host, opts, shutdown)
+            .await
+            .map_err(anyhow::Error::msg)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("600"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("10 minutes").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+}
