@@ -13,10 +13,13 @@
 //!   decides and acts until cancelled; host operations go through
 //!   [`machineos_host::Host`] on blocking threads.
 //! * [`error`]: [`AgentError`], classified ([`machineos_diagnostics::Classify`]).
+//! * [`simulate`]: a simulated machine — the agent on a fake host whose reboots happen in
+//!   process (demos and tests only).
 
 pub mod agent;
 pub mod error;
 pub mod machine;
+pub mod simulate;
 
 pub use agent::{AgentOptions, client_config, run};
 pub use error::AgentError;

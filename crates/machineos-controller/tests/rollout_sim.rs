@@ -24,8 +24,10 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-const OLD: &str = "quay.io/fedora/os@sha256:0000000000000000000000000000000000000000000000000000000000000000";
-const CANARY: &str = "quay.io/fedora/os@sha256:cafecafecafecafecafecafecafecafecafecafecafecafecafecafecafecafe";
+const OLD: &str =
+    "quay.io/fedora/os@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const CANARY: &str =
+    "quay.io/fedora/os@sha256:cafecafecafecafecafecafecafecafecafecafecafecafecafecafecafecafe";
 
 /// One simulated machine: its fake host and its running agent.
 struct Machine {
@@ -49,9 +51,18 @@ fn agent_options(node: &str) -> AgentOptions {
     o
 }
 
-fn start_agent(client: &Client, node: &str, host: &FakeHost) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+fn start_agent(
+    client: &Client,
+    node: &str,
+    host: &FakeHost,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let token = CancellationToken::new();
-    let (client, host, opts, t) = (client.clone(), host.clone(), agent_options(node), token.clone());
+    let (client, host, opts, t) = (
+        client.clone(),
+        host.clone(),
+        agent_options(node),
+        token.clone(),
+    );
     let handle = tokio::spawn(async move {
         let host: Arc<dyn Host> = Arc::new(host);
         if let Err(e) = run_agent(client, host, opts, t).await {
@@ -64,7 +75,14 @@ fn start_agent(client: &Client, node: &str, host: &FakeHost) -> (CancellationTok
 impl Fleet {
     /// Nodes `names` (labels as given), each booted into `OLD`, with an agent.
     async fn start(c: &Cluster, nodes: &[(String, BTreeMap<String, String>)]) -> Fleet {
-        let client = client_of(&c.server).await;
+        // The agents' client, as `machineos agent` builds it: no automatic retry of 429s (a
+        // PodDisruptionBudget's refusal is the drain's to report and retry).
+        let kc = kube::config::Kubeconfig::from_yaml(&c.server.kubeconfig()).unwrap();
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        let client = Client::try_from(machineos_agent::client_config(cfg)).unwrap();
         let api: Api<Node> = Api::all(client.clone());
         let mut machines = BTreeMap::new();
         for (name, labels) in nodes {
@@ -98,7 +116,11 @@ impl Fleet {
     /// Reboot every machine whose agent asked for it: stop the agent, NotReady, boot the
     /// staged image, Ready, a new agent.
     fn power_supply(&self, c: &Cluster) {
-        let (machines, client, stop) = (self.machines.clone(), self.client.clone(), self.stop.clone());
+        let (machines, client, stop) = (
+            self.machines.clone(),
+            self.client.clone(),
+            self.stop.clone(),
+        );
         let shared = c.server.shared().clone();
         tokio::spawn(async move {
             while !stop.is_cancelled() {
@@ -111,9 +133,14 @@ impl Fleet {
                     .map(|(n, _)| n.clone())
                     .collect();
                 for name in due {
-                    let (client, machines, shared) = (client.clone(), machines.clone(), shared.clone());
+                    let (client, machines, shared) =
+                        (client.clone(), machines.clone(), shared.clone());
                     tokio::spawn(async move {
-                        let agent = machines.lock().await.get_mut(&name).and_then(|m| m.agent.take());
+                        let agent = machines
+                            .lock()
+                            .await
+                            .get_mut(&name)
+                            .and_then(|m| m.agent.take());
                         if let Some((t, h)) = agent {
                             t.cancel();
                             let _ = h.await;
@@ -167,7 +194,11 @@ fn updating(n: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
-    let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let cordoned = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
     !ready
         || cordoned
         || a.get(vocab::STATE).map(String::as_str) != Some("Done")
@@ -195,12 +226,19 @@ impl Sampler {
             while !s.is_cancelled() {
                 if let Ok(list) = api.list(&ListParams::default()).await {
                     let now = start.elapsed().as_millis();
-                    let down: BTreeSet<String> =
-                        list.items.iter().filter(|n| updating(n)).map(|n| n.name_any()).collect();
+                    let down: BTreeSet<String> = list
+                        .items
+                        .iter()
+                        .filter(|n| updating(n))
+                        .map(|n| n.name_any())
+                        .collect();
                     t.lock().await.push((now, down));
                     let mut tg = tg.lock().await;
                     for n in &list.items {
-                        if n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD) {
+                        if n.annotations()
+                            .get(vocab::DESIRED_IMAGE)
+                            .is_some_and(|i| i != OLD)
+                        {
                             tg.entry(n.name_any()).or_insert(now);
                         }
                     }
@@ -240,7 +278,11 @@ async fn pool_with(c: &Cluster, max_unavailable: Value, min_ready: &str) {
     pool["spec"]["maxUnavailable"] = max_unavailable;
     pool["metadata"]["annotations"] = json!({"machineos.io/min-ready-seconds": min_ready});
     c.apply(&kinds::pool(), pool).await;
-    c.apply(&kinds::machine_config(), machine_config("00-worker", "motd", "hello")).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
     c.apply(
         &kinds::machine_os_config(),
         machine_os_config(&format!("{}/machineos/worker:latest", c.registry.host())),
@@ -276,7 +318,14 @@ async fn until_nodes(c: &Cluster, what: &str, limit: Duration, f: impl Fn(&[Node
         if tokio::time::Instant::now() > deadline {
             let dump: Vec<String> = list
                 .iter()
-                .map(|n| format!("{} {:?} unsched={:?}", n.name_any(), n.annotations(), n.spec.as_ref().and_then(|s| s.unschedulable)))
+                .map(|n| {
+                    format!(
+                        "{} {:?} unsched={:?}",
+                        n.name_any(),
+                        n.annotations(),
+                        n.spec.as_ref().and_then(|s| s.unschedulable)
+                    )
+                })
                 .collect();
             panic!("timed out waiting for {what}:\n{}", dump.join("\n"));
         }
@@ -285,14 +334,21 @@ async fn until_nodes(c: &Cluster, what: &str, limit: Duration, f: impl Fn(&[Node
 }
 
 fn current_image(n: &Node) -> Option<&str> {
-    n.annotations().get(vocab::CURRENT_IMAGE).map(String::as_str)
+    n.annotations()
+        .get(vocab::CURRENT_IMAGE)
+        .map(String::as_str)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     let c = Cluster::start().await;
     let names: Vec<(String, BTreeMap<String, String>)> = (0..50)
-        .map(|i| (format!("node-{i:02}"), worker_labels(["zone-a", "zone-b", "zone-c"][i % 3])))
+        .map(|i| {
+            (
+                format!("node-{i:02}"),
+                worker_labels(["zone-a", "zone-b", "zone-c"][i % 3]),
+            )
+        })
         .collect();
     let fleet = Fleet::start(&c, &names).await;
     // A PDB that blocks the drain of the first node of zone-a until it is relaxed.
@@ -329,15 +385,26 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
     let built = loop {
         assert!(tokio::time::Instant::now() < deadline, "no image recorded");
-        let m = c.get(&kinds::machine_os_config()).get("worker").await.unwrap();
-        if let Some(i) = m.data.pointer("/status/currentImagePullSpec").and_then(Value::as_str) {
+        let m = c
+            .get(&kinds::machine_os_config())
+            .get("worker")
+            .await
+            .unwrap();
+        if let Some(i) = m
+            .data
+            .pointer("/status/currentImagePullSpec")
+            .and_then(Value::as_str)
+        {
             break i.to_owned();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     // The first batch is under way (one of them blocked by the PDB).
     until_nodes(&c, "the first batch", EVENTUALLY, |ns| {
-        ns.iter().filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built)).count() >= 5
+        ns.iter()
+            .filter(|n| n.annotations().get(vocab::DESIRED_IMAGE) == Some(&built))
+            .count()
+            >= 5
     })
     .await;
     // The controller is killed mid-rollout and comes back.
@@ -348,11 +415,19 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     controller = Some(c.controller().await);
     // node-00's drain is blocked: it stays cordoned, its host untouched.
     until_nodes(&c, "node-03 done", EVENTUALLY, |ns| {
-        ns.iter().any(|n| n.name_any() == "node-03" && current_image(n) == Some(built.as_str()))
+        ns.iter()
+            .any(|n| n.name_any() == "node-03" && current_image(n) == Some(built.as_str()))
     })
     .await;
     let h0 = fleet.host("node-00").await;
-    assert!(h0.lock().calls.iter().all(|c| !c.starts_with("deploy") && c != "reboot"), "{:?}", h0.lock().calls);
+    assert!(
+        h0.lock()
+            .calls
+            .iter()
+            .all(|c| !c.starts_with("deploy") && c != "reboot"),
+        "{:?}",
+        h0.lock().calls
+    );
     // An agent killed mid-update (node-09, whichever step) resumes.
     fleet.restart_agent("node-09").await;
     // The agent says why: a DrainBlocked Event on node-00 naming the pod.
@@ -371,7 +446,14 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         if tokio::time::Instant::now() > deadline {
             let seen: Vec<String> = list
                 .iter()
-                .map(|e| format!("{:?} {:?} {:?}", e.reason, e.regarding.as_ref().and_then(|r| r.name.clone()), e.note))
+                .map(|e| {
+                    format!(
+                        "{:?} {:?} {:?}",
+                        e.reason,
+                        e.regarding.as_ref().and_then(|r| r.name.clone()),
+                        e.note
+                    )
+                })
                 .collect();
             panic!("no DrainBlocked Event for node-00: {seen:#?}");
         }
@@ -379,22 +461,39 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     }
     // Relax the PDB: node-00 drains and updates.
     pdbs.delete("db", &DeleteParams::default()).await.unwrap();
-    until_nodes(&c, "every node on its image", Duration::from_secs(300), |ns| {
-        ns.len() == 50
-            && ns.iter().all(|n| {
-                let want = if n.name_any() == "node-47" { CANARY } else { built.as_str() };
-                current_image(n) == Some(want)
-                    && n.annotations().get(vocab::STATE).map(String::as_str) == Some("Done")
-                    && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
-            })
-    })
+    until_nodes(
+        &c,
+        "every node on its image",
+        Duration::from_secs(300),
+        |ns| {
+            ns.len() == 50
+                && ns.iter().all(|n| {
+                    let want = if n.name_any() == "node-47" {
+                        CANARY
+                    } else {
+                        built.as_str()
+                    };
+                    current_image(n) == Some(want)
+                        && n.annotations().get(vocab::STATE).map(String::as_str) == Some("Done")
+                        && !n
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.unschedulable)
+                            .unwrap_or(false)
+                })
+        },
+    )
     .await;
     sampler.stop.cancel();
     let changes = sampler.changes().await;
     let max = changes.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
     println!("timeline (ms since start: nodes unavailable):");
     for (t, s) in &changes {
-        println!("{t:>7} {:>2} {}", s.len(), s.iter().cloned().collect::<Vec<_>>().join(" "));
+        println!(
+            "{t:>7} {:>2} {}",
+            s.len(),
+            s.iter().cloned().collect::<Vec<_>>().join(" ")
+        );
     }
     assert!(max <= 5, "{max} nodes unavailable at once (limit 5)");
     // Zone then age (creation order = name order here): the pool's nodes were targeted in
@@ -409,11 +508,18 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         .collect();
     order.sort();
     assert!(
-        order.iter().enumerate().all(|(i, a)| order[i..].iter().all(|b| a.2 <= b.2 + 250)),
+        order
+            .iter()
+            .enumerate()
+            .all(|(i, a)| order[i..].iter().all(|b| a.2 <= b.2 + 250)),
         "not targeted in zone-then-age order: {order:?}"
     );
     let t0 = order.iter().map(|o| o.2).min().unwrap_or(0);
-    let first: BTreeSet<&str> = order.iter().filter(|o| o.2 <= t0 + 250).map(|o| o.1).collect();
+    let first: BTreeSet<&str> = order
+        .iter()
+        .filter(|o| o.2 <= t0 + 250)
+        .map(|o| o.1)
+        .collect();
     assert_eq!(
         first,
         BTreeSet::from(["node-00", "node-03", "node-06", "node-09"]),
@@ -447,8 +553,9 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
     let c = Cluster::start().await;
-    let names: Vec<(String, BTreeMap<String, String>)> =
-        (0..12).map(|i| (format!("node-{i:02}"), worker_labels("zone-a"))).collect();
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..12)
+        .map(|i| (format!("node-{i:02}"), worker_labels("zone-a")))
+        .collect();
     let fleet = Fleet::start(&c, &names).await;
     // node-05 will come up on the wrong image.
     fleet.host("node-05").await.lock().boot_into = Some(CANARY.into());
@@ -456,18 +563,30 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
     pool_with(&c, json!(2), "1").await;
     // Pause as soon as the first batch is targeted.
     until_nodes(&c, "the first batch", EVENTUALLY, |ns| {
-        ns.iter().any(|n| n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD))
+        ns.iter().any(|n| {
+            n.annotations()
+                .get(vocab::DESIRED_IMAGE)
+                .is_some_and(|i| i != OLD)
+        })
     })
     .await;
     let pools = c.get(&kinds::pool());
     pools
-        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": true}})))
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let moving = |ns: &[Node]| {
         ns.iter()
-            .filter(|n| n.annotations().get(vocab::DESIRED_IMAGE).is_some_and(|i| i != OLD))
+            .filter(|n| {
+                n.annotations()
+                    .get(vocab::DESIRED_IMAGE)
+                    .is_some_and(|i| i != OLD)
+            })
             .count()
     };
     let paused_at = moving(&nodes(&c).await);
@@ -480,9 +599,19 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Updating").cloned())
         .unwrap_or_default();
-    assert!(updating["message"].as_str().unwrap_or("").ends_with("the pool is paused"), "{updating}");
+    assert!(
+        updating["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("the pool is paused"),
+        "{updating}"
+    );
     pools
-        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": false}})))
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
         .await
         .unwrap();
     // node-05 fails on its boot; the pool halts with it degraded.
@@ -496,12 +625,27 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         if nd["status"] == "True" {
             break p;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no NodeDegraded: {}", p.data["status"]);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no NodeDegraded: {}",
+            p.data["status"]
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let st = &pool.data["status"];
-    let nd = st["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "NodeDegraded").unwrap();
-    assert!(nd["message"].as_str().unwrap().starts_with("Node node-05 is reporting:"), "{nd}");
+    let nd = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "NodeDegraded")
+        .unwrap();
+    assert!(
+        nd["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Node node-05 is reporting:"),
+        "{nd}"
+    );
     assert_eq!(st["degradedMachineCount"], 1, "{st}");
     // It does not spread: after a while, no node beyond those already moving is targeted.
     let at_halt = moving(&nodes(&c).await);
@@ -510,19 +654,35 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
     assert_eq!(moving(&ns), at_halt, "the failure spread");
     assert!(at_halt < 12, "{at_halt}");
     let n5 = ns.iter().find(|n| n.name_any() == "node-05").unwrap();
-    assert_eq!(n5.annotations().get(vocab::STATE).map(String::as_str), Some("Degraded"));
-    assert!(n5.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false), "a failed node stays cordoned");
+    assert_eq!(
+        n5.annotations().get(vocab::STATE).map(String::as_str),
+        Some("Degraded")
+    );
+    assert!(
+        n5.spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        "a failed node stays cordoned"
+    );
     let halted: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
     let evs = halted.list(&ListParams::default()).await.unwrap().items;
     assert!(
-        evs.iter().any(|e| e.reason.as_deref() == Some("RolloutHalted")),
+        evs.iter()
+            .any(|e| e.reason.as_deref() == Some("RolloutHalted")),
         "no RolloutHalted Event"
     );
-    let images = c.get(&kinds::image()).list(&ListParams::default()).await.unwrap().items;
+    let images = c
+        .get(&kinds::image())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
     let failed = images.iter().any(|m| {
-        m.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "RolloutFailed" && c["status"] == "True"))
+        m.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "RolloutFailed" && c["status"] == "True")
+        })
     });
     assert!(failed, "no MachineOSImage RolloutFailed");
     fleet.shutdown().await;

@@ -97,6 +97,9 @@ pub struct Runner {
     pub state_dir: PathBuf,
     /// How often to poll `systemctl is-active` while waiting for a unit.
     pub poll: Duration,
+    /// A command every host tool runs under, e.g. `nsenter -t 1 -m -u -i -n -p --` from a
+    /// container with `hostPID` (empty: the tools run as plain children).
+    pub prefix: Vec<String>,
 }
 
 impl Runner {
@@ -107,18 +110,42 @@ impl Runner {
             long_mode: Mode::Direct,
             state_dir: PathBuf::from("/run/machineos-host"),
             poll: Duration::from_secs(2),
+            prefix: Vec::new(),
         }
     }
 
-    /// Run `prog args` as a child, to success.
+    /// Run `prog args` as a child (under [`Runner::prefix`]), to success.
     pub fn run(&self, prog: &Path, args: &[String]) -> Result<Output, HostError> {
-        run(prog, args)
+        match self.prefix.split_first() {
+            None => run(prog, args),
+            Some((first, rest)) => {
+                let mut all: Vec<String> = rest.to_vec();
+                all.push(prog.display().to_string());
+                all.extend(args.iter().cloned());
+                run(Path::new(first), &all).map_err(|e| match e {
+                    // Name the tool, not the prefix.
+                    HostError::Tool {
+                        status,
+                        stderr,
+                        transient,
+                        ..
+                    } => HostError::Tool {
+                        tool: prog.display().to_string(),
+                        args: args.join(" "),
+                        status,
+                        stderr,
+                        transient,
+                    },
+                    e => e,
+                })
+            }
+        }
     }
 
     /// Run `prog args` the way [`Runner::long_mode`] says.
     pub fn run_long(&self, prog: &Path, args: &[String]) -> Result<Ran, HostError> {
         match &self.long_mode {
-            Mode::Direct => run(prog, args).map(Ran::Done),
+            Mode::Direct => self.run(prog, args).map(Ran::Done),
             Mode::SystemdRun { unit } => self.run_unit(unit, prog, args),
         }
     }
@@ -149,7 +176,15 @@ impl Runner {
     /// deactivating or reloading).
     pub fn unit_active(&self, unit: &str) -> Result<bool, HostError> {
         let prog = &self.tools.systemctl;
-        let out = Command::new(prog)
+        let mut cmd = match self.prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(prog);
+                c
+            }
+            None => Command::new(prog),
+        };
+        let out = cmd
             .args(["is-active", unit])
             .output()
             .map_err(|source| HostError::Io {
@@ -177,7 +212,7 @@ impl Runner {
             source,
         })?;
         let sr_args = self.systemd_run_args(unit, prog, args);
-        match run(&self.tools.systemd_run, &sr_args) {
+        match self.run(&self.tools.systemd_run, &sr_args) {
             Ok(out) => Ok(Ran::Done(out)),
             Err(HostError::Tool {
                 status,

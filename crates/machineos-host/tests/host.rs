@@ -924,3 +924,24 @@ fn pull_backoff_stops_on_a_permanent_error() {
         1 + 7
     );
 }
+
+// ---------------------------------------------------------------- a command prefix
+
+/// From a container the tools run under a prefix (`nsenter -t 1 … --` in the DaemonSet);
+/// `env` stands in for it here: the tools run through it, and errors still name the tool.
+#[test]
+fn tools_run_under_the_prefix_and_errors_name_the_tool() {
+    let st = Stand::new(Some(A), &["bootc"]);
+    let mut r = st.runner();
+    r.prefix = s(&["env", "MACHINEOS_PREFIXED=1"]);
+    let h = machineos_host::Bootc::new(r, &st.root);
+    assert_eq!(h.status().unwrap().booted.as_deref(), Some(A));
+    st.set("fail_switch", "error: manifest unknown");
+    match h.deploy(B, None) {
+        Err(HostError::Tool { tool, args, .. }) => {
+            assert!(tool.ends_with("bootc"), "{tool}");
+            assert!(args.contains("switch"), "{args}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

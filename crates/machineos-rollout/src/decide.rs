@@ -685,7 +685,11 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                 .iter()
                 .filter(|&&i| at_target(views[i].node, Some(&p.config), img))
                 .count();
-            let done = on_image == driven.len();
+            let available = driven
+                .iter()
+                .filter(|&&i| unavailable(views[i].node, now, p.min_ready_seconds).is_none())
+                .count();
+            let done = on_image == driven.len() && available == driven.len();
             (
                 img.to_owned(),
                 vec![
@@ -812,7 +816,8 @@ fn progress_conditions(
     } else {
         what.to_owned()
     };
-    let all = c.updated == c.machine;
+    // Updated means updated and available: a node still soaking (or NotReady) is not done.
+    let all = c.updated == c.machine && c.ready == c.machine;
     let updating_message = match pending {
         Some(why) => format!(
             "{} of {} nodes updated; waiting for the image: {why}",

@@ -467,3 +467,26 @@ fn the_plan_shows_batches_in_order_and_its_first_batch_is_the_decision() {
 
     assert!(plan(&o, "nope", NOW).is_err());
 }
+
+#[test]
+fn a_pool_is_not_updated_while_its_last_nodes_soak() {
+    let mut o = cluster(2, None);
+    o.pools[0].min_ready_seconds = 60;
+    for n in &mut o.nodes {
+        n.annotations.desired_config = Some("rendered-worker-new".into());
+        n.annotations.desired_image = Some(NEW.into());
+        finish(n, NOW - 5);
+    }
+    let d = decide(&o, NOW);
+    let r = &d.pools[0];
+    assert_eq!(
+        (r.counts.updated, r.counts.ready, r.counts.unavailable),
+        (2, 0, 2)
+    );
+    assert!(!cond(&r.conditions, condition::UPDATED).status);
+    assert!(cond(&r.conditions, condition::UPDATING).status);
+    assert!(!cond(&r.image.as_ref().unwrap().1, condition::ROLLED_OUT).status);
+    let d = decide(&o, NOW + 55);
+    assert!(cond(&d.pools[0].conditions, condition::UPDATED).status);
+    assert!(cond(&d.pools[0].image.as_ref().unwrap().1, condition::ROLLED_OUT).status);
+}

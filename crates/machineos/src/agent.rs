@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use machineos_agent::AgentOptions;
-use machineos_host::{FakeHost, Host};
+use machineos_host::Host;
+use machineos_host::run::{Mode, Runner, Tools};
 
 /// Arguments of `machineos agent`.
 #[derive(Debug, clap::Args)]
@@ -36,9 +37,19 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR", default_value = "/host")]
     host_root: PathBuf,
     /// The host backend: `auto` (bootc or rpm-ostree, whichever the host has) or `fake`
-    /// (an in-memory host, for trying the agent against a test cluster).
+    /// (a simulated machine for demos and tests: an in-memory host whose reboots restart
+    /// the agent in process, the Node NotReady meanwhile; nothing here is touched).
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "fake"])]
     host: String,
+    /// How host tools are run: `nsenter` (in the host's namespaces, `nsenter -t 1 -m -u -i
+    /// -n -p --`, which needs `hostPID`: the DaemonSet) or `direct` (the agent runs on the
+    /// host itself).
+    #[arg(long, value_name = "HOW", default_value = "nsenter", value_parser = ["nsenter", "direct"])]
+    host_exec: String,
+    /// Run the host switch as a plain child instead of a transient systemd unit (which
+    /// survives an agent restart).
+    #[arg(long)]
+    no_systemd_run: bool,
 }
 
 /// `600`, `600s`, `10m`, `1h`, `250ms`.
@@ -73,23 +84,31 @@ fn options(args: &AgentArgs) -> anyhow::Result<AgentOptions> {
     Ok(o)
 }
 
+/// The real host: bootc or rpm-ostree, whichever it has, run in its namespaces.
 fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
-    match args.host.as_str() {
-        "fake" => Ok(Arc::new(FakeHost::default())),
-        // TODO(issue 16): call machineos-host's detection (bootc or rpm-ostree under
-        // --host-root) once the real backends land in machineos-host.
-        _ => anyhow::bail!(
-            "--host auto: this build has no bootc/rpm-ostree backend yet (host root {}); \
-             only --host fake is available",
-            args.host_root.display()
-        ),
+    let mut runner = Runner::new(Tools::default());
+    if args.host_exec == "nsenter" {
+        runner.prefix = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
+            .map(String::from)
+            .to_vec();
     }
+    if !args.no_systemd_run {
+        runner.long_mode = Mode::SystemdRun {
+            unit: "machineos-host-switch".into(),
+        };
+    }
+    let host = machineos_host::detect(&runner, &args.host_root)
+        .with_context(|| format!("--host auto (host root {})", args.host_root.display()))?;
+    Ok(Arc::from(host))
 }
 
 /// Run `machineos agent`.
 pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
     let opts = options(args)?;
-    let host = host(args)?;
+    let host = match args.host.as_str() {
+        "fake" => None,
+        _ => Some(host(args)?),
+    };
     let rt = crate::runtime()?;
     rt.block_on(async move {
         let config = kube::Config::infer()
@@ -111,9 +130,14 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
             }
             on_signal.cancel();
         });
-        machineos_agent::run(client, host, opts, shutdown)
-            .await
-            .map_err(anyhow::Error::msg)
+        match host {
+            Some(host) => machineos_agent::run(client, host, opts, shutdown).await,
+            None => {
+                let down = Duration::from_secs(1);
+                machineos_agent::simulate::run_simulated(client, opts, down, shutdown).await
+            }
+        }
+        .map_err(anyhow::Error::msg)
     })
 }
 

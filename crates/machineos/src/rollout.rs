@@ -64,20 +64,40 @@ pub fn text(p: &machineos_rollout::plan::Plan) -> String {
         p.config,
         p.image.as_deref().unwrap_or("(not built yet)")
     );
-    let list = |v: &[String]| if v.is_empty() { "-".to_owned() } else { v.join(" ") };
-    out.push_str(&format!("updated ({}): {}\n", p.updated.len(), list(&p.updated)));
-    out.push_str(&format!("updating now ({}): {}\n", p.in_flight.len(), list(&p.in_flight)));
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.join(" ")
+        }
+    };
+    out.push_str(&format!(
+        "updated ({}): {}\n",
+        p.updated.len(),
+        list(&p.updated)
+    ));
+    out.push_str(&format!(
+        "updating now ({}): {}\n",
+        p.in_flight.len(),
+        list(&p.in_flight)
+    ));
     let unavailable: Vec<String> = p
         .unavailable
         .iter()
         .map(|(n, why)| format!("{n}({why})"))
         .collect();
-    out.push_str(&format!("unavailable now ({}): {}\n", unavailable.len(), list(&unavailable)));
+    out.push_str(&format!(
+        "unavailable now ({}): {}\n",
+        unavailable.len(),
+        list(&unavailable)
+    ));
     for (node, mi) in &p.machine_images {
         out.push_str(&format!("{node}: follows MachineImage {mi}\n"));
     }
     for node in &p.conflicts {
-        out.push_str(&format!("{node}: matched by two MachineImages, not moved\n"));
+        out.push_str(&format!(
+            "{node}: matched by two MachineImages, not moved\n"
+        ));
     }
     if !p.not_ready.is_empty() {
         out.push_str(&format!("waiting to be Ready: {}\n", p.not_ready.join(" ")));
@@ -93,7 +113,11 @@ pub fn text(p: &machineos_rollout::plan::Plan) -> String {
                 None => n.name.clone(),
             })
             .collect();
-        let when = if i == 0 && p.blocked.is_none() { " (now)" } else { "" };
+        let when = if i == 0 && p.blocked.is_none() {
+            " (now)"
+        } else {
+            ""
+        };
         out.push_str(&format!("batch {}{when}: {}\n", i + 1, nodes.join(" ")));
     }
     out.trim_end().to_owned()

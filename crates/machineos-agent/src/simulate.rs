@@ -1,0 +1,118 @@
+//! A simulated machine: the agent on a [`FakeHost`] whose reboots are carried out in
+//! process — the agent is stopped, the Node reported NotReady (as its kubelet would while the
+//! machine is down), the fake host booted into its staged image, the Node Ready again, and a
+//! new agent started, which resumes from the node's annotations exactly as after a real
+//! reboot. For demos (`machineos agent --host fake`, `scripts/cluster-demo.sh`) and tests:
+//! nothing on the machine running it is touched.
+//!
+//! Contract: the fake host starts booted into the node's `currentImage` annotation (none:
+//! an unknown image); it writes the Node's `Ready` condition through the status
+//! subresource, which a real agent never does (the kubelet owns it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use machineos_host::{FakeHost, Host};
+use machineos_rollout::vocab;
+use tokio_util::sync::CancellationToken;
+
+use crate::{AgentError, AgentOptions, run};
+
+/// Run a simulated machine for `opts.node` until `shutdown`; each reboot keeps the Node
+/// NotReady for `down`.
+pub async fn run_simulated(
+    client: Client,
+    opts: AgentOptions,
+    down: Duration,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(&opts.node).await.map_err(|e| AgentError::Api {
+        op: "reading",
+        object: format!("Node/{}", opts.node),
+        error: Box::new(e),
+    })?;
+    let host = match node.annotations().get(vocab::CURRENT_IMAGE) {
+        Some(image) => FakeHost::booted(image),
+        None => FakeHost::default(),
+    };
+    loop {
+        let stop = shutdown.child_token();
+        let agent = tokio::spawn(run(
+            client.clone(),
+            Arc::new(host.clone()) as Arc<dyn Host>,
+            opts.clone(),
+            stop.clone(),
+        ));
+        // Wait for a reboot request (or the end).
+        loop {
+            if shutdown.is_cancelled() {
+                stop.cancel();
+                return agent.await.unwrap_or(Ok(()));
+            }
+            if std::mem::take(&mut host.lock().reboot_requested) {
+                break;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+        stop.cancel();
+        let _ = agent.await;
+        tracing::info!(node = %opts.node, "simulated reboot");
+        set_ready(&nodes, &opts.node, false).await;
+        tokio::time::sleep(down).await;
+        host.boot();
+        set_ready(&nodes, &opts.node, true).await;
+    }
+}
+
+/// Set the Node's `Ready` condition (best effort: a failure is logged; the simulation goes on).
+async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool) {
+    let result = async {
+        let mut node = nodes.get_status(name).await?;
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let status = node.status.get_or_insert_with(Default::default);
+        let conds = status.conditions.get_or_insert_with(Vec::new);
+        let want = if ready { "True" } else { "False" };
+        match conds.iter_mut().find(|c| c.type_ == "Ready") {
+            Some(c) => {
+                if c.status != want {
+                    c.last_transition_time = Some(now.clone());
+                }
+                c.status = want.into();
+                c.last_heartbeat_time = Some(now);
+            }
+            None => conds.push(k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".into(),
+                status: want.into(),
+                last_transition_time: Some(now.clone()),
+                last_heartbeat_time: Some(now),
+                reason: Some(
+                    if ready {
+                        "KubeletReady"
+                    } else {
+                        "KubeletNotReady"
+                    }
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+        }
+        node.metadata.managed_fields = None;
+        nodes
+            .replace_status(name, &PostParams::default(), &node)
+            .await
+            .map(|_| ())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(node = name, ready, error = %e, "setting the simulated Node's Ready condition");
+    }
+}
