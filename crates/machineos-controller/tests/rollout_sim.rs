@@ -591,6 +591,32 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
     };
     let paused_at = moving(&nodes(&c).await);
     assert!(paused_at <= 2, "{paused_at}");
+    // `machineos rollout plan` while paused: blocked, and the rest in order, two at a time.
+    let plan = machineos_controller::rollout::plan_from_cluster(&c.client, NS, "worker", None, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.blocked.as_deref(),
+        Some("the pool is paused"),
+        "{plan:?}"
+    );
+    assert_eq!(plan.members, 12);
+    assert_eq!(plan.max_unavailable, 2);
+    let planned: Vec<&str> = plan
+        .batches
+        .iter()
+        .flatten()
+        .map(|n| n.name.as_str())
+        .collect();
+    let mut sorted = planned.clone();
+    sorted.sort();
+    assert_eq!(planned, sorted, "one zone: oldest (= first created) first");
+    assert!(plan.batches.iter().all(|b| b.len() <= 2), "{plan:?}");
+    assert_eq!(
+        planned.len() + plan.in_flight.len() + plan.updated.len(),
+        12,
+        "{plan:?}"
+    );
     // The batch finishes; nothing else moves while paused.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(moving(&nodes(&c).await), paused_at, "moved while paused");

@@ -122,3 +122,44 @@ pub fn text(p: &machineos_rollout::plan::Plan) -> String {
     }
     out.trim_end().to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_rollout::plan::{Plan, PlannedNode};
+
+    #[test]
+    fn the_text_names_batches_zones_and_why_nothing_moves() {
+        let node = |n: &str, z: &str| PlannedNode {
+            name: n.into(),
+            zone: Some(z.into()),
+            created: 0,
+        };
+        let p = Plan {
+            pool: "worker".into(),
+            config: "rendered-worker-1".into(),
+            image: None,
+            members: 4,
+            max_unavailable: 2,
+            updated: vec![],
+            in_flight: vec!["w0".into()],
+            unavailable: vec![("w0".into(), "Updating"), ("w3".into(), "NotReady")],
+            batches: vec![vec![node("w1", "a"), node("w2", "b")]],
+            machine_images: vec![("w4".into(), "canary".into())],
+            conflicts: vec![],
+            not_ready: vec!["w3".into()],
+            blocked: Some("waiting for the image: MachineOSBuild worker-1 is Building".into()),
+        };
+        assert_eq!(
+            text(&p),
+            "pool worker: 4 nodes, maxUnavailable 2, config rendered-worker-1, image (not built yet)\n\
+             updated (0): -\n\
+             updating now (1): w0\n\
+             unavailable now (2): w0(Updating) w3(NotReady)\n\
+             w4: follows MachineImage canary\n\
+             waiting to be Ready: w3\n\
+             blocked: waiting for the image: MachineOSBuild worker-1 is Building\n\
+             batch 1: w1(a) w2(b)"
+        );
+    }
+}

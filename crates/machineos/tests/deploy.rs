@@ -434,8 +434,10 @@ fn the_installation_renders_and_every_document_is_its_type() {
     let Some(r) = render_deploy() else { return };
     assert_eq!(r.namespaces.len(), 1);
     assert_eq!(r.namespaces[0].metadata.name.as_deref(), Some(NS));
-    assert_eq!(r.service_accounts.len(), 1);
+    // The controller's and the agent's.
+    assert_eq!(r.service_accounts.len(), 2);
     assert_eq!(r.deployments.len(), 1);
+    assert_eq!(r.daemon_sets.len(), 1, "the agent");
     assert_eq!(r.pdbs.len(), 1);
     assert_eq!(r.services.len(), 1);
     assert!(r.pvcs.is_empty(), "the cache is an emptyDir by default");
@@ -536,7 +538,16 @@ fn assert_grants(what: &str, got: &Grants, want: &Grants) {
 
 #[test]
 fn rbac_grants_exactly_the_table_to_the_service_account() {
-    let Some(r) = render_deploy() else { return };
+    let Some(mut r) = render_deploy() else { return };
+    // The controller's (the agent's, in agent.yaml, have their own test below).
+    let mine = |name: Option<&String>| name.map(String::as_str) == Some(NAME);
+    r.cluster_roles.retain(|x| mine(x.metadata.name.as_ref()));
+    r.roles.retain(|x| mine(x.metadata.name.as_ref()));
+    r.cluster_role_bindings
+        .retain(|x| mine(x.metadata.name.as_ref()));
+    r.role_bindings.retain(|x| mine(x.metadata.name.as_ref()));
+    r.service_accounts
+        .retain(|x| mine(x.metadata.name.as_ref()));
     assert_eq!(r.cluster_roles.len(), 1, "one ClusterRole");
     assert_eq!(r.roles.len(), 1, "one Role");
     assert_eq!(r.cluster_role_bindings.len(), 1, "one ClusterRoleBinding");
@@ -1025,7 +1036,7 @@ fn the_samples_kustomization_lists_both_samples() {
 }
 
 // ---------------------------------------------------------------------------------------
-// (f) the node agent (deploy/agent.yaml, applied on its own)
+// (f) the node agent (deploy/agent.yaml, in the kustomization)
 
 #[test]
 fn the_agent_manifest_is_typed_and_grants_exactly_its_table() {
