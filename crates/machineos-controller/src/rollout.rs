@@ -1,5 +1,5 @@
 //! The rollout controller's observation and executor: the caches → [`machineos_rollout`]'s
-//! `Observed` ([`observe`], pure), and its [`Decision`] → API writes ([`execute`]).
+//! `Observed` ([`observe()`], pure), and its [`Decision`] → API writes ([`execute()`]).
 //!
 //! * **Which image a pool rolls.** A pool is layered when the lifecycle sees it opt in (a
 //!   MachineOSConfig or the legacy label). Its image is the digested image of the

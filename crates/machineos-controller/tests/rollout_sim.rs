@@ -206,9 +206,12 @@ fn updating(n: &Node) -> bool {
         || a.get(vocab::DESIRED_CONFIG) != a.get(vocab::CURRENT_CONFIG)
 }
 
+/// (ms since the start, the nodes unavailable then).
+type Sample = (u128, BTreeSet<String>);
+
 /// Samples the nodes every 100 ms: the timeline of which nodes were unavailable.
 struct Sampler {
-    timeline: Arc<Mutex<Vec<(u128, BTreeSet<String>)>>>,
+    timeline: Arc<Mutex<Vec<Sample>>>,
     /// When each node was first seen desired onto an image other than `OLD`.
     targeted: Arc<Mutex<BTreeMap<String, u128>>>,
     stop: CancellationToken,
@@ -254,8 +257,8 @@ impl Sampler {
     }
 
     /// The timeline, compressed to its changes.
-    async fn changes(&self) -> Vec<(u128, BTreeSet<String>)> {
-        let mut out: Vec<(u128, BTreeSet<String>)> = Vec::new();
+    async fn changes(&self) -> Vec<Sample> {
+        let mut out: Vec<Sample> = Vec::new();
         for (t, set) in self.timeline.lock().await.iter() {
             if out.last().is_none_or(|(_, s)| s != set) {
                 out.push((*t, set.clone()));

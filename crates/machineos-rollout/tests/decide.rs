@@ -45,7 +45,8 @@ fn capacity_is_max_unavailable_scaled_down_at_least_one_minus_unavailable() {
 
 #[test]
 fn every_kind_of_unavailable_counts() {
-    let kinds: Vec<(&str, fn(&mut NodeObserved))> = vec![
+    type Make = fn(&mut NodeObserved);
+    let kinds: Vec<(&str, Make)> = vec![
         ("NotReady", |n| n.ready = false),
         ("Cordoned", |n| n.unschedulable = true),
         ("Degraded", |n| {
