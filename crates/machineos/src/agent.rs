@@ -116,20 +116,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
             .context("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config)")?;
         let client = kube::Client::try_from(machineos_agent::client_config(config))
             .context("building the Kubernetes client")?;
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(_) => return,
-                };
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            on_signal.cancel();
-        });
+        let shutdown = crate::shutdown_on_signal();
         match host {
             Some(host) => machineos_agent::run(client, host, opts, shutdown).await,
             None => {

@@ -115,20 +115,7 @@ pub fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let opts = options(args)?;
     let rt = crate::runtime()?;
     rt.block_on(async move {
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(_) => return,
-                };
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            on_signal.cancel();
-        });
+        let shutdown = crate::shutdown_on_signal();
         machineos_controller::app::run(opts, shutdown)
             .await
             .map_err(anyhow::Error::msg)

@@ -204,6 +204,26 @@ fn error_chain(e: &anyhow::Error) -> String {
     format!("{e:#}")
 }
 
+/// A token cancelled on SIGTERM or SIGINT (the long-running commands' graceful stop). Call
+/// inside the runtime.
+fn shutdown_on_signal() -> tokio_util::sync::CancellationToken {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        on_signal.cancel();
+    });
+    shutdown
+}
+
 /// The async runtime the registry work runs on.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
