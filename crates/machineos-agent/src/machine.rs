@@ -798,6 +798,21 @@ fn host_failed(
 }
 
 fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
+    // A failure of the last pass's operations first: a failed kargs change must not be
+    // passed over because the image is staged already.
+    if let Some(out) = host_failed(
+        o,
+        policy,
+        target,
+        &[
+            HostOp::PullSecret,
+            HostOp::SshKeys,
+            HostOp::Deploy,
+            HostOp::Kargs,
+        ],
+    ) {
+        return out;
+    }
     if o.host.staged.as_deref() == Some(target.image.as_str()) {
         return vec![
             Patch::default()
@@ -827,19 +842,6 @@ fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
     if o.host.booted.as_deref() == Some(target.image.as_str()) {
         // Running it already (deploying the booted image stages nothing).
         return finish(o, target, false);
-    }
-    if let Some(out) = host_failed(
-        o,
-        policy,
-        target,
-        &[
-            HostOp::PullSecret,
-            HostOp::SshKeys,
-            HostOp::Deploy,
-            HostOp::Kargs,
-        ],
-    ) {
-        return out;
     }
     let Some(rendered) = &o.rendered else {
         return vec![
@@ -886,7 +888,25 @@ fn reboot(
     requested: Option<Millis>,
 ) -> Vec<Action> {
     if o.host.boot_id != boot_id_before {
+        // Verify what booted: the image, and the rendered config's kernel arguments.
+        let missing: Vec<&String> = o
+            .rendered
+            .as_ref()
+            .map(|r| {
+                r.kernel_arguments
+                    .iter()
+                    .filter(|k| !o.host.kargs.contains(k))
+                    .collect()
+            })
+            .unwrap_or_default();
         return match o.host.booted.as_deref() {
+            Some(b) if b == target.image && !missing.is_empty() => degrade(
+                target,
+                format!(
+                    "booted {b} without the kernel arguments {missing:?} of {}",
+                    target.config
+                ),
+            ),
             Some(b) if b == target.image => finish(o, target, true),
             booted => degrade(
                 target,
@@ -898,7 +918,23 @@ fn reboot(
             ),
         };
     }
-    if let Some(out) = host_failed(o, policy, target, &[HostOp::Reboot]) {
+    if let Some(mut out) = host_failed(o, policy, target, &[HostOp::Reboot]) {
+        // The request failed: forget it, so the retry asks again after the backoff rather
+        // than after `reboot_timeout`.
+        if o.failure.as_ref().is_some_and(|f| f.transient) {
+            out.insert(
+                0,
+                Patch::default()
+                    .progress(
+                        target,
+                        Step::Rebooting {
+                            boot_id_before_reboot: boot_id_before.to_owned(),
+                            reboot_requested: None,
+                        },
+                    )
+                    .action(),
+            );
+        }
         return out;
     }
     let note = match requested {

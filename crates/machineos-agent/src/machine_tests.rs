@@ -473,6 +473,7 @@ fn a_boot_into_the_target_finishes_and_undoes_only_our_cordon() {
     ));
     o.host.boot_id = "boot-1".into();
     o.host.booted = Some(B.into());
+    o.host.kargs = vec!["nosmt".into()];
     let a = decide(&o, &policy(), NOW);
     let p = patch_of(&a);
     assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
@@ -744,4 +745,60 @@ proptest! {
         prop_assert!(!w.o.unschedulable, "uncordoned at the end");
         prop_assert!(!w.o.annotations.contains_key(PROGRESS));
     }
+}
+
+#[test]
+fn a_boot_without_the_rendered_kernel_arguments_is_degraded() {
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B.into());
+    o.host.kargs = vec![];
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(STATE), Some(&Some("Degraded".to_owned())));
+    let reason = p.get(REASON).cloned().flatten().unwrap_or_default();
+    assert!(
+        reason.contains("without the kernel arguments [\"nosmt\"]"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_reboot_request_that_failed_is_retried_after_the_backoff_not_the_reboot_timeout() {
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.host.boot_id = "boot-0".into();
+    o.failure = Some(HostFailure {
+        op: HostOp::Reboot,
+        message: "Failed to connect to bus".into(),
+        transient: true,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW + 1_000);
+    let p = progress_of(&a).expect("the progress is rewritten");
+    assert!(
+        matches!(
+            p.step,
+            Step::Rebooting {
+                reboot_requested: None,
+                ..
+            }
+        ),
+        "{p:?}"
+    );
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Requeue(d) if *d < Duration::from_secs(60))
+    ));
 }

@@ -323,6 +323,8 @@ struct State {
     render_fingerprints: HashMap<String, u64>,
     /// Per pool: consecutive failures and when to try again.
     backoff: HashMap<String, (u32, Instant)>,
+    /// Nodes the rollout just patched: the `desiredImage` the cache must show, and when.
+    rollout_expected: HashMap<String, (Option<String>, Instant)>,
     /// Soonest requeue.
     next: Option<Instant>,
 }
@@ -402,6 +404,7 @@ pub async fn run(
         base_errors: HashMap::new(),
         render_fingerprints: HashMap::new(),
         backoff: HashMap::new(),
+        rollout_expected: HashMap::new(),
         next: None,
     };
     tokio::select! {
@@ -731,6 +734,23 @@ impl State {
     /// itself for the moment the next soaking node's slot frees.
     async fn rollout_pass(&mut self) {
         let s = self.caches.snapshot(&self.opts.namespace);
+        // Expectations: a node this controller just targeted must show it in the cache
+        // before the next decision, or that decision would count it available still and
+        // could exceed maxUnavailable. Stale ones (10 s) are dropped.
+        self.rollout_expected.retain(|node, (image, at)| {
+            let seen = s
+                .nodes
+                .iter()
+                .find(|n| n.name_any() == *node)
+                .is_some_and(|n| {
+                    n.annotations().get(machineos_rollout::vocab::DESIRED_IMAGE) == image.as_ref()
+                });
+            !seen && at.elapsed() < Duration::from_secs(10)
+        });
+        if !self.rollout_expected.is_empty() {
+            self.requeue_in(Duration::from_millis(100));
+            return;
+        }
         let learnt = self.learnt(&s);
         let lifecycle = observe::observe(&s, &learnt);
         let now = execute::now();
@@ -744,6 +764,11 @@ impl State {
         .await;
         let Ok((s, o, d)) = decided else { return };
         let done = crate::rollout::execute(&self.client, &self.events, &s, &o, &d).await;
+        for (node, image) in done.patched {
+            if image.is_some() {
+                self.rollout_expected.insert(node, (image, Instant::now()));
+            }
+        }
         for r in &d.pools {
             self.metrics.rollout(
                 &r.pool,
@@ -768,11 +793,13 @@ impl State {
             .filter_map(|v| {
                 let min = v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
                 let since = v.node.ready_since?;
-                (v.node.ready && now - since < min).then_some(since + min - now)
+                let left = since.saturating_add(min).saturating_sub(now);
+                (v.node.ready && left > 0).then_some(left)
             })
             .min();
         if let Some(secs) = soon {
-            self.requeue_in(Duration::from_millis(secs.max(0) as u64 * 1000 + 200));
+            let secs = u64::try_from(secs).unwrap_or(0).min(86_400);
+            self.requeue_in(Duration::from_millis(secs * 1000 + 200));
         }
     }
 }

@@ -118,9 +118,12 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
             .as_ref()
             .map_or(0, |t| t.0.as_second()),
         ready: ready.is_some_and(|c| c.status == "True"),
+        // The soak runs from the later of Ready and the agent's `Updated`: a fast reboot may
+        // never flip Ready, and Ready usually comes before the agent is done.
         ready_since: ready
             .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0.as_second()),
+            .map(|t| t.0.as_second())
+            .max(mcn.and_then(updated_since)),
         unschedulable: n
             .spec
             .as_ref()
@@ -130,6 +133,23 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
         drain_blocked,
     }
 }
+
+/// When the MachineConfigNode's `Updated` condition last became True (the agent's "done").
+fn updated_since(mcn: &DynamicObject) -> Option<i64> {
+    mcn.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(vocab::mcn::UPDATED)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+        .and_then(|c| c.get("lastTransitionTime").and_then(Value::as_str))
+        .and_then(observe::parse_time)
+}
+
+/// The largest `minReadySeconds` accepted (a day); larger values are clamped.
+pub const MAX_MIN_READY_SECONDS: i64 = 86_400;
 
 /// The rollout's view of the caches. `lifecycle` is the lifecycle's observation of the same
 /// snapshot (which pools opt in, their builds).
@@ -170,8 +190,9 @@ pub fn observe(
                 min_ready_seconds: p
                     .annotations()
                     .get(MIN_READY_ANNOTATION)
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(min_ready_seconds),
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(min_ready_seconds)
+                    .clamp(0, MAX_MIN_READY_SECONDS),
                 conditions: condition_map(&p.data),
                 name,
             }
@@ -295,8 +316,8 @@ pub fn machine_config_node(node: &NodeObserved, pool: &str, pool_config: &str) -
 pub struct Executed {
     /// Writes that failed (retried on the next pass).
     pub failures: Vec<ExecError>,
-    /// Nodes patched.
-    pub patched: usize,
+    /// Nodes patched, with the `desiredImage` each patch set (if it set one).
+    pub patched: Vec<(String, Option<String>)>,
 }
 
 fn pool_condition(c: &Condition) -> PoolCondition {
@@ -321,6 +342,40 @@ fn conditions_change(status: &Value, conds: &[Condition]) -> bool {
                 || o.get("message").and_then(Value::as_str).unwrap_or("") != c.message
         })
     })
+}
+
+/// The pool's `Degraded`: any of `NodeDegraded`, `RenderDegraded`, `ImageBuildDegraded` True
+/// in `status`.
+fn aggregate_degraded(status: &Value) -> Condition {
+    use machineos_rollout::decide::condition;
+    let now = execute::conditions_of(status);
+    let on: Vec<&'static str> = [
+        condition::NODE_DEGRADED,
+        condition::RENDER_DEGRADED,
+        condition::IMAGE_BUILD_DEGRADED,
+    ]
+    .into_iter()
+    .filter(|t| {
+        now.iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(*t)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    })
+    .collect();
+    Condition {
+        type_: condition::DEGRADED,
+        status: !on.is_empty(),
+        reason: if on.is_empty() {
+            "AsExpected"
+        } else {
+            "Degraded"
+        },
+        message: if on.is_empty() {
+            String::new()
+        } else {
+            format!("{} True", on.join(", "))
+        },
+    }
 }
 
 /// Set `conds` in `status` (metav1 conditions: `observedGeneration` from `generation`).
@@ -361,6 +416,7 @@ pub async fn execute(
                 .collect();
             let nodes = nodes.clone();
             let name = p.node.clone();
+            let desired = p.annotations.get(vocab::DESIRED_IMAGE).cloned().flatten();
             async move {
                 nodes
                     .patch(
@@ -369,7 +425,7 @@ pub async fn execute(
                         &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
                     )
                     .await
-                    .map(|_| ())
+                    .map(|_| (name.clone(), desired))
                     .map_err(|e| ExecError::Api {
                         op: "patching",
                         object: format!("Node {name}"),
@@ -379,13 +435,14 @@ pub async fn execute(
         })
         .collect();
     use futures_util::StreamExt as _;
-    let results: Vec<Result<(), ExecError>> = futures_util::stream::iter(patches)
-        .buffer_unordered(16)
-        .collect()
-        .await;
+    let results: Vec<Result<(String, Option<String>), ExecError>> =
+        futures_util::stream::iter(patches)
+            .buffer_unordered(16)
+            .collect()
+            .await;
     for r in results {
         match r {
-            Ok(()) => out.patched += 1,
+            Ok(done) => out.patched.push(done),
             Err(e) => out.failures.push(e),
         }
     }
@@ -496,6 +553,9 @@ pub async fn execute(
                         }
                     }
                     set_conditions(status, &conds, None);
+                    // `Degraded` from the conditions as they are now, not as the snapshot
+                    // had them (the lifecycle writes ImageBuildDegraded concurrently).
+                    set_conditions(status, &[aggregate_degraded(status)], None);
                     true
                 },
             )

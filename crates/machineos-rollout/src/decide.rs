@@ -402,7 +402,10 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
         let mut cands: Vec<usize> = members
             .iter()
             .copied()
-            .filter(|&i| candidate(views[i].node, None, &mi.image))
+            // A node with no config at all (no pool, never configured) cannot be given one.
+            .filter(|&i| {
+                candidate(views[i].node, None, &mi.image) && kept_config(&views[i], o).is_some()
+            })
             .collect();
         cands.sort_by(|&a, &b| {
             order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
@@ -421,13 +424,18 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
         }
         if !halted {
             for i in cands {
-                let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
-                if room <= 0 || pool_room <= 0 {
-                    continue;
-                }
-                room -= 1;
-                if let Some(p) = views[i].pool {
-                    capacity[p] -= 1;
+                // A node already unavailable (Degraded, cordoned, soaking) is counted already:
+                // moving it makes nothing more unavailable, so it takes no slot.
+                let free = unavailable(views[i].node, now, min_ready(&views[i])).is_some();
+                if !free {
+                    let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
+                    if room <= 0 || pool_room <= 0 {
+                        continue;
+                    }
+                    room -= 1;
+                    if let Some(p) = views[i].pool {
+                        capacity[p] -= 1;
+                    }
                 }
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_IMAGE, Some(mi.image.clone()));
@@ -545,7 +553,11 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             for &i in &driven {
                 let a = &views[i].node.annotations;
                 let w = &mut want[i];
-                w.insert(vocab::PULL_SECRET, None);
+                // Mid-update (e.g. its MachineImage just deleted), the node may still need the
+                // secret it is pulling with.
+                if !in_flight(views[i].node) || degraded(views[i].node) {
+                    w.insert(vocab::PULL_SECRET, None);
+                }
                 w.insert(
                     vocab::STAGE_IMAGE,
                     (a.current_image.as_deref() != Some(img)).then(|| img.to_owned()),
@@ -559,8 +571,18 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             cands.sort_by(|&a, &b| {
                 order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
             });
-            let take = usize::try_from(capacity[pi].max(0)).unwrap_or(0);
-            for i in cands.into_iter().take(take) {
+            let mut room = capacity[pi];
+            for i in cands {
+                // Already unavailable (Degraded on an older image, cordoned, soaking): counted
+                // already, so re-targeting it takes no slot — else a Degraded node would block
+                // the next build forever under `maxUnavailable: 1`.
+                let free = unavailable(views[i].node, now, p.min_ready_seconds).is_some();
+                if !free {
+                    if room <= 0 {
+                        continue;
+                    }
+                    room -= 1;
+                }
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_CONFIG, Some(p.config.clone()));
                 w.insert(vocab::DESIRED_IMAGE, Some(img.to_owned()));
@@ -742,7 +764,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
 
     // Nodes nobody drives lose what the rollout staged or passed for them.
     for (i, v) in views.iter().enumerate() {
-        if matches!(v.driver, Driver::Nobody) {
+        if matches!(v.driver, Driver::Nobody) && !(in_flight(v.node) && !degraded(v.node)) {
             want[i].insert(vocab::STAGE_IMAGE, None);
             want[i].insert(vocab::PULL_SECRET, None);
         }

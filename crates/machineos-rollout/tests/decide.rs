@@ -65,7 +65,12 @@ fn every_kind_of_unavailable_counts() {
         o.pools[0].min_ready_seconds = 30;
         f(&mut o.nodes[3]);
         assert_eq!(d_::unavailable(&o.nodes[3], NOW, 30), Some(why));
-        assert_eq!(targeted(&o).len(), 1, "{why}");
+        // One slot left; a node already unavailable that can be moved (cordoned, Degraded on
+        // an older image, soaking) is moved without taking one.
+        let t = targeted(&o);
+        let free = matches!(why, "Cordoned" | "Degraded" | "Soaking");
+        assert_eq!(t.contains(&"n03".to_owned()), free, "{why}: {t:?}");
+        assert_eq!(t.iter().filter(|n| *n != "n03").count(), 1, "{why}: {t:?}");
         assert_eq!(decide(&o, NOW).pools[0].counts.unavailable, 1, "{why}");
     }
 }
@@ -490,4 +495,36 @@ fn a_pool_is_not_updated_while_its_last_nodes_soak() {
     let d = decide(&o, NOW + 55);
     assert!(cond(&d.pools[0].conditions, condition::UPDATED).status);
     assert!(cond(&d.pools[0].image.as_ref().unwrap().1, condition::ROLLED_OUT).status);
+}
+
+#[test]
+fn a_node_degraded_on_the_last_build_is_retargeted_by_the_next_under_max_unavailable_one() {
+    let mut o = cluster(3, None);
+    o.nodes[0].annotations.desired_image = Some(NEW.into());
+    o.nodes[0].annotations.desired_config = Some("rendered-worker-new".into());
+    o.nodes[0].annotations.state = Some(NodeState::Degraded);
+    o.nodes[0].annotations.reason = Some("deploy failed".into());
+    // Halted on NEW.
+    assert!(targeted(&o).is_empty());
+    // A new build: the degraded node is moved at once (it holds its slot already), and
+    // nothing else until it recovers.
+    o.pools[0].image = PoolImage::Built(CANARY.into());
+    let d = decide(&o, NOW);
+    assert_eq!(d.pools[0].targeted, ["n00"]);
+}
+
+#[test]
+fn a_node_mid_update_keeps_its_pull_secret_when_its_machine_image_goes() {
+    let mut o = cluster(2, None);
+    let n = &mut o.nodes[0].annotations;
+    n.desired_image = Some(CANARY.into());
+    n.state = Some(NodeState::Working);
+    n.pull_secret = Some("machineos/canary-pull".into());
+    n.driven_by = Some("MachineImage/canary".into());
+    let d = decide(&o, NOW);
+    let p = d.node_patches.iter().find(|p| p.node == "n00");
+    assert!(
+        p.is_none_or(|p| !p.annotations.contains_key(vocab::PULL_SECRET)),
+        "{p:?}"
+    );
 }

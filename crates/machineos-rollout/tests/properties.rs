@@ -19,6 +19,8 @@ struct Scenario {
     max: Option<MaxUnavailable>,
     min_ready: i64,
     canary: Option<usize>,
+    /// Nodes that start Degraded on the old image (bit i: node i).
+    degraded: u64,
     /// Per step: which in-flight nodes finish (by a rolling seed) and how far time moves.
     steps: Vec<(u64, i64)>,
 }
@@ -33,13 +35,15 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         ],
         prop_oneof![Just(0i64), 1i64..120],
         proptest::option::of(0usize..60),
+        prop_oneof![3 => Just(0u64), 1 => any::<u64>().prop_map(|b| b & b.rotate_left(7) & b.rotate_left(13))],
         proptest::collection::vec((any::<u64>(), 0i64..90), 400),
     )
-        .prop_map(|(nodes, max, min_ready, canary, steps)| Scenario {
+        .prop_map(|(nodes, max, min_ready, canary, degraded, steps)| Scenario {
             nodes,
             max,
             min_ready,
             canary: canary.filter(|c| *c < nodes),
+            degraded,
             steps,
         })
 }
@@ -56,7 +60,19 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
             conditions: BTreeMap::new(),
         });
     }
-    let limit = MaxUnavailable::scaled(s.max, s.nodes);
+    for (i, n) in o.nodes.iter_mut().enumerate() {
+        if s.degraded >> (i % 64) & 1 == 1 {
+            n.annotations.state = Some(machineos_rollout::vocab::NodeState::Degraded);
+        }
+    }
+    // Nodes already unavailable may be moved without a slot: the bound is the limit or what
+    // was unavailable to begin with, whichever is larger.
+    let initially = o
+        .nodes
+        .iter()
+        .filter(|n| d_::unavailable(n, NOW, s.min_ready).is_some())
+        .count();
+    let limit = MaxUnavailable::scaled(s.max, s.nodes).max(initially);
     let mut now = NOW;
     let mut targeted: BTreeMap<(String, String), u32> = BTreeMap::new();
     for (seed, dt) in &s.steps {
