@@ -19,7 +19,7 @@
 //!   starts it again (the native build is deterministic), a Succeeded build not yet recorded
 //!   is checked in the registry and recorded, and creates are idempotent by name.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -323,8 +323,11 @@ struct State {
     render_fingerprints: HashMap<String, u64>,
     /// Per pool: consecutive failures and when to try again.
     backoff: HashMap<String, (u32, Instant)>,
-    /// Nodes the rollout just patched: the `desiredImage` the cache must show, and when.
-    rollout_expected: HashMap<String, (Option<String>, Instant)>,
+    /// Nodes the rollout just patched: the annotations the cache must show before the next
+    /// rollout decision, and when.
+    rollout_expected: HashMap<String, (BTreeMap<&'static str, Option<String>>, Instant)>,
+    /// MachineConfigNodes the rollout just created, until the cache shows them.
+    mcn_expected: HashMap<String, Instant>,
     /// Soonest requeue.
     next: Option<Instant>,
 }
@@ -405,6 +408,7 @@ pub async fn run(
         render_fingerprints: HashMap::new(),
         backoff: HashMap::new(),
         rollout_expected: HashMap::new(),
+        mcn_expected: HashMap::new(),
         next: None,
     };
     tokio::select! {
@@ -734,20 +738,29 @@ impl State {
     /// itself for the moment the next soaking node's slot frees.
     async fn rollout_pass(&mut self) {
         let s = self.caches.snapshot(&self.opts.namespace);
-        // Expectations: a node this controller just targeted must show it in the cache
-        // before the next decision, or that decision would count it available still and
-        // could exceed maxUnavailable. Stale ones (10 s) are dropped.
-        self.rollout_expected.retain(|node, (image, at)| {
-            let seen = s
-                .nodes
-                .iter()
-                .find(|n| n.name_any() == *node)
-                .is_some_and(|n| {
-                    n.annotations().get(machineos_rollout::vocab::DESIRED_IMAGE) == image.as_ref()
+        // Expectations: what this controller just wrote (node annotations, MachineConfigNodes)
+        // must be in the cache before the next decision, or that decision would count a
+        // targeted node available still (and could exceed maxUnavailable) and write again.
+        // Stale ones (10 s) are dropped.
+        if !self.rollout_expected.is_empty() || !self.mcn_expected.is_empty() {
+            let nodes: HashMap<String, &Arc<Node>> =
+                s.nodes.iter().map(|n| (n.name_any(), n)).collect();
+            self.rollout_expected.retain(|node, (changes, at)| {
+                let seen = nodes.get(node).is_some_and(|n| {
+                    let a = n.annotations();
+                    changes.iter().all(|(k, v)| a.get(*k) == v.as_ref())
                 });
-            !seen && at.elapsed() < Duration::from_secs(10)
-        });
-        if !self.rollout_expected.is_empty() {
+                !seen && at.elapsed() < Duration::from_secs(10)
+            });
+            let mcns: std::collections::HashSet<String> = s
+                .machine_config_nodes
+                .iter()
+                .map(|m| m.name_any())
+                .collect();
+            self.mcn_expected
+                .retain(|name, at| !mcns.contains(name) && at.elapsed() < Duration::from_secs(10));
+        }
+        if !self.rollout_expected.is_empty() || !self.mcn_expected.is_empty() {
             self.requeue_in(Duration::from_millis(100));
             return;
         }
@@ -764,10 +777,12 @@ impl State {
         .await;
         let Ok((s, o, d)) = decided else { return };
         let done = crate::rollout::execute(&self.client, &self.events, &s, &o, &d).await;
-        for (node, image) in done.patched {
-            if image.is_some() {
-                self.rollout_expected.insert(node, (image, Instant::now()));
-            }
+        let now_i = Instant::now();
+        for (node, changes) in done.patched {
+            self.rollout_expected.insert(node, (changes, now_i));
+        }
+        for name in done.created {
+            self.mcn_expected.insert(name, now_i);
         }
         for r in &d.pools {
             self.metrics.rollout(

@@ -171,6 +171,9 @@ pub fn observe(
                 None => PoolImage::NotLayered,
                 Some(lp) => match &lp.opt_in {
                     None => PoolImage::NotLayered,
+                    Some(_) if config.is_empty() => {
+                        PoolImage::Pending("the pool is not rendered yet".into())
+                    }
                     Some(opt_in) => pool_image(lp, opt_in, &config),
                 },
             };
@@ -316,8 +319,10 @@ pub fn machine_config_node(node: &NodeObserved, pool: &str, pool_config: &str) -
 pub struct Executed {
     /// Writes that failed (retried on the next pass).
     pub failures: Vec<ExecError>,
-    /// Nodes patched, with the `desiredImage` each patch set (if it set one).
-    pub patched: Vec<(String, Option<String>)>,
+    /// Nodes patched, with the annotation values each patch set (`None`: removed).
+    pub patched: Vec<(String, BTreeMap<&'static str, Option<String>>)>,
+    /// MachineConfigNodes created.
+    pub created: Vec<String>,
 }
 
 fn pool_condition(c: &Condition) -> PoolCondition {
@@ -416,7 +421,7 @@ pub async fn execute(
                 .collect();
             let nodes = nodes.clone();
             let name = p.node.clone();
-            let desired = p.annotations.get(vocab::DESIRED_IMAGE).cloned().flatten();
+            let changes = p.annotations.clone();
             async move {
                 nodes
                     .patch(
@@ -425,7 +430,7 @@ pub async fn execute(
                         &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
                     )
                     .await
-                    .map(|_| (name.clone(), desired))
+                    .map(|_| (name.clone(), changes))
                     .map_err(|e| ExecError::Api {
                         op: "patching",
                         object: format!("Node {name}"),
@@ -435,11 +440,11 @@ pub async fn execute(
         })
         .collect();
     use futures_util::StreamExt as _;
-    let results: Vec<Result<(String, Option<String>), ExecError>> =
-        futures_util::stream::iter(patches)
-            .buffer_unordered(16)
-            .collect()
-            .await;
+    type Patched = (String, BTreeMap<&'static str, Option<String>>);
+    let results: Vec<Result<Patched, ExecError>> = futures_util::stream::iter(patches)
+        .buffer_unordered(16)
+        .collect()
+        .await;
     for r in results {
         match r {
             Ok(done) => out.patched.push(done),
@@ -499,7 +504,10 @@ pub async fn execute(
                 });
                 match serde_json::from_value::<DynamicObject>(obj) {
                     Ok(obj) => match mcn_api.create(&PostParams::default(), &obj).await {
-                        Ok(_) => Ok(()),
+                        Ok(_) => {
+                            out.created.push(node.name.clone());
+                            Ok(())
+                        }
                         Err(kube::Error::Api(ae)) if ae.code == 409 => Ok(()),
                         Err(e) => Err(ExecError::Api {
                             op: "creating",

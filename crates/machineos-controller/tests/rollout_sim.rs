@@ -536,10 +536,26 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         let deploys = s.calls.iter().filter(|c| c.starts_with("deploy")).count();
         assert_eq!((deploys, s.boots), (1, 1), "{name}: {:?}", s.calls);
     }
-    // The pool and the MachineImage say so.
+    // The pool and the MachineImage say so, once the last nodes have soaked.
+    let updated = |o: &kube::api::DynamicObject| {
+        o.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Updated" && c["status"] == "True")
+        })
+    };
+    c.until(&kinds::pool(), "the pool Updated", |l| {
+        l.iter().any(updated)
+    })
+    .await;
+    c.until(&kinds::machine_image(), "the canary Updated", |l| {
+        l.iter().any(updated)
+    })
+    .await;
     let pool = c.get(&kinds::pool()).get("worker").await.unwrap();
     let st = &pool.data["status"];
     assert_eq!(st["machineCount"], 50, "{st}");
+    assert_eq!(st["readyMachineCount"], 50, "{st}");
+    assert_eq!(st["unavailableMachineCount"], 0, "{st}");
     assert_eq!(st["updatedMachineCount"], 50, "{st}");
     assert_eq!(st["degradedMachineCount"], 0, "{st}");
     let mi = c.get(&kinds::machine_image()).get("canary").await.unwrap();

@@ -16,7 +16,8 @@
 //!   pool's `minReadySeconds` (the soak: a slot frees only once the node booted the desired
 //!   image, is Ready and stayed Ready that long).
 //! * **Capacity** of a pool = `maxUnavailable` scaled over its members (rounded down, at
-//!   least 1) − its unavailable members. MachineImages are served first, each within its own
+//!   least 1) − its unavailable members. Re-targeting a node Degraded on an older image takes
+//!   no slot (it holds one already), so a failure never blocks the next build. MachineImages are served first, each within its own
 //!   `maxUnavailable` **and** its nodes' pool capacity, so the pool's limit holds whoever
 //!   moves its nodes; then the pool's candidates take what is left.
 //! * **Order**: zone (`topology.kubernetes.io/zone`, lexical, nodes without one last), then
@@ -344,6 +345,8 @@ fn kept_config(v: &NodeView<'_>, o: &Observed) -> Option<String> {
         .clone()
         .or_else(|| a.current_config.clone())
         .or_else(|| v.pool.map(|p| o.pools[p].config.clone()))
+        // A pool not rendered yet names no config.
+        .filter(|c| !c.is_empty())
 }
 
 /// Decide, at `now`.
@@ -424,9 +427,9 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
         }
         if !halted {
             for i in cands {
-                // A node already unavailable (Degraded, cordoned, soaking) is counted already:
-                // moving it makes nothing more unavailable, so it takes no slot.
-                let free = unavailable(views[i].node, now, min_ready(&views[i])).is_some();
+                // A node Degraded on an older image is counted unavailable already: moving it
+                // on makes nothing more unavailable, so it takes no slot.
+                let free = degraded(views[i].node);
                 if !free {
                     let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
                     if room <= 0 || pool_room <= 0 {
@@ -573,10 +576,11 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             });
             let mut room = capacity[pi];
             for i in cands {
-                // Already unavailable (Degraded on an older image, cordoned, soaking): counted
-                // already, so re-targeting it takes no slot — else a Degraded node would block
-                // the next build forever under `maxUnavailable: 1`.
-                let free = unavailable(views[i].node, now, p.min_ready_seconds).is_some();
+                // Degraded on an older image: counted unavailable already, so re-targeting it
+                // takes no slot — else a Degraded node would block the next build forever
+                // under `maxUnavailable: 1`. (Not so a cordoned or soaking node: those are
+                // unavailable too, but moving them is a disruption the limit is there for.)
+                let free = degraded(views[i].node);
                 if !free {
                     if room <= 0 {
                         continue;

@@ -65,10 +65,9 @@ fn every_kind_of_unavailable_counts() {
         o.pools[0].min_ready_seconds = 30;
         f(&mut o.nodes[3]);
         assert_eq!(d_::unavailable(&o.nodes[3], NOW, 30), Some(why));
-        // One slot left; a node already unavailable that can be moved (cordoned, Degraded on
-        // an older image, soaking) is moved without taking one.
+        // One slot left; a node Degraded on an older image is moved without taking one.
         let t = targeted(&o);
-        let free = matches!(why, "Cordoned" | "Degraded" | "Soaking");
+        let free = why == "Degraded";
         assert_eq!(t.contains(&"n03".to_owned()), free, "{why}: {t:?}");
         assert_eq!(t.iter().filter(|n| *n != "n03").count(), 1, "{why}: {t:?}");
         assert_eq!(decide(&o, NOW).pools[0].counts.unavailable, 1, "{why}");
@@ -527,4 +526,28 @@ fn a_node_mid_update_keeps_its_pull_secret_when_its_machine_image_goes() {
         p.is_none_or(|p| !p.annotations.contains_key(vocab::PULL_SECRET)),
         "{p:?}"
     );
+}
+
+#[test]
+fn a_machine_image_waits_for_a_config_to_keep() {
+    // A node that never had a config, in a pool not rendered yet.
+    let mut o = cluster(1, None);
+    o.pools[0].config = String::new();
+    o.pools[0].image = PoolImage::Pending("the pool is not rendered yet".into());
+    o.nodes[0].annotations.current_config = None;
+    o.nodes[0].annotations.desired_config = None;
+    o.machine_images.push(canary_image(
+        "canary",
+        ImageTarget::Node("n00".into()),
+        CANARY,
+    ));
+    assert!(d_::targeted(&decide(&o, NOW)).is_empty());
+    o.pools[0].config = "rendered-worker-new".into();
+    let d = decide(&o, NOW);
+    let p = &d.node_patches[0].annotations;
+    assert_eq!(
+        p[vocab::DESIRED_CONFIG].as_deref(),
+        Some("rendered-worker-new")
+    );
+    assert_eq!(p[vocab::DESIRED_IMAGE].as_deref(), Some(CANARY));
 }

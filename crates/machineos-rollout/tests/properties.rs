@@ -21,6 +21,8 @@ struct Scenario {
     canary: Option<usize>,
     /// Nodes that start Degraded on the old image (bit i: node i).
     degraded: u64,
+    /// Nodes that start just Ready (soaking), e.g. all of a freshly installed pool.
+    fresh: u64,
     /// Per step: which in-flight nodes finish (by a rolling seed) and how far time moves.
     steps: Vec<(u64, i64)>,
 }
@@ -36,14 +38,16 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just(0i64), 1i64..120],
         proptest::option::of(0usize..60),
         prop_oneof![3 => Just(0u64), 1 => any::<u64>().prop_map(|b| b & b.rotate_left(7) & b.rotate_left(13))],
+        prop_oneof![2 => Just(0u64), 1 => Just(u64::MAX), 1 => any::<u64>()],
         proptest::collection::vec((any::<u64>(), 0i64..90), 400),
     )
-        .prop_map(|(nodes, max, min_ready, canary, degraded, steps)| Scenario {
+        .prop_map(|(nodes, max, min_ready, canary, degraded, fresh, steps)| Scenario {
             nodes,
             max,
             min_ready,
             canary: canary.filter(|c| *c < nodes),
             degraded,
+            fresh,
             steps,
         })
 }
@@ -60,9 +64,14 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
             conditions: BTreeMap::new(),
         });
     }
+    let mut was_degraded = BTreeSet::new();
     for (i, n) in o.nodes.iter_mut().enumerate() {
         if s.degraded >> (i % 64) & 1 == 1 {
             n.annotations.state = Some(machineos_rollout::vocab::NodeState::Degraded);
+            was_degraded.insert(n.name.clone());
+        }
+        if s.fresh >> (i % 64) & 1 == 1 {
+            n.ready_since = Some(NOW);
         }
     }
     // Nodes already unavailable may be moved without a slot: the bound is the limit or what
@@ -92,6 +101,15 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
             unavailable <= limit,
             "{unavailable} unavailable > {limit} at {now}"
         );
+        // And the rollout itself never disrupts more than maxUnavailable at once (a node
+        // Degraded to begin with holds a slot of its own).
+        let moving = o
+            .nodes
+            .iter()
+            .filter(|n| d_::in_flight(n) && !was_degraded.contains(&n.name))
+            .count();
+        let max = MaxUnavailable::scaled(s.max, s.nodes);
+        prop_assert!(moving <= max, "{moving} moving > {max} at {now}");
         // Agents: some in-flight nodes finish now.
         let mut bits = *seed;
         for n in o.nodes.iter_mut() {
