@@ -768,7 +768,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
 
     // Nodes nobody drives lose what the rollout staged or passed for them.
     for (i, v) in views.iter().enumerate() {
-        if matches!(v.driver, Driver::Nobody) && !(in_flight(v.node) && !degraded(v.node)) {
+        if matches!(v.driver, Driver::Nobody) && (!in_flight(v.node) || degraded(v.node)) {
             want[i].insert(vocab::STAGE_IMAGE, None);
             want[i].insert(vocab::PULL_SECRET, None);
         }
