@@ -394,7 +394,25 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
     let mut patch = Patch::default();
     let mut dirty = false;
     if o.get(PROGRESS).is_some() {
-        // The desired annotations went back to what runs (or away): the update is off.
+        // The desired annotations went back to what runs (or away): the update is off. If
+        // its image is staged for the next boot already, stage the running one again first,
+        // or the next reboot — anyone's — would boot the abandoned image.
+        let restage_failed = o.failure.as_ref().is_some_and(|f| f.op == HostOp::Deploy);
+        if let (Some(booted), Some(staged)) = (o.host.booted.as_deref(), o.host.staged.as_deref())
+            && staged != booted
+            && !restage_failed
+        {
+            return vec![
+                event(
+                    false,
+                    "Restaged",
+                    format!(
+                        "{staged} was staged for the next boot; staging {booted} (running) instead"
+                    ),
+                ),
+                Action::Deploy(booted.to_owned()),
+            ];
+        }
         patch = patch.remove(PROGRESS);
         dirty = true;
         out.push(event(
@@ -514,6 +532,13 @@ fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
                 retry_at,
             },
         ),
+        // Uncordoned after the drain, before the reboot: pods may have landed since, and the
+        // reboot would kill them undrained. Cordon again and drain again.
+        Step::Deploying if !o.unschedulable => redrain(target),
+        Step::Rebooting {
+            ref boot_id_before_reboot,
+            ..
+        } if !o.unschedulable && o.host.boot_id == *boot_id_before_reboot => redrain(target),
         Step::Deploying => deploy(o, policy, target),
         Step::Rebooting {
             boot_id_before_reboot,
@@ -549,7 +574,7 @@ fn start(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
     if o.host.booted.as_deref() == Some(target.image.as_str()) {
         // Nothing to disrupt: the host already boots the image (a reinstall, or the
         // annotations were lost).
-        return finish(o, target, false);
+        return finish(o, policy, target, false);
     }
     if o.rendered.is_none() {
         // Read the rendered config before disrupting anything: its SSH keys and kargs are
@@ -633,6 +658,35 @@ fn draining(w: &DrainWindow) -> Step {
         failures: w.failures,
         retry_at: w.retry_at,
     }
+}
+
+/// Someone uncordoned the node between the drain and the reboot: cordon it again (it is now
+/// ours to uncordon) and open a new drain window.
+fn redrain(target: &Target) -> Vec<Action> {
+    let fresh = DrainWindow {
+        started: 0,
+        attempts: 0,
+        failures: 0,
+        retry_at: None,
+    };
+    vec![
+        Patch::default()
+            .set(CORDONED_BY_AGENT, target.image.clone())
+            .progress(target, draining(&fresh))
+            .action(),
+        Action::Cordon,
+        cond(
+            mcn::CORDONED,
+            true,
+            "Recordoned",
+            "the node was uncordoned before its reboot; cordoned again to drain it again".into(),
+        ),
+        event(
+            true,
+            "Recordoned",
+            "the node was uncordoned after its drain and before its reboot; cordoned it again and draining again".into(),
+        ),
+    ]
 }
 
 fn drain(
@@ -841,7 +895,7 @@ fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
     }
     if o.host.booted.as_deref() == Some(target.image.as_str()) {
         // Running it already (deploying the booted image stages nothing).
-        return finish(o, target, false);
+        return finish(o, policy, target, false);
     }
     let Some(rendered) = &o.rendered else {
         return vec![
@@ -907,7 +961,7 @@ fn reboot(
                     target.config
                 ),
             ),
-            Some(b) if b == target.image => finish(o, target, true),
+            Some(b) if b == target.image => finish(o, policy, target, true),
             booted => degrade(
                 target,
                 format!(
@@ -969,7 +1023,27 @@ fn reboot(
 }
 
 /// The update is done: current annotations, Done, our cordon undone, progress removed.
-fn finish(o: &Observed, target: &Target, rebooted: bool) -> Vec<Action> {
+fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec<Action> {
+    // Another image staged for the next boot (the target moved back to the booted image
+    // mid-update): stage the target instead first, or the next reboot — anyone's — would
+    // boot an image nobody wants any more.
+    if let Some(staged) = o.host.staged.as_deref().filter(|s| *s != target.image) {
+        // A failed restage backs off (transient) or degrades (permanent), never spins.
+        if let Some(out) = host_failed(o, policy, target, &[HostOp::Deploy]) {
+            return out;
+        }
+        return vec![
+            event(
+                false,
+                "Restaged",
+                format!(
+                    "{staged} was staged for the next boot; staging {} (running) instead",
+                    target.image
+                ),
+            ),
+            Action::Deploy(target.image.clone()),
+        ];
+    }
     let mut patch = Patch::default()
         .set(CURRENT_CONFIG, target.config.clone())
         .set(CURRENT_IMAGE, target.image.clone())

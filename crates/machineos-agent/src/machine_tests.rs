@@ -802,3 +802,76 @@ fn a_reboot_request_that_failed_is_retried_after_the_backoff_not_the_reboot_time
         |a| matches!(a, Action::Requeue(d) if *d < Duration::from_secs(60))
     ));
 }
+
+#[test]
+fn an_uncordon_between_the_drain_and_the_reboot_is_drained_again() {
+    for step in [
+        Step::Deploying,
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: None,
+        },
+    ] {
+        let mut o = at(asked(), step.clone());
+        o.host.boot_id = "boot-0".into();
+        o.unschedulable = false;
+        let a = decide(&o, &policy(), NOW);
+        assert!(has(&a, |a| *a == Action::Cordon), "{step:?}: {a:?}");
+        assert!(!has(&a, |a| *a == Action::Reboot), "{step:?}: {a:?}");
+        assert!(
+            !has(&a, |a| matches!(a, Action::Deploy(_))),
+            "{step:?}: {a:?}"
+        );
+        let p = progress_of(&a).expect("progress");
+        assert!(
+            matches!(
+                p.step,
+                Step::Draining {
+                    drain_started: 0,
+                    ..
+                }
+            ),
+            "{step:?}: {p:?}"
+        );
+        assert_eq!(
+            patch_of(&a).get(CORDONED_BY_AGENT),
+            Some(&Some(B.to_owned()))
+        );
+    }
+    // After the reboot, an uncordon is not a reason to drain again.
+    let mut o = at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    );
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B.into());
+    o.host.kargs = vec!["nosmt".into()];
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| *a == Action::Cordon), "{a:?}");
+}
+
+#[test]
+fn a_target_moved_back_to_the_booted_image_unstages_the_other_one_first() {
+    // Deployed A... no: booted A, B staged, and the target is now A again.
+    let mut o = at(asked(), Step::Deploying);
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    o.host.booted = Some(A.into());
+    o.host.staged = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Deploy(A.into())), "{a:?}");
+    assert!(!has(&a, |a| *a == Action::Uncordon), "{a:?}");
+    assert_eq!(patch_of(&a).get(STATE), None, "not Done yet: {a:?}");
+    // Once the booted image is the next boot again, it finishes.
+    o.host.staged = Some(A.into());
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(
+        patch_of(&a).get(STATE),
+        Some(&Some("Done".to_owned())),
+        "{a:?}"
+    );
+}

@@ -100,6 +100,9 @@ pub struct Runner {
     /// A command every host tool runs under, e.g. `nsenter -t 1 -m -u -i -n -p --` from a
     /// container with `hostPID` (empty: the tools run as plain children).
     pub prefix: Vec<String>,
+    /// How long one host tool may run (or a running unit be waited for) before it counts as
+    /// hung: killed, and a transient failure (default 1 h: a switch over a slow link).
+    pub timeout: Duration,
 }
 
 impl Runner {
@@ -111,18 +114,19 @@ impl Runner {
             state_dir: PathBuf::from("/run/machineos-host"),
             poll: Duration::from_secs(2),
             prefix: Vec::new(),
+            timeout: Duration::from_secs(3600),
         }
     }
 
     /// Run `prog args` as a child (under [`Runner::prefix`]), to success.
     pub fn run(&self, prog: &Path, args: &[String]) -> Result<Output, HostError> {
         match self.prefix.split_first() {
-            None => run(prog, args),
+            None => run_within(prog, args, Some(self.timeout)),
             Some((first, rest)) => {
                 let mut all: Vec<String> = rest.to_vec();
                 all.push(prog.display().to_string());
                 all.extend(args.iter().cloned());
-                run(Path::new(first), &all).map_err(|e| match e {
+                run_within(Path::new(first), &all, Some(self.timeout)).map_err(|e| match e {
                     // Name the tool, not the prefix.
                     HostError::Tool {
                         status,
@@ -202,7 +206,17 @@ impl Runner {
     fn run_unit(&self, unit: &str, prog: &Path, args: &[String]) -> Result<Ran, HostError> {
         if self.unit_active(unit)? {
             tracing::info!(unit, "a host operation is already running; waiting for it");
+            let started = std::time::Instant::now();
             while self.unit_active(unit)? {
+                if started.elapsed() >= self.timeout {
+                    return Err(HostError::Tool {
+                        tool: prog.display().to_string(),
+                        args: format!("{} (systemd-run unit {unit})", args.join(" ")),
+                        status: format!("still running after {:?}", self.timeout),
+                        stderr: String::new(),
+                        transient: true,
+                    });
+                }
                 std::thread::sleep(self.poll);
             }
             return Ok(Ran::Waited);
@@ -238,24 +252,75 @@ impl Runner {
 /// Run `prog args` as a child process; a non-zero exit is [`HostError::Tool`], a program
 /// that cannot be started [`HostError::Io`] naming it.
 pub fn run(prog: &Path, args: &[String]) -> Result<Output, HostError> {
+    run_within(prog, args, None)
+}
+
+/// [`run`], killing the program (and failing, as a transient error) if it has not finished
+/// within `timeout`: a hung host tool must not hang the agent.
+pub fn run_within(
+    prog: &Path,
+    args: &[String],
+    timeout: Option<Duration>,
+) -> Result<Output, HostError> {
+    use std::process::Stdio;
     tracing::debug!(prog = %prog.display(), ?args, "running");
-    let out = Command::new(prog)
+    let io_err = |source| HostError::Io {
+        path: prog.display().to_string(),
+        source,
+    };
+    let mut child = Command::new(prog)
         .args(args)
-        .output()
-        .map_err(|source| HostError::Io {
-            path: prog.display().to_string(),
-            source,
-        })?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io_err)?;
+    // Both pipes drained on their own threads, so a chatty tool never blocks on a full pipe.
+    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out_t = drain(child.stdout.take());
+    let err_t = drain(child.stderr.take());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(io_err)? {
+            break Some(st);
+        }
+        if timeout.is_some_and(|t| started.elapsed() >= t) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = String::from_utf8_lossy(&out_t.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
+    let Some(status) = status else {
+        return Err(HostError::Tool {
+            tool: prog.display().to_string(),
+            args: args.join(" "),
+            status: format!(
+                "killed after {:?} without an answer",
+                timeout.unwrap_or_default()
+            ),
+            stderr: last_lines(&stderr),
+            transient: true,
+        });
+    };
+    if status.success() {
         return Ok(Output { stdout, stderr });
     }
     let stderr = last_lines(&stderr);
     Err(HostError::Tool {
         tool: prog.display().to_string(),
         args: args.join(" "),
-        status: out.status.to_string(),
+        status: status.to_string(),
         transient: is_transient(&stderr),
         stderr,
     })

@@ -945,3 +945,32 @@ fn tools_run_under_the_prefix_and_errors_name_the_tool() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------- a hung tool
+
+/// A host tool that never answers is killed after the runner's timeout: a transient failure
+/// naming it, not a hung agent.
+#[test]
+fn a_hung_tool_is_killed_after_the_timeout() {
+    let r = {
+        let mut r = machineos_host::Runner::new(machineos_host::Tools::default());
+        r.timeout = Duration::from_millis(300);
+        r
+    };
+    match r.run(std::path::Path::new("sleep"), &s(&["30"])) {
+        Err(HostError::Tool {
+            tool,
+            status,
+            transient,
+            ..
+        }) => {
+            assert_eq!(tool, "sleep");
+            assert!(status.contains("killed after"), "{status}");
+            assert!(transient);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Output of a tool that answers in time is read whole.
+    let out = r.run(std::path::Path::new("echo"), &s(&["hello"])).unwrap();
+    assert_eq!(out.stdout, "hello\n");
+}
