@@ -31,7 +31,9 @@ use crate::scheme::{Scheme, may_use_plain_http};
 use crate::stream::verified;
 
 mod lifecycle;
+mod probe;
 pub use lifecycle::{DeleteOutcome, ImageInfo, MAX_CONFIG};
+pub use probe::{PullAccess, PushCheck};
 
 /// Every manifest media type a build can read.
 pub const ACCEPTED_MANIFEST_TYPES: &[&str] = &[

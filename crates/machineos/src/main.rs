@@ -6,6 +6,7 @@
 
 mod agent;
 mod build;
+mod check;
 mod controller;
 mod input;
 mod registry;
@@ -46,6 +47,9 @@ enum Command {
     /// Render a pool's MachineConfigs into one rendered MachineConfig (JSON), with the
     /// MCO's rules and the MCO's name; with --diff, compare it with one the MCO rendered.
     Render(RenderCmd),
+    /// Preflight for a build: does pulling the base need credentials, do the given ones pull
+    /// it, may they push to the output repository (nothing is written). Exit 1 on a failure.
+    Check(Box<check::CheckArgs>),
     /// Show how the controller would roll a pool's nodes onto its image (`rollout plan
     /// --pool P`): order and batches, nothing changed.
     Rollout(rollout::RolloutArgs),
@@ -82,6 +86,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Controller(args) => controller::run(&args),
         Command::Rollout(args) => rollout::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Agent(args) => agent::run(&args),
         Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
     };
