@@ -252,8 +252,18 @@ async fn failed_builds_and_pushes_carry_their_reason_and_log_snippet() {
         let b = until(s, "bad", "failed", phase_is("Failed")).await;
         assert_eq!(why(&b), ("Failed", reason, message));
         let snippet = b["status"]["logSnippet"].as_str().unwrap();
+        // The error is among the last lines. Not necessarily the very last: the fake's stdout
+        // and stderr are two pipes, so its last stdout newline may land after the error line
+        // (or the error after an unterminated stdout line).
+        let tail: Vec<&str> = snippet
+            .lines()
+            .rev()
+            .filter(|l| !l.is_empty())
+            .take(2)
+            .collect();
         assert!(
-            snippet.ends_with(&format!("error: {}\n", env.1)),
+            tail.iter()
+                .any(|l| l.ends_with(&format!("error: {}", env.1))),
             "{snippet}"
         );
         assert!(b["status"]["completionTimestamp"].is_string());
