@@ -402,16 +402,7 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
             && staged != booted
             && !restage_failed
         {
-            return vec![
-                event(
-                    false,
-                    "Restaged",
-                    format!(
-                        "{staged} was staged for the next boot; staging {booted} (running) instead"
-                    ),
-                ),
-                Action::Deploy(booted.to_owned()),
-            ];
+            return restage(staged, booted);
         }
         patch = patch.remove(PROGRESS);
         dirty = true;
@@ -426,12 +417,7 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
         dirty = true;
         if o.unschedulable {
             out.push(Action::Uncordon);
-            out.push(cond(
-                mcn::UNCORDONED,
-                true,
-                "Uncordoned",
-                "the agent uncordoned the node it cordoned".into(),
-            ));
+            out.push(uncordoned());
         }
     }
     if o.get(STATE) != Some(NodeState::Done.as_str()) {
@@ -1023,6 +1009,28 @@ fn reboot(
 }
 
 /// The update is done: current annotations, Done, our cordon undone, progress removed.
+/// Stage `running` again in place of `staged`, so the next boot — anyone's — keeps it.
+fn restage(staged: &str, running: &str) -> Vec<Action> {
+    vec![
+        event(
+            false,
+            "Restaged",
+            format!("{staged} was staged for the next boot; staging {running} (running) instead"),
+        ),
+        Action::Deploy(running.to_owned()),
+    ]
+}
+
+/// The MachineConfigNode condition of an uncordon the agent did.
+fn uncordoned() -> Action {
+    cond(
+        mcn::UNCORDONED,
+        true,
+        "Uncordoned",
+        "the agent uncordoned the node it cordoned".into(),
+    )
+}
+
 fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec<Action> {
     // Another image staged for the next boot (the target moved back to the booted image
     // mid-update): stage the target instead first, or the next reboot — anyone's — would
@@ -1032,17 +1040,7 @@ fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec
         if let Some(out) = host_failed(o, policy, target, &[HostOp::Deploy]) {
             return out;
         }
-        return vec![
-            event(
-                false,
-                "Restaged",
-                format!(
-                    "{staged} was staged for the next boot; staging {} (running) instead",
-                    target.image
-                ),
-            ),
-            Action::Deploy(target.image.clone()),
-        ];
+        return restage(staged, &target.image);
     }
     let mut patch = Patch::default()
         .set(CURRENT_CONFIG, target.config.clone())
@@ -1060,12 +1058,7 @@ fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec
     out.push(patch.action());
     if ours && o.unschedulable {
         out.push(Action::Uncordon);
-        out.push(cond(
-            mcn::UNCORDONED,
-            true,
-            "Uncordoned",
-            "the agent uncordoned the node it cordoned".into(),
-        ));
+        out.push(uncordoned());
     } else if o.unschedulable {
         out.push(cond(
             mcn::UNCORDONED,
