@@ -341,25 +341,6 @@ fn current_pod(s: &Store, ns: &str, name: &str, uid: &str) -> Option<Value> {
     })
 }
 
-/// Writes the status `f` computes for pod `ns/name` if it is still `uid`, then syncs its
-/// Job. Whether the status was written.
-fn write_pod_status(
-    shared: &Shared,
-    ns: &str,
-    name: &str,
-    uid: &str,
-    job: Option<&str>,
-    f: impl FnOnce(&Value, &str) -> Value,
-) -> bool {
-    let mut s = shared.lock();
-    let written = write_pod_status_in(&mut s, ns, name, uid, f);
-    if let Some(job) = job {
-        let _ = sync_job_in(&mut s, ns, job);
-    }
-    shared.notify(s.resource_version());
-    written
-}
-
 fn write_pod_status_in(
     s: &mut Store,
     ns: &str,
@@ -592,7 +573,53 @@ async fn run_pod(
     stop: watch::Receiver<bool>,
     log: SharedLog,
 ) {
-    let outcome = execute(&inner, &pod, &plan, evict, stop, &log).await;
+    let end = execute(&inner, &pod, &plan, evict, stop, &log).await;
+    finish_run(&inner, &pod, end);
+    if !inner.settings.keep_dirs {
+        let dir = plan.dir.clone();
+        // A directory left behind (a mount inside) is the only failure; tests' work_dir
+        // is a temporary directory anyway.
+        let _ = tokio::task::spawn_blocking(move || remove_dir_safely(&dir)).await;
+    }
+}
+
+/// A pod status write: the new status from the current pod and the time.
+type StatusWrite = Box<dyn FnOnce(&Value, &str) -> Value + Send>;
+
+/// How a pod's process ended: the outcome, and the final status to write (if any).
+struct RunEnd {
+    outcome: RunOutcome,
+    write: Option<StatusWrite>,
+    /// The outcome becomes [`RunOutcome::Killed`] when the pod is gone by the write.
+    killed_if_gone: bool,
+}
+
+impl RunEnd {
+    fn no_write(outcome: RunOutcome) -> Self {
+        Self {
+            outcome,
+            write: None,
+            killed_if_gone: false,
+        }
+    }
+}
+
+/// Writes a run's final pod status, syncs its Job and records the run in [`PodExecutor::runs`]
+/// under one store lock, so whoever sees the pod (or its Job) finished also finds the run
+/// recorded.
+fn finish_run(inner: &Arc<Inner>, pod: &PodRef, end: RunEnd) {
+    let shared = &inner.shared;
+    let mut s = shared.lock();
+    let mut outcome = end.outcome;
+    if let Some(f) = end.write {
+        let written = write_pod_status_in(&mut s, &pod.ns, &pod.name, &pod.uid, f);
+        if !written && end.killed_if_gone {
+            outcome = RunOutcome::Killed;
+        }
+        if let Some(job) = &pod.job {
+            let _ = sync_job_in(&mut s, &pod.ns, job);
+        }
+    }
     {
         let mut st = inner.state();
         st.running.remove(&pod.uid);
@@ -603,12 +630,7 @@ async fn run_pod(
             outcome,
         });
     }
-    if !inner.settings.keep_dirs {
-        let dir = plan.dir.clone();
-        // A directory left behind (a mount inside) is the only failure; tests' work_dir
-        // is a temporary directory anyway.
-        let _ = tokio::task::spawn_blocking(move || remove_dir_safely(&dir)).await;
-    }
+    shared.notify(s.resource_version());
 }
 
 async fn execute(
@@ -618,15 +640,17 @@ async fn execute(
     evict: bool,
     mut stop: watch::Receiver<bool>,
     log: &SharedLog,
-) -> RunOutcome {
+) -> RunEnd {
     let shared = &inner.shared;
-    let job = pod.job.as_deref();
     let start_error = |message: String| {
         let m = message.clone();
-        write_pod_status(shared, &pod.ns, &pod.name, &pod.uid, job, |p, now| {
-            status::start_error_status(p, &m, now)
-        });
-        RunOutcome::StartError { message }
+        RunEnd {
+            outcome: RunOutcome::StartError { message },
+            write: Some(Box::new(move |p: &Value, now: &str| {
+                status::start_error_status(p, &m, now)
+            })),
+            killed_if_gone: false,
+        }
     };
     let p = plan.clone();
     match tokio::task::spawn_blocking(move || materialise(&p)).await {
@@ -656,7 +680,7 @@ async fn execute(
     if !running {
         proc.kill();
         proc.finish().await;
-        return RunOutcome::Killed;
+        return RunEnd::no_write(RunOutcome::Killed);
     }
     let (code, killed) = if evict {
         proc.kill();
@@ -669,7 +693,7 @@ async fn execute(
     };
     proc.finish().await;
     if killed {
-        return RunOutcome::Killed;
+        return RunEnd::no_write(RunOutcome::Killed);
     }
     let path = plan.termination_message_path.clone();
     let file = tokio::task::spawn_blocking(move || read_tail(&path, plan::MAX_TERMINATION_MESSAGE))
@@ -681,10 +705,13 @@ async fn execute(
         let code = status::KILLED_EXIT_CODE;
         let cmsg = termination_message(file.as_deref(), code, plan.fallback_to_logs, &log_bytes);
         let message = status::eviction_message(&plan.container);
-        write_pod_status(shared, &pod.ns, &pod.name, &pod.uid, job, |p, now| {
-            status::evicted_status(p, &message, &cmsg, now)
-        });
-        return RunOutcome::Evicted;
+        return RunEnd {
+            outcome: RunOutcome::Evicted,
+            write: Some(Box::new(move |p: &Value, now: &str| {
+                status::evicted_status(p, &message, &cmsg, now)
+            })),
+            killed_if_gone: false,
+        };
     }
     let message = termination_message(file.as_deref(), code, plan.fallback_to_logs, &log_bytes);
     let (phase, outcome) = if code == 0 {
@@ -706,8 +733,11 @@ async fn execute(
             },
         )
     };
-    let written = write_pod_status(shared, &pod.ns, &pod.name, &pod.uid, job, |p, now| {
-        pod_status(p, &phase, now)
-    });
-    if written { outcome } else { RunOutcome::Killed }
+    RunEnd {
+        outcome,
+        write: Some(Box::new(move |p: &Value, now: &str| {
+            pod_status(p, &phase, now)
+        })),
+        killed_if_gone: true,
+    }
 }
