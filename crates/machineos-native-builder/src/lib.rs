@@ -16,6 +16,7 @@
 mod base_index;
 mod derive;
 pub mod inspect;
+mod multi;
 pub mod output;
 mod progress;
 mod sink;
@@ -36,6 +37,7 @@ use machineos_layering::Recipe;
 use machineos_registry::{Registry, RegistryError};
 
 pub use base_index::CacheUse;
+pub use multi::{MultiOutcome, MultiSpec, PlatformBase, base_platforms, build_platforms};
 pub use progress::{Event, Progress, Quiet};
 pub use sink::BlobCounts;
 
@@ -98,6 +100,14 @@ pub enum BuildError {
         wanted: String,
         /// The image's platform.
         found: String,
+    },
+    /// A multi-platform build asked for platforms its bases do not offer.
+    #[error("no base for {}: {available}", missing.join(", "))]
+    MissingPlatforms {
+        /// The platforms asked for and not offered.
+        missing: Vec<String>,
+        /// What the bases offer (`BASE offers P, Q; …`).
+        available: String,
     },
     /// Planning the layer failed (bad config for this base).
     #[error(transparent)]
@@ -162,7 +172,9 @@ impl Classify for BuildError {
             BuildError::Plan(e) => e.reason(),
             BuildError::Layer(e) => e.reason(),
             BuildError::BlobDigest { .. } => "DigestMismatch",
-            BuildError::PlatformMismatch { .. } => "NoMatchingPlatform",
+            BuildError::PlatformMismatch { .. } | BuildError::MissingPlatforms { .. } => {
+                "NoMatchingPlatform"
+            }
             BuildError::InvalidImage { .. } => "InvalidImage",
             BuildError::LayerRead { .. } => "BaseLayerUnreadable",
             BuildError::InvalidOutput { .. } => "InvalidOutput",
@@ -188,6 +200,7 @@ impl Classify for BuildError {
             BuildError::Internal(_) => Retry::Transient,
             BuildError::BlobDigest { .. }
             | BuildError::PlatformMismatch { .. }
+            | BuildError::MissingPlatforms { .. }
             | BuildError::InvalidImage { .. }
             | BuildError::InvalidOutput { .. } => Retry::Permanent,
         }
@@ -251,6 +264,10 @@ pub struct Outcome {
     pub pullspec: String,
     /// The manifest digest.
     pub manifest_digest: Digest,
+    /// The manifest's media type.
+    pub manifest_media_type: String,
+    /// The manifest's size in bytes.
+    pub manifest_size: u64,
     /// The config digest.
     pub config_digest: Digest,
     /// The new layer's digests and sizes.
@@ -300,6 +317,14 @@ fn write_layer_tar(
     Ok(())
 }
 
+/// The tag an output is published under (`latest` when it names none).
+fn output_tag(output: &ImageRef) -> String {
+    match output {
+        ImageRef::Registry(r) => r.tag_or_latest().to_string(),
+        ImageRef::Layout(l) => l.tag.clone().unwrap_or_else(|| "latest".to_string()),
+    }
+}
+
 /// An output must name where to publish, not what: a digest is the result of the build.
 fn check_output(output: &ImageRef) -> Result<(), BuildError> {
     let digest = match output {
@@ -319,6 +344,17 @@ fn check_output(output: &ImageRef) -> Result<(), BuildError> {
 
 /// Builds and publishes one image.
 pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildError> {
+    build_one(spec, &env, true, &sink::BlobOnce::default()).await
+}
+
+/// Builds and publishes one image; its manifest is tagged with the output's tag when
+/// `tagged`, else published by digest only (in a layout: a blob an index will reference).
+async fn build_one(
+    spec: BuildSpec,
+    env: &Environment,
+    tagged: bool,
+    once: &sink::BlobOnce,
+) -> Result<Outcome, BuildError> {
     let started = Instant::now();
     check_output(&spec.output)?;
     // Every output is checked before anything is done, so a failed build changes nothing.
@@ -394,17 +430,10 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     let derived_at = started.elapsed();
 
     progress.event(Event::Stage("publishing"));
-    let (dest, tag) = match &spec.output {
-        ImageRef::Registry(r) => (
-            store::open_store(&spec.output, client.as_ref(), true).await?,
-            Some(r.tag_or_latest().to_string()),
-        ),
-        ImageRef::Layout(l) => (
-            store::open_store(&spec.output, None, true).await?,
-            Some(l.tag.clone().unwrap_or_else(|| "latest".to_string())),
-        ),
-    };
-    let (digest, blobs) = sink::publish(&base, &derived, &dest, tag.as_deref(), &progress).await?;
+    let dest = store::open_store(&spec.output, client.as_ref(), true).await?;
+    let tag = tagged.then(|| output_tag(&spec.output));
+    let (digest, blobs) =
+        sink::publish(&base, &derived, &dest, tag.as_deref(), &progress, once).await?;
     if digest != derived.manifest_digest {
         return Err(BuildError::BlobDigest {
             image: dest.name(),
@@ -425,6 +454,8 @@ pub async fn build(spec: BuildSpec, env: Environment) -> Result<Outcome, BuildEr
     Ok(Outcome {
         pullspec: dest.pullspec(&digest),
         manifest_digest: digest,
+        manifest_media_type: derived.manifest_media_type.clone(),
+        manifest_size: derived.manifest.len() as u64,
         config_digest: derived.config_descriptor.digest.clone(),
         layer: derived.layer_digests.clone(),
         base_pullspec: base.pullspec(),

@@ -1,11 +1,19 @@
 //! Publishing a derived image: make every base blob present at the destination (already
 //! there, mounted from the base's repository, or copied), upload the new layer and config,
 //! and only then put the manifest and its tag — the one step that makes the image visible.
+//!
+//! The images of one multi-platform build share a [`BlobOnce`]: a blob two platforms need
+//! (an identical added layer, a shared base layer) is uploaded or mounted once, the other
+//! publish waiting for it. Besides saving the transfer, this avoids a race in the
+//! distribution registry, whose blob link files are not written atomically: a manifest
+//! checked while the same blob is committed twice can be refused with `DIGEST_INVALID`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use machineos_image::{Descriptor, Digest};
+use tokio::sync::OnceCell;
 
 use crate::BuildError;
 use crate::derive::Derived;
@@ -26,22 +34,52 @@ pub struct BlobCounts {
     pub linked: u64,
 }
 
-/// Publishes `derived` on top of `base` to `dest`, tagging it with `tag` when given. Returns
-/// the manifest digest, as checked against what the destination stored.
+/// Blobs made present at one destination by the publishes that share it: each blob's
+/// upload or mount runs once; the others wait for it (and, if it failed, try themselves).
+#[derive(Debug, Default)]
+pub struct BlobOnce(Mutex<HashMap<Digest, Arc<OnceCell<()>>>>);
+
+impl BlobOnce {
+    /// Runs `f` for `digest` unless another publish did it successfully; `Fate::Present`
+    /// when it was done by another.
+    async fn run<F, Fut>(&self, digest: &Digest, f: F) -> Result<Fate, BuildError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Fate, BuildError>>,
+    {
+        let cell = {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(digest.clone()).or_default().clone()
+        };
+        let mut fate = Fate::Present;
+        cell.get_or_try_init(|| async {
+            fate = f().await?;
+            Ok::<(), BuildError>(())
+        })
+        .await?;
+        Ok(fate)
+    }
+}
+
+/// Publishes `derived` on top of `base` to `dest`, tagging it with `tag` when given. Untagged,
+/// a registry gets the manifest by digest and a layout only its blob (an index will reference
+/// it, so it is not listed in `index.json` on its own). Returns the manifest digest, as
+/// checked against what the destination stored.
 pub async fn publish(
     base: &ResolvedBase,
     derived: &Derived,
     dest: &Store,
     tag: Option<&str>,
     progress: &Arc<dyn Progress>,
+    once: &BlobOnce,
 ) -> Result<(Digest, BlobCounts), BuildError> {
     match dest {
         Store::Registry { client, reference } => {
             // The new layer and config go up while the base's blobs are taken care of.
             let uploads = async {
-                let layer = async {
+                let layer = once.run(&derived.layer.digest, || async {
                     if client.has_blob(reference, &derived.layer.digest).await? {
-                        return Ok(());
+                        return Ok(Fate::Present);
                     }
                     client
                         .push_blob_stream(
@@ -50,18 +88,24 @@ pub async fn publish(
                             derived.layer_blob.len(),
                             || std::future::ready(Ok(derived.layer_blob.stream())),
                         )
-                        .await
-                };
-                let config = client.push_blob(
-                    reference,
-                    derived.config.clone(),
-                    &derived.config_descriptor.digest,
-                );
+                        .await?;
+                    Ok(Fate::Copied)
+                });
+                let config = once.run(&derived.config_descriptor.digest, || async {
+                    client
+                        .push_blob(
+                            reference,
+                            derived.config.clone(),
+                            &derived.config_descriptor.digest,
+                        )
+                        .await?;
+                    Ok(Fate::Copied)
+                });
                 let (layer, config) = futures_util::join!(layer, config);
                 layer.and(config)
             };
             let (ensured, uploaded) =
-                futures_util::join!(ensure_base_in_registry(base, dest, progress), uploads);
+                futures_util::join!(ensure_base_in_registry(base, dest, progress, once), uploads);
             let (counts, pin) = ensured?;
             uploaded?;
             // Everything is uploaded: now the manifests, the base's pin first.
@@ -86,7 +130,7 @@ pub async fn publish(
             Ok((digest, counts))
         }
         Store::Layout { layout, reference } => {
-            let counts = ensure_blobs(base, &base.manifest.layers, dest, progress).await?;
+            let counts = ensure_blobs(base, &base.manifest.layers, dest, progress, once).await?;
             // Layer, config, manifest, then the tag: file writes with fsync and a lock, on a
             // blocking thread.
             let (layout, reference) = (layout.clone(), reference.clone());
@@ -119,9 +163,8 @@ pub async fn publish(
                     platform: Some(platform),
                     ..Descriptor::new(&media_type, digest.clone(), size)
                 };
-                match tag {
-                    Some(t) => layout.set_tag(&t, &desc).map_err(err)?,
-                    None => layout.add_manifest(&desc).map_err(err)?,
+                if let Some(t) = tag {
+                    layout.set_tag(&t, &desc).map_err(err)?;
                 }
                 Ok(digest)
             })
@@ -137,12 +180,16 @@ async fn ensure_blobs(
     blobs: &[Descriptor],
     dest: &Store,
     progress: &Arc<dyn Progress>,
+    once: &BlobOnce,
 ) -> Result<BlobCounts, BuildError> {
     let mut counts = BlobCounts::default();
     // Owned descriptors: a closure over borrowed ones makes the future not provably `Send`
     // for every lifetime, and a build must be spawnable on a shared runtime.
     let fates: Vec<Result<Fate, BuildError>> = futures_util::stream::iter(blobs.to_vec())
-        .map(|blob| async move { ensure_blob(base, &blob, dest, progress).await })
+        .map(|blob| async move {
+            once.run(&blob.digest, || ensure_blob(base, &blob, dest, progress))
+                .await
+        })
         .buffer_unordered(BLOB_CONCURRENCY)
         .collect()
         .await;
@@ -169,10 +216,11 @@ async fn ensure_base_in_registry(
     base: &ResolvedBase,
     dest: &Store,
     progress: &Arc<dyn Progress>,
+    once: &BlobOnce,
 ) -> Result<(BlobCounts, bool), BuildError> {
     let Store::Registry { client, reference } = dest else {
         return Ok((
-            ensure_blobs(base, &base.manifest.layers, dest, progress).await?,
+            ensure_blobs(base, &base.manifest.layers, dest, progress, once).await?,
             false,
         ));
     };
@@ -192,8 +240,10 @@ async fn ensure_base_in_registry(
         return Ok((counts, false));
     }
     let (counts, config) = futures_util::join!(
-        ensure_blobs(base, &base.manifest.layers, dest, progress),
-        ensure_blob(base, &base.manifest.config, dest, progress)
+        ensure_blobs(base, &base.manifest.layers, dest, progress, once),
+        once.run(&base.manifest.config.digest, || {
+            ensure_blob(base, &base.manifest.config, dest, progress)
+        })
     );
     let counts = counts?;
     config?;

@@ -270,13 +270,18 @@ async fn layout_manifest(
     .await
 }
 
+/// The manifest or index a store's reference names: its bytes and digest.
+pub async fn top_manifest(store: &Store) -> Result<(Vec<u8>, Digest), BuildError> {
+    match store {
+        Store::Registry { client, reference } => Ok(client.manifest(reference).await?),
+        Store::Layout { layout, reference } => layout_manifest(layout, reference, None).await,
+    }
+}
+
 /// Resolves the base to the manifest for `platform` and reads its config.
 pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, BuildError> {
     let name = store.name();
-    let (bytes, digest) = match &store {
-        Store::Registry { client, reference } => client.manifest(reference).await?,
-        Store::Layout { layout, reference } => layout_manifest(layout, reference, None).await?,
-    };
+    let (bytes, digest) = top_manifest(&store).await?;
     let manifest_err = |source| BuildError::Manifest {
         image: name.clone(),
         error: source,

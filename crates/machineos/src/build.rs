@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use machineos_image::{Digest, ImageRef, Platform};
+use machineos_image::{Digest, ImageRef};
 use machineos_layer::write::{self, LayerOptions};
 use machineos_layer::{DirView, EntryKind, Plan};
 use machineos_layering::Recipe;
@@ -43,12 +43,13 @@ pub struct BuildArgs {
     )]
     output: String,
     /// The platform to take from a multi-platform base, `os/arch[/variant]`. Defaults to
-    /// this machine's.
-    #[arg(long, value_name = "OS/ARCH")]
-    platform: Option<String>,
+    /// this machine's. `all` (every platform of the base) or a comma-separated list builds
+    /// one image per platform and publishes an OCI index over them.
+    #[arg(long, value_name = "OS/ARCH|all|LIST")]
+    pub(crate) platform: Option<String>,
     /// Write the uncompressed layer tar that was added here.
     #[arg(long, value_name = "FILE")]
-    layer_out: Option<PathBuf>,
+    pub(crate) layer_out: Option<PathBuf>,
     /// Write the gzip-compressed layer blob here (`--base-dir` only; with a base image the
     /// blob is in the output).
     #[arg(long, value_name = "FILE", requires = "base_dir")]
@@ -60,20 +61,20 @@ pub struct BuildArgs {
     #[arg(long, conflicts_with = "cache_dir")]
     no_cache: bool,
     #[command(flatten)]
-    registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
     /// A Containerfile to build on top, as a MachineOSConfig's `containerFile` (it must
     /// continue `FROM configs AS final`): the native image is pushed to
     /// `<output tag>-native` and the local buildah builds the result from it (registry
     /// --output only). Extensions and a kernelType of the MachineConfigs run the same way.
     #[arg(long, value_name = "FILE", conflicts_with = "base_dir")]
-    containerfile: Option<PathBuf>,
+    pub(crate) containerfile: Option<PathBuf>,
     /// Output format of the summary. With RUN steps the JSON's fields describe the native
     /// image and `runSteps` the result (its `digest` and `image`); the last line of stdout is
     /// always the published result.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
-    output_format: Format,
+    pub(crate) output_format: Format,
     #[command(flatten)]
-    render: crate::input::RenderArgs,
+    pub(crate) render: crate::input::RenderArgs,
     /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
     /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.5.0).
     #[arg(value_name = "INPUT", required = true)]
@@ -82,7 +83,7 @@ pub struct BuildArgs {
 
 /// Summary formats.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
@@ -126,6 +127,20 @@ fn recipe(args: &BuildArgs) -> anyhow::Result<(Recipe, Option<machineos_api::v1:
     Ok((recipe, mc))
 }
 
+/// The base index cache the arguments ask for.
+fn cache(args: &BuildArgs) -> anyhow::Result<Option<machineos_baseindex::Cache>> {
+    if args.no_cache {
+        return Ok(None);
+    }
+    let dir = match &args.cache_dir {
+        Some(d) => d.clone(),
+        None => machineos_baseindex::Cache::default_dir().context(
+            "no cache directory: set XDG_CACHE_HOME or HOME, or give --cache-dir or --no-cache",
+        )?,
+    };
+    Ok(Some(machineos_baseindex::Cache::new(dir)))
+}
+
 /// Run `machineos build`.
 pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     let (recipe, machine_config) = recipe(args)?;
@@ -142,21 +157,22 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     };
     let base = ImageRef::parse(&base).with_context(|| "--base")?;
     let output = ImageRef::parse(&args.output).with_context(|| "--output")?;
-    let platform = match &args.platform {
-        Some(p) => p.parse::<Platform>().context("--platform")?,
-        None => Platform::host(),
+    let platform = match crate::build_multi::choice(args.platform.as_deref())? {
+        crate::build_multi::Choice::One(p) => p,
+        many => {
+            let cache = cache(args)?;
+            return crate::build_multi::run(
+                args,
+                &recipe,
+                machine_config.as_ref(),
+                base,
+                output,
+                many,
+                cache,
+            );
+        }
     };
-    let cache = if args.no_cache {
-        None
-    } else {
-        let dir = match &args.cache_dir {
-            Some(d) => d.clone(),
-            None => machineos_baseindex::Cache::default_dir().context(
-                "no cache directory: set XDG_CACHE_HOME or HOME, or give --cache-dir or --no-cache",
-            )?,
-        };
-        Some(machineos_baseindex::Cache::new(dir))
-    };
+    let cache = cache(args)?;
     let run_plan = crate::run_steps::plan(
         machine_config.as_ref(),
         &recipe.source_name,
@@ -330,14 +346,14 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
 
 /// Counts for the summary: files and units as the config declares them, whiteouts as the
 /// layer carries them.
-struct Counts {
-    files: usize,
-    units: usize,
-    whiteouts: usize,
+pub(crate) struct Counts {
+    pub(crate) files: usize,
+    pub(crate) units: usize,
+    pub(crate) whiteouts: usize,
 }
 
 impl Counts {
-    fn of(plan: &Plan, config: &machineos_ignition::Config) -> Counts {
+    pub(crate) fn of(plan: &Plan, config: &machineos_ignition::Config) -> Counts {
         Counts {
             files: config.storage.files.len(),
             units: config.systemd.units.len(),
@@ -432,10 +448,10 @@ fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()
 }
 
 /// A spinner on stderr when it is a terminal; nothing otherwise.
-struct Bar(Option<indicatif::ProgressBar>);
+pub(crate) struct Bar(Option<indicatif::ProgressBar>);
 
 impl Bar {
-    fn new() -> Bar {
+    pub(crate) fn new() -> Bar {
         if !std::io::stderr().is_terminal() {
             return Bar(None);
         }
@@ -444,7 +460,7 @@ impl Bar {
         Bar(Some(bar))
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.0 {
             bar.finish_and_clear();
         }

@@ -6,6 +6,7 @@
 
 mod agent;
 mod build;
+mod build_multi;
 mod check;
 mod controller;
 mod input;

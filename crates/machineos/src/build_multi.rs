@@ -1,0 +1,212 @@
+//! `machineos build --platform all` or `--platform linux/amd64,linux/arm64`: one image per
+//! platform over the base's per-platform manifests, and an OCI index over them, published
+//! all or nothing (see [`machineos_native_builder::build_platforms`]).
+//!
+//! Refused up front, before any work: RUN steps (extensions, a kernelType, a Containerfile
+//! — they execute on this machine's architecture through buildah) and `--layer-out` (one
+//! file cannot hold several layers).
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use machineos_image::{ImageRef, Platform};
+use machineos_layer::write::LayerOptions;
+use machineos_layering::Recipe;
+use machineos_native_builder::{Environment, MultiSpec, PlatformBase};
+
+use crate::build::{Bar, BuildArgs, Counts, Format};
+
+/// What `--platform` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// One platform (the default: this machine's).
+    One(Platform),
+    /// Every platform the base offers.
+    All,
+    /// These platforms, in this order.
+    List(Vec<Platform>),
+}
+
+/// Parses `--platform`.
+pub fn choice(arg: Option<&str>) -> anyhow::Result<Choice> {
+    let Some(arg) = arg else {
+        return Ok(Choice::One(Platform::host()));
+    };
+    if arg == "all" {
+        return Ok(Choice::All);
+    }
+    if !arg.contains(',') {
+        return Ok(Choice::One(arg.parse().context("--platform")?));
+    }
+    let mut list: Vec<Platform> = Vec::new();
+    for part in arg.split(',') {
+        let p: Platform = part
+            .trim()
+            .parse()
+            .with_context(|| format!("--platform: {part:?}"))?;
+        if list.iter().any(|q| q.matches(&p)) {
+            bail!("--platform: {p} is given twice");
+        }
+        list.push(p);
+    }
+    Ok(Choice::List(list))
+}
+
+/// Builds every platform of `choice` and prints the summary.
+pub fn run(
+    args: &BuildArgs,
+    recipe: &Recipe,
+    machine_config: Option<&machineos_api::v1::MachineConfig>,
+    base: ImageRef,
+    output: ImageRef,
+    choice: Choice,
+    cache: Option<machineos_baseindex::Cache>,
+) -> anyhow::Result<()> {
+    if args.layer_out.is_some() {
+        bail!(
+            "--layer-out: a multi-platform build adds one layer per platform; build one platform to get its layer"
+        );
+    }
+    // RUN steps are planned for some platform; whether there are any does not depend on it.
+    let run_plan = crate::run_steps::plan(
+        machine_config,
+        &recipe.source_name,
+        args.containerfile.as_deref(),
+        &args.render.pool,
+        &Platform::host(),
+    )?;
+    if let Some(plan) = run_plan {
+        bail!(
+            "{}: RUN steps ({}) run through buildah on this machine's architecture: a \
+             multi-platform build cannot apply them; build each platform on a machine of its \
+             architecture, or use the controller's Job backend",
+            recipe.source_name,
+            plan.steps_ran().join(", ")
+        );
+    }
+    let runtime = crate::runtime()?;
+    let registry = args.registry.client(&[&base, &output])?;
+    let progress = Arc::new(Bar::new());
+    let env = Environment {
+        registry,
+        cache,
+        progress: progress.clone(),
+    };
+    let platforms = match choice {
+        Choice::All => {
+            let all = runtime.block_on(machineos_native_builder::base_platforms(&base, &env))?;
+            if all.is_empty() {
+                bail!("--platform all: {base} lists no platforms");
+            }
+            all
+        }
+        Choice::List(list) => list,
+        Choice::One(p) => vec![p],
+    };
+    let spec = MultiSpec {
+        bases: platforms
+            .into_iter()
+            .map(|platform| PlatformBase {
+                platform,
+                base: base.clone(),
+            })
+            .collect(),
+        output,
+        recipe: recipe.clone(),
+        created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),
+        layer: LayerOptions::from_env()?,
+    };
+    let outcome = runtime.block_on(machineos_native_builder::build_platforms(spec, env));
+    progress.finish();
+    let outcome = outcome?;
+    for img in &outcome.images {
+        for w in &img.plan.warnings {
+            eprintln!("{} ({}): {w}", recipe.source_name, img.platform);
+        }
+        for w in &img.warnings {
+            eprintln!("{} ({}): {w}", recipe.source_name, img.platform);
+        }
+    }
+    match args.output_format {
+        Format::Json => {
+            let images: Vec<_> = outcome
+                .images
+                .iter()
+                .map(|img| {
+                    let counts = Counts::of(&img.plan, &recipe.config);
+                    serde_json::json!({
+                        "platform": img.platform.to_string(),
+                        "image": img.pullspec,
+                        "digest": img.manifest_digest.to_string(),
+                        "base": img.base_pullspec,
+                        "baseLayers": img.base_layers,
+                        "layer": {
+                            "digest": img.layer.digest,
+                            "diffID": img.layer.diff_id,
+                            "size": img.layer.size,
+                        },
+                        "entries": img.plan.entries.len(),
+                        "files": counts.files,
+                        "baseIndexCache": img.cache,
+                        "baseLayerReads": img.base_layer_reads,
+                        "timings": img.timings,
+                    })
+                })
+                .collect();
+            let summary = serde_json::json!({
+                "input": recipe.source_name,
+                "image": outcome.pullspec,
+                "digest": outcome.index_digest.to_string(),
+                "mediaType": machineos_image::media_type::OCI_INDEX,
+                "platforms": images,
+                "totalMs": outcome.total_ms,
+            });
+            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
+        }
+        Format::Text => {
+            for img in &outcome.images {
+                eprintln!(
+                    "{}: base {} ({} layers, {}); image {} (layer {}, {} entries) in {:.1} ms",
+                    img.platform,
+                    img.base_pullspec,
+                    img.base_layers,
+                    img.cache,
+                    img.manifest_digest,
+                    img.layer.digest,
+                    img.plan.entries.len(),
+                    img.timings.total_ms
+                );
+            }
+            eprintln!(
+                "index of {} platforms in {:.1} ms",
+                outcome.images.len(),
+                outcome.total_ms
+            );
+        }
+    }
+    crate::emit(&outcome.pullspec)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_choices() {
+        let p = |s: &str| s.parse::<Platform>().unwrap();
+        assert_eq!(choice(None).unwrap(), Choice::One(Platform::host()));
+        assert_eq!(choice(Some("all")).unwrap(), Choice::All);
+        assert_eq!(
+            choice(Some("linux/arm64")).unwrap(),
+            Choice::One(p("linux/arm64"))
+        );
+        assert_eq!(
+            choice(Some("linux/amd64, linux/s390x")).unwrap(),
+            Choice::List(vec![p("linux/amd64"), p("linux/s390x")])
+        );
+        let twice = choice(Some("linux/arm64,linux/aarch64")).unwrap_err();
+        assert!(format!("{twice:#}").contains("given twice"), "{twice:#}");
+        assert!(choice(Some("linux/amd64,")).is_err());
+    }
+}
