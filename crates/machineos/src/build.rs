@@ -29,6 +29,14 @@ pub struct BuildArgs {
     /// `oci:DIR[:tag]`. Defaults to the rendered MachineConfig's `spec.osImageURL`.
     #[arg(long, value_name = "IMAGE", conflicts_with = "base_dir")]
     base: Option<String>,
+    /// Instead of --base: take the base (and the extensions image) for --platform from this
+    /// file — CoreOS stream metadata, an OSImageStream or the machine-config-osimageurl
+    /// ConfigMap, JSON or YAML (`kubectl get -o yaml`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["base", "base_dir"])]
+    pub(crate) stream: Option<PathBuf>,
+    /// The stream of --stream to use (`rhel-10`). Defaults to the file's default stream.
+    #[arg(long, value_name = "NAME", requires = "stream")]
+    pub(crate) stream_name: Option<String>,
     /// Instead of a base image, plan over this unpacked root filesystem and write only the
     /// layer (`--layer-out`, `--blob-out`); nothing is published.
     #[arg(long, value_name = "DIR")]
@@ -147,30 +155,46 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.base_dir {
         return layer_only(args, dir, recipe);
     }
-    let base = match (&args.base, &recipe.base_image) {
-        (Some(b), _) => b.clone(),
-        (None, Some(url)) => url.clone(),
-        (None, None) => bail!(
-            "{}: no base image: give --base IMAGE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
-            recipe.source_name
-        ),
-    };
-    let base = ImageRef::parse(&base).with_context(|| "--base")?;
     let output = ImageRef::parse(&args.output).with_context(|| "--output")?;
     let platform = match crate::build_multi::choice(args.platform.as_deref())? {
         crate::build_multi::Choice::One(p) => p,
         many => {
+            let fixed = match (&args.base, &recipe.base_image) {
+                (Some(b), _) | (None, Some(b)) if args.stream.is_none() => {
+                    Some(ImageRef::parse(b).with_context(|| "--base")?)
+                }
+                _ => None,
+            };
             let cache = cache(args)?;
             return crate::build_multi::run(
                 args,
                 &recipe,
                 machine_config.as_ref(),
-                base,
+                fixed,
                 output,
                 many,
                 cache,
             );
         }
+    };
+    let from_stream = match &args.stream {
+        Some(path) => crate::stream::bases_from_stream(
+            path,
+            args.stream_name.as_deref(),
+            std::slice::from_ref(&platform),
+        )?
+        .pop(),
+        None => None,
+    };
+    let base = match (&from_stream, &args.base, &recipe.base_image) {
+        (Some(s), _, _) => s.base.clone(),
+        (None, Some(b), _) | (None, None, Some(b)) => {
+            ImageRef::parse(b).with_context(|| "--base")?
+        }
+        (None, None, None) => bail!(
+            "{}: no base image: give --base IMAGE or --stream FILE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
+            recipe.source_name
+        ),
     };
     let cache = cache(args)?;
     let run_plan = crate::run_steps::plan(
@@ -180,6 +204,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         &args.render.pool,
         &platform,
     )?;
+    let run_plan = crate::stream::with_extensions(run_plan, from_stream.as_ref());
     let runtime = crate::runtime()?;
     let registry = args.registry.client(&[&base, &output])?;
     // RUN steps: everything that can fail is checked before the native image is pushed.
@@ -319,6 +344,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             });
             if let (Some(r), Some(obj)) = (run_summary, summary.as_object_mut()) {
                 obj.insert("runSteps".to_owned(), r);
+            }
+            if let (Some(s), Some(obj)) = (&from_stream, summary.as_object_mut()) {
+                obj.insert("stream".to_owned(), crate::stream::summary(s));
             }
             crate::emit(&serde_json::to_string_pretty(&summary)?)?;
             crate::emit(&result_pullspec)?;

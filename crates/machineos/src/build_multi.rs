@@ -57,7 +57,7 @@ pub fn run(
     args: &BuildArgs,
     recipe: &Recipe,
     machine_config: Option<&machineos_api::v1::MachineConfig>,
-    base: ImageRef,
+    base: Option<ImageRef>,
     output: ImageRef,
     choice: Choice,
     cache: Option<machineos_baseindex::Cache>,
@@ -85,32 +85,82 @@ pub fn run(
         );
     }
     let runtime = crate::runtime()?;
-    let registry = args.registry.client(&[&base, &output])?;
+    let stream = args.stream.as_deref();
+    let name = args.stream_name.as_deref();
+    // Without a stream, one base for every platform; a stream may name one per platform.
+    let base = match (base, stream) {
+        (Some(b), _) => Some(b),
+        (None, Some(path)) => match crate::stream::stream_platforms(path, name)? {
+            Some(_) => None,
+            // A stream of multi-arch references: its (any platform's) image is the base.
+            None => Some(
+                crate::stream::bases_from_stream(path, name, &[Platform::host()])?
+                    .remove(0)
+                    .base,
+            ),
+        },
+        (None, None) => bail!(
+            "{}: no base image: give --base IMAGE or --stream FILE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
+            recipe.source_name
+        ),
+    };
+    let mut refs = vec![&output];
+    refs.extend(base.as_ref());
+    let registry = args.registry.client(&refs)?;
     let progress = Arc::new(Bar::new());
     let env = Environment {
         registry,
         cache,
         progress: progress.clone(),
     };
-    let platforms = match choice {
-        Choice::All => {
-            let all = runtime.block_on(machineos_native_builder::base_platforms(&base, &env))?;
+    let platforms = match (choice, &base, stream) {
+        (Choice::All, Some(b), _) => {
+            let all = runtime.block_on(machineos_native_builder::base_platforms(b, &env))?;
             if all.is_empty() {
-                bail!("--platform all: {base} lists no platforms");
+                bail!("--platform all: {b} lists no platforms");
             }
             all
         }
-        Choice::List(list) => list,
-        Choice::One(p) => vec![p],
+        (Choice::All, None, Some(path)) => {
+            crate::stream::stream_platforms(path, name)?.unwrap_or_default()
+        }
+        (Choice::All, None, None) => Vec::new(),
+        (Choice::List(list), ..) => list,
+        (Choice::One(p), ..) => vec![p],
     };
-    let spec = MultiSpec {
-        bases: platforms
+    let bases: Vec<PlatformBase> = match (&base, stream) {
+        (Some(b), _) => platforms
             .into_iter()
             .map(|platform| PlatformBase {
                 platform,
-                base: base.clone(),
+                base: b.clone(),
             })
             .collect(),
+        (None, Some(path)) => crate::stream::bases_from_stream(path, name, &platforms)?
+            .into_iter()
+            .map(|s| PlatformBase {
+                platform: s.platform,
+                base: s.base,
+            })
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    if bases.is_empty() {
+        bail!("--platform: no platform to build");
+    }
+    // Per-platform bases from a stream may live in registries the client was not made for.
+    let env = if base.is_none() {
+        let mut refs: Vec<&ImageRef> = bases.iter().map(|b| &b.base).collect();
+        refs.push(&output);
+        Environment {
+            registry: args.registry.client(&refs)?,
+            ..env
+        }
+    } else {
+        env
+    };
+    let spec = MultiSpec {
+        bases,
         output,
         recipe: recipe.clone(),
         created_by: format!("machineos build {}", env!("CARGO_PKG_VERSION")),

@@ -13,6 +13,7 @@ mod input;
 mod registry;
 mod rollout;
 mod run_steps;
+mod stream;
 
 use clap::{Parser, Subcommand};
 

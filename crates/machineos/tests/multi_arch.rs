@@ -171,3 +171,65 @@ fn a_missing_platform_and_run_steps_are_refused_before_anything_is_written() {
         "{err}"
     );
 }
+
+#[test]
+fn platform_all_from_a_stream_builds_each_architecture_from_its_own_base() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two single-platform bases, one per architecture, as stream metadata names them.
+    let mut refs = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let path = tmp.path().join(format!("base-{arch}"));
+        let layout = machineos_image::Layout::create(&path).unwrap();
+        let spec = machineos_synth::SynthSpec::example()
+            .with_platform(machineos_image::Platform::new("linux", arch, None));
+        let desc = machineos_synth::write_image(&layout, &spec).unwrap();
+        layout.set_tag("base", &desc).unwrap();
+        refs.push(format!("oci:{}:base", path.display()));
+    }
+    let stream = serde_json::json!({
+        "stream": "stable",
+        "metadata": {"last-modified": "2026-11-30T00:00:00Z"},
+        "architectures": {
+            "x86_64": {"artifacts": {}, "oci-image": {"release": "43.1", "image": refs[0]}},
+            "aarch64": {"artifacts": {}, "oci-image": {"release": "43.1", "image": refs[1]}},
+        },
+    });
+    let file = tmp.path().join("stable.json");
+    std::fs::write(&file, serde_json::to_vec(&stream).unwrap()).unwrap();
+    let out = tmp.path().join("out");
+    let o = machineos(&[
+        "build",
+        "--stream",
+        file.to_str().unwrap(),
+        "--output",
+        &format!("oci:{}:worker", out.display()),
+        "--no-cache",
+        "--platform",
+        "all",
+        "-o",
+        "json",
+        "examples/machineconfigs",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let (json, _) = stdout.trim_end().rsplit_once('\n').unwrap();
+    let summary: serde_json::Value = serde_json::from_str(json).unwrap();
+    let platforms = summary["platforms"].as_array().unwrap();
+    assert_eq!(platforms.len(), 2);
+    for (p, (arch, base)) in platforms.iter().zip(
+        ["linux/arm64", "linux/amd64"]
+            .iter()
+            .zip([&refs[1], &refs[0]]),
+    ) {
+        // The stream's architectures in its (sorted) order: aarch64 before x86_64.
+        assert_eq!(p["platform"], *arch);
+        let dir = base.trim_start_matches("oci:").trim_end_matches(":base");
+        assert!(
+            p["base"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("oci:{dir}@")),
+            "{p}"
+        );
+    }
+}
