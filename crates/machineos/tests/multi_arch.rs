@@ -217,11 +217,11 @@ fn platform_all_from_a_stream_builds_each_architecture_from_its_own_base() {
     let platforms = summary["platforms"].as_array().unwrap();
     assert_eq!(platforms.len(), 2);
     for (p, (arch, base)) in platforms.iter().zip(
-        ["linux/arm64", "linux/amd64"]
+        ["linux/amd64", "linux/arm64"]
             .iter()
-            .zip([&refs[1], &refs[0]]),
+            .zip([&refs[0], &refs[1]]),
     ) {
-        // The stream's architectures in its (sorted) order: aarch64 before x86_64.
+        // The stream's architectures, in order.
         assert_eq!(p["platform"], *arch);
         let dir = base.trim_start_matches("oci:").trim_end_matches(":base");
         assert!(
