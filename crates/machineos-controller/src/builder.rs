@@ -60,6 +60,10 @@ pub struct BuildRequest {
     pub push_secret: (String, Vec<u8>),
     /// The base image pull Secret, if one is named: (name, `.dockerconfigjson`).
     pub pull_secret: Option<(String, Vec<u8>)>,
+    /// The architectures to build (OCI names, sorted): the MachineOSConfig's
+    /// `machineos.io/architectures`, else those of the pool's nodes; empty when neither
+    /// says (the backend's own platform then).
+    pub architectures: Vec<String>,
 }
 
 impl BuildRequest {

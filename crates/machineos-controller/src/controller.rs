@@ -1031,8 +1031,19 @@ async fn execute(
                     .and_then(|b| observe::str_at(&b.data, "/spec/machineOSConfig/name"))
                     .unwrap_or(&p.pool.name)
                     .to_owned();
+                let pool_obj = s.pools.iter().find(|o| o.name_any() == p.pool.name);
+                let mosc_obj = s
+                    .machine_os_configs
+                    .iter()
+                    .find(|o| o.name_any() == machine_os_config);
+                let architectures = crate::arches::for_pool(
+                    pool_obj.map(AsRef::as_ref),
+                    mosc_obj.map(AsRef::as_ref),
+                    &s.nodes,
+                );
                 ctx.metrics.build_started(&p.pool.name);
                 builder.start(BuildRequest {
+                    architectures,
                     namespace: s.namespace.clone(),
                     build_uid: build_obj.and_then(|b| b.uid()).unwrap_or_default(),
                     build,

@@ -9,6 +9,7 @@
 //!   server and the registry into its `Observed` and carries its actions out, nothing more.
 
 pub mod app;
+pub mod arches;
 pub mod builder;
 pub mod controller;
 pub mod execute;

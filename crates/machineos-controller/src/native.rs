@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use machineos_build_lifecycle::{Backend, BackendStatus, Phase, PushTarget, RegistryImage};
 use machineos_image::{ImageRef, Platform};
-use machineos_native_builder::{BuildSpec, Environment, Quiet};
+use machineos_native_builder::{BuildSpec, Environment, MultiSpec, PlatformBase, Quiet};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +54,9 @@ pub struct NativeJob {
     /// Registry credentials: (source name for messages, `.dockerconfigjson` bytes), push
     /// Secret first.
     pub credentials: Vec<(String, Vec<u8>)>,
+    /// The architectures to build (`kubernetes.io/arch` names); empty: the settings'
+    /// platform. Several give one image per architecture and an OCI index over them.
+    pub architectures: Vec<String>,
 }
 
 /// Settings of the backend.
@@ -63,7 +66,7 @@ pub struct NativeSettings {
     pub max_concurrent: usize,
     /// The base-index cache directory, if any.
     pub cache_dir: Option<PathBuf>,
-    /// The platform built (one per build until multi-arch lands).
+    /// The platform built when a build names no architectures.
     pub platform: Platform,
     /// Registry access.
     pub registry: RegistrySettings,
@@ -271,24 +274,74 @@ impl NativeBackend {
             ImageRef::parse(&job.push.pullspec()).map_err(|e| format!("push spec: {e}"))?;
         let registry = s.registry.client(&job.credentials)?;
         let layer = machineos_layer::write::LayerOptions::default();
-        let spec = BuildSpec {
-            base,
-            output: output.clone(),
-            platform: s.platform.clone(),
-            recipe,
-            created_by: format!("machineos controller {}", env!("CARGO_PKG_VERSION")),
-            layer,
-            layer_out: None,
-        };
         let env = Environment {
             registry: Some(registry.for_operation()),
             cache: s.cache_dir.clone().map(machineos_baseindex::Cache::new),
             progress: Arc::new(Quiet),
         };
+        let created_by = format!("machineos controller {}", env!("CARGO_PKG_VERSION"));
+        let repository = job.push.repository.clone();
+        let platforms: Vec<Platform> = job
+            .architectures
+            .iter()
+            .map(|a| Platform::new("linux", a, None))
+            .collect();
+        if platforms.len() > 1 {
+            let spec = MultiSpec {
+                bases: platforms
+                    .into_iter()
+                    .map(|platform| PlatformBase {
+                        platform,
+                        base: base.clone(),
+                    })
+                    .collect(),
+                output: output.clone(),
+                recipe,
+                created_by,
+                layer,
+            };
+            let outcome = machineos_native_builder::build_platforms(spec, env)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(tag) = &job.push.extra_tag {
+                crate::registry_ops::retag(&registry, &output, tag)
+                    .await
+                    .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
+            }
+            let publish_ms: f64 = outcome.images.iter().map(|i| i.timings.publish_ms).sum();
+            self.inner
+                .metrics
+                .push(&job.pool, true, publish_ms / 1000.0);
+            return Ok(RegistryImage {
+                image: format!("{repository}@{}", outcome.index_digest),
+                architectures: outcome
+                    .images
+                    .iter()
+                    .map(|i| {
+                        (
+                            i.platform.architecture.clone(),
+                            i.manifest_digest.to_string(),
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        let platform = platforms
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| s.platform.clone());
+        let spec = BuildSpec {
+            base,
+            output: output.clone(),
+            platform,
+            recipe,
+            created_by,
+            layer,
+            layer_out: None,
+        };
         let outcome = machineos_native_builder::build(spec, env)
             .await
             .map_err(|e| e.to_string())?;
-        let repository = job.push.repository.clone();
         if let Some(tag) = &job.push.extra_tag {
             crate::registry_ops::retag(&registry, &output, tag)
                 .await
@@ -331,6 +384,7 @@ impl Builder for NativeBackend {
                 base: request.inputs.base_image,
                 push: request.push,
                 credentials,
+                architectures: request.architectures,
             },
         );
     }

@@ -36,7 +36,7 @@ use crate::observe::{self, Snapshot, str_at};
 pub const MIN_READY_ANNOTATION: &str = "machineos.io/min-ready-seconds";
 
 /// A selector from its JSON (`None` when absent; an invalid one selects nothing).
-fn selector(v: Option<&Value>, path: &str) -> Option<Selector> {
+pub(crate) fn selector(v: Option<&Value>, path: &str) -> Option<Selector> {
     let v = v.filter(|v| !v.is_null())?;
     let labels: BTreeMap<String, String> = v
         .get("matchLabels")

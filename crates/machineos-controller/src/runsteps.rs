@@ -349,6 +349,8 @@ impl RunStepBackend {
                 base: request.inputs.base_image.clone(),
                 push: native_push,
                 credentials: request.credentials(),
+                // The RUN steps run on one architecture: the native stage is built for it.
+                architectures: Vec::new(),
             })
             .await
             .map_err(|e| format!("native stage: {e}"))?;

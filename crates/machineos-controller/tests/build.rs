@@ -226,3 +226,90 @@ async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
     assert_eq!(before, after, "a restart rewrites no build");
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_amd64_and_arm64_nodes_gets_one_image_index_with_both() {
+    let c = Cluster::start_with_base(
+        machineos_testkit::RegistryOptions::new()
+            .with_tls()
+            .with_auth("builder", "s3cret-pw"),
+        &["linux/amd64", "linux/arm64", "linux/s390x"],
+    )
+    .await;
+    // Two workers of different architectures, and an s390x node of another pool.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.client.clone());
+    for (name, role, arch) in [
+        ("w-amd", "worker", "amd64"),
+        ("w-arm", "worker", "arm64"),
+        ("m-s390x", "master", "s390x"),
+    ] {
+        let node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {
+                format!("node-role.kubernetes.io/{role}"): "",
+                "kubernetes.io/arch": arch,
+            }},
+        }))
+        .unwrap();
+        nodes
+            .create(&kube::api::PostParams::default(), &node)
+            .await
+            .unwrap();
+    }
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.setup(&push, "hello multi\n").await;
+    let ctl = c
+        .controller_with(machineos_controller::controller::ControllerOptions {
+            rollout: false,
+            ..c.options()
+        })
+        .await;
+
+    let builds = c
+        .until(&kinds::build(), "one Succeeded build", |l| {
+            succeeded(l).len() == 1
+        })
+        .await;
+    let image = builds[0].data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let images = c
+        .until(&kinds::image(), "a MachineOSImage", |l| l.len() == 1)
+        .await;
+    assert_eq!(images[0].data["spec"]["image"], image.as_str());
+    let arches = images[0].data["spec"]["architectures"].as_array().unwrap();
+    let names: Vec<&str> = arches
+        .iter()
+        .map(|a| a["architecture"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["amd64", "arm64"]);
+
+    // The pushed image is an index of those two manifests, with the digests recorded.
+    let cert_dir = c.registry.cert_dir().unwrap().display().to_string();
+    let raw = tokio::task::spawn_blocking(move || {
+        machineos_testkit::skopeo(&[
+            "inspect",
+            "--raw",
+            "--cert-dir",
+            &cert_dir,
+            "--creds",
+            "builder:s3cret-pw",
+            &format!("docker://{image}"),
+        ])
+    })
+    .await
+    .unwrap()
+    .expect("skopeo inspect --raw");
+    let index: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let entries = index["manifests"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    for (entry, arch) in entries.iter().zip(arches) {
+        assert_eq!(entry["platform"]["architecture"], arch["architecture"]);
+        assert_eq!(entry["digest"], arch["digest"]);
+    }
+    ctl.stop().await;
+}

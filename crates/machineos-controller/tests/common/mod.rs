@@ -45,12 +45,21 @@ pub async fn client_of(server: &Server) -> Client {
     Client::try_from(cfg).unwrap()
 }
 
-fn base_layout(dir: &Path) -> std::path::PathBuf {
+fn base_layout(dir: &Path, platforms: &[&str]) -> std::path::PathBuf {
     let path = dir.join("base-layout");
     let layout = Layout::create(&path).expect("layout");
-    let spec = machineos_synth::SynthSpec::example()
-        .with_platform("linux/amd64".parse::<Platform>().expect("platform"));
-    let desc = machineos_synth::write_image(&layout, &spec).expect("synth");
+    let specs: Vec<_> = platforms
+        .iter()
+        .map(|p| {
+            machineos_synth::SynthSpec::example()
+                .with_platform(p.parse::<Platform>().expect("platform"))
+        })
+        .collect();
+    let desc = if specs.len() == 1 {
+        machineos_synth::write_image(&layout, &specs[0]).expect("synth")
+    } else {
+        machineos_synth::write_multi_arch(&layout, &specs).expect("synth")
+    };
     layout.set_tag("base", &desc).expect("tag");
     path
 }
@@ -75,6 +84,12 @@ impl Cluster {
     }
 
     pub async fn start_with(reg_opts: RegistryOptions) -> Cluster {
+        Self::start_with_base(reg_opts, &["linux/amd64"]).await
+    }
+
+    /// A cluster whose base image is an index of `platforms`.
+    pub async fn start_with_base(reg_opts: RegistryOptions, platforms: &[&str]) -> Cluster {
+        let platforms: Vec<String> = platforms.iter().map(|p| p.to_string()).collect();
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
             .with_env_filter(
@@ -102,12 +117,13 @@ impl Cluster {
             let dir = tmp.path().to_owned();
             tokio::task::spawn_blocking(move || {
                 let registry = TestRegistry::start(reg_opts).expect("registry");
-                let layout = base_layout(&dir);
+                let platforms: Vec<&str> = platforms.iter().map(String::as_str).collect();
+                let layout = base_layout(&dir, &platforms);
                 let base = format!("{}/base/os:1", registry.host());
                 skopeo_copy(
                     &format!("oci:{}:base", layout.display()),
                     &format!("docker://{base}"),
-                    &CopyOptions::new().dest_registry(&registry),
+                    &CopyOptions::new().dest_registry(&registry).arg("--all"),
                 )
                 .expect("push base");
                 (registry, base)
