@@ -170,6 +170,14 @@ pub enum Action {
         /// The condition.
         condition: PoolCondition,
     },
+    /// Set one condition of a MachineOSConfig's `status.conditions` (machineos'
+    /// [`crate::vocab::REGISTRY_ACCESS`]).
+    SetMachineOSConfigCondition {
+        /// The MachineOSConfig.
+        machine_os_config: String,
+        /// The condition.
+        condition: PoolCondition,
+    },
     /// Set a pool annotation.
     SetPoolAnnotation {
         /// Pool.

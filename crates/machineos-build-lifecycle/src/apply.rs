@@ -154,6 +154,7 @@ fn apply_one(o: &mut Observed, a: &Action, now: Timestamp) {
                 p.pool.annotations.insert(key.clone(), value.clone());
             }
         }
-        Action::Event { .. } | Action::Requeue(_) => {}
+        // MachineOSConfig conditions are reported, not read back by the lifecycle.
+        Action::SetMachineOSConfigCondition { .. } | Action::Event { .. } | Action::Requeue(_) => {}
     }
 }

@@ -419,6 +419,21 @@ fn ready(o: &mut PoolOut<'_>, eff: &Effective, inputs: &BuildInputs, target: &st
             succeeded(o, eff, &fresh, &img, &base, &inputs.extensions_image);
         } else {
             o.actions.push(start(eff, inputs, target, &push));
+            // The registry check (with its push preflight) ran unless a rebuild skipped it.
+            if !eff.legacy && !eff.rebuild {
+                o.actions.push(Action::SetMachineOSConfigCondition {
+                    machine_os_config: eff.machine_os_config.clone(),
+                    condition: cond(
+                        vocab::REGISTRY_ACCESS,
+                        true,
+                        vocab::REASON_REGISTRY_ACCESS_VERIFIED,
+                        format!(
+                            "{} answered with Secret {}/{}, which may push there",
+                            push.repository, o.observed.namespace, eff.push_secret
+                        ),
+                    ),
+                });
+            }
             if let Some(prev) = builds.iter().rev().find(|b| b.rendered_config != rendered) {
                 o.event(
                     ObjectRef::cluster("MachineConfigPool", pool),
@@ -485,7 +500,7 @@ fn registry_error(
     let c = cond(
         vocab::IMAGE_BUILD_DEGRADED,
         true,
-        "RegistryCheckFailed",
+        vocab::REASON_REGISTRY_CHECK_FAILED,
         format!(
             "checking {} with Secret {}/{} failed: {message}",
             push.pullspec(),
@@ -499,6 +514,17 @@ fn registry_error(
             pool: o.p.pool.name.clone(),
             condition: c,
         });
+        if !eff.legacy {
+            o.actions.push(Action::SetMachineOSConfigCondition {
+                machine_os_config: eff.machine_os_config.clone(),
+                condition: cond(
+                    vocab::REGISTRY_ACCESS,
+                    false,
+                    vocab::REASON_REGISTRY_CHECK_FAILED,
+                    msg.clone(),
+                ),
+            });
+        }
         o.event(
             eff.owner.clone(),
             EventType::Warning,
@@ -506,7 +532,7 @@ fn registry_error(
             msg,
         );
     }
-    o.requeue("RegistryCheckFailed", Retry::Permanent, None);
+    o.requeue(vocab::REASON_REGISTRY_CHECK_FAILED, Retry::Permanent, None);
 }
 
 /// Other unfinished builds: record what their backend finished with, else interrupt them.

@@ -56,6 +56,16 @@ pub const BUILD_CONDITION_TYPES: [&str; 5] =
 
 /// Pool condition: the image build of the pool is failing (reasons reuse the legacy types).
 pub const IMAGE_BUILD_DEGRADED: &str = "ImageBuildDegraded";
+
+/// machineos' MachineOSConfig condition: the registry preflight before a build — the
+/// output repository answered with the push Secret and that Secret may push there (a blob
+/// upload started and cancelled). `False` with reason [`REASON_REGISTRY_CHECK_FAILED`]
+/// names the Secret, the repository and the registry's answer; `True` once a build starts.
+pub const REGISTRY_ACCESS: &str = "RegistryAccess";
+/// Reason of `RegistryAccess=False` (and of the pool's `ImageBuildDegraded`).
+pub const REASON_REGISTRY_CHECK_FAILED: &str = "RegistryCheckFailed";
+/// Reason of `RegistryAccess=True`.
+pub const REASON_REGISTRY_ACCESS_VERIFIED: &str = "RegistryAccessVerified";
 /// Legacy pool condition (and `ImageBuildDegraded` reason): a build is pending.
 pub const BUILD_PENDING: &str = "BuildPending";
 /// Legacy pool condition (and reason): a build is running.

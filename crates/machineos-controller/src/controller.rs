@@ -946,7 +946,16 @@ async fn execute(
                     .into_iter()
                     .collect::<Vec<_>>();
                 let obs = match ctx.opts.registry.client(&creds) {
-                    Ok(r) => registry_ops::check(&r, &pullspec).await,
+                    Ok(r) => match registry_ops::check(&r, &pullspec).await {
+                        // A build will push here: the Secret must be allowed to, which is
+                        // asked now (a blob upload started and cancelled), not found out
+                        // after the build.
+                        RegistryObservation::Absent => {
+                            registry_ops::check_push(&r, &pullspec, &s.namespace, &push_secret)
+                                .await
+                        }
+                        other => other,
+                    },
                     Err(message) => RegistryObservation::Error {
                         message,
                         transient: false,
@@ -1187,6 +1196,17 @@ async fn execute(
                 tracing::info!(pool = %p.pool.name, %image, ?outcome, "registry image deleted (retention)");
             }
             Action::SetPoolCondition { condition, .. } => conds.push(condition),
+            Action::SetMachineOSConfigCondition {
+                machine_os_config,
+                condition,
+            } => {
+                execute::set_machine_os_config_condition(
+                    ctx.client,
+                    &machine_os_config,
+                    &condition,
+                )
+                .await?;
+            }
             Action::SetPoolAnnotation { pool, key, value } => {
                 execute::set_annotation(
                     &kinds::all(ctx.client, &kinds::pool()),

@@ -266,6 +266,28 @@ pub async fn set_pool_conditions(
     .map(|_| ())
 }
 
+/// Set one condition in a MachineOSConfig's `status.conditions` (metav1.Condition: the
+/// transition time moves only when the status does).
+pub async fn set_machine_os_config_condition(
+    client: &Client,
+    name: &str,
+    c: &PoolCondition,
+) -> Result<(), ExecError> {
+    let api = kinds::all(client, &kinds::machine_os_config());
+    edit_status(
+        &api,
+        name,
+        format!("MachineOSConfig {name}"),
+        |_, status| {
+            let list = set_condition(&conditions_of(status), c);
+            status["conditions"] = Value::Array(list);
+            true
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
 /// Write a build's status if it is still in `u.from`. A Job-built build's
 /// `status.builder.job` names its Job in `namespace` (the CRD requires it for `Job`).
 pub async fn set_build_status(

@@ -127,6 +127,41 @@ pub async fn check(registry: &Registry, pullspec: &str) -> RegistryObservation {
     }
 }
 
+/// The push preflight of a build about to push to `pullspec`: whether Secret
+/// `namespace/secret`'s credentials may push to its repository (a blob upload started and
+/// then cancelled, see [`Registry::check_push`]). `Absent` when they may.
+pub async fn check_push(
+    registry: &Registry,
+    pullspec: &str,
+    namespace: &str,
+    secret: &str,
+) -> RegistryObservation {
+    let r = match registry_ref(pullspec) {
+        Ok(r) => r,
+        Err(message) => {
+            return RegistryObservation::Error {
+                message,
+                transient: false,
+            };
+        }
+    };
+    match registry.for_operation().check_push(&r).await {
+        Ok(check) => {
+            if let Some(w) = check.cancel_warning {
+                tracing::debug!(repository = %r.name(), warning = %w, "push preflight: cancelling the upload failed");
+            }
+            RegistryObservation::Absent
+        }
+        Err(e) => RegistryObservation::Error {
+            transient: e.retry() == Retry::Transient,
+            message: format!(
+                "Secret {namespace}/{secret} may not push to {}: {e}",
+                r.name()
+            ),
+        },
+    }
+}
+
 /// `reference` by digest (`repo@sha256:…`): unchanged when it already is, else the digest
 /// the registry serves for its tag (the index's, for a multi-arch image).
 pub async fn resolve(registry: &Registry, reference: &str) -> Result<String, (String, Retry)> {

@@ -123,6 +123,12 @@ async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
         moscs.data["status"]["machineOSBuild"]["name"],
         b1.name_any().as_str()
     );
+    // The registry preflight passed before the build started.
+    let access = registry_access(&moscs).expect("RegistryAccess");
+    assert_eq!(
+        (&access["status"], &access["reason"]),
+        (&"True".into(), &"RegistryAccessVerified".into())
+    );
     let images = c
         .until(&kinds::image(), "a MachineOSImage", |l| l.len() == 1)
         .await;
@@ -311,5 +317,78 @@ async fn a_pool_of_amd64_and_arm64_nodes_gets_one_image_index_with_both() {
         assert_eq!(entry["platform"]["architecture"], arch["architecture"]);
         assert_eq!(entry["digest"], arch["digest"]);
     }
+    ctl.stop().await;
+}
+
+/// The MachineOSConfig's `RegistryAccess` condition.
+fn registry_access(m: &kube::api::DynamicObject) -> Option<&Value> {
+    m.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "RegistryAccess")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_secret_that_may_not_push_is_reported_before_any_build() {
+    let c = Cluster::start_with(machineos_testkit::RegistryOptions::new()).await;
+    // The output registry lets the Secret read but refuses blob uploads.
+    let proxy = machineos_testkit::FaultProxy::start(
+        c.registry.addr(),
+        vec![
+            machineos_testkit::FaultRule::new(
+                "/blobs/uploads/",
+                machineos_testkit::FaultAction::Status(403),
+            )
+            .method("POST")
+            .times(usize::MAX),
+        ],
+    )
+    .expect("proxy");
+    let push = format!("{}/machineos/worker:latest", proxy.host());
+    c.secret(
+        "push-secret",
+        &dockerconfig(&proxy.host(), "anonymous", "none"),
+    )
+    .await;
+    c.setup(&push, "hello\n").await;
+    let ctl = c.controller().await;
+
+    let moscs = c
+        .until(&kinds::machine_os_config(), "RegistryAccess=False", |l| {
+            l.iter()
+                .any(|m| registry_access(m).is_some_and(|a| a["status"] == "False"))
+        })
+        .await;
+    let cond = registry_access(&moscs[0]).unwrap();
+    assert_eq!(cond["reason"], "RegistryCheckFailed");
+    let message = cond["message"].as_str().unwrap();
+    assert!(
+        message.contains("may not push to") && message.contains("push-secret"),
+        "{message}"
+    );
+    assert!(cond["lastTransitionTime"].is_string());
+    // No build was created, and nothing was uploaded.
+    let builds = c
+        .get(&kinds::build())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(builds.items.is_empty(), "{:?}", builds.items);
+    assert_eq!(proxy.count("PATCH", "/blobs/uploads/"), 0);
+    assert_eq!(proxy.count("PUT", "/manifests/"), 0);
+    let pools = c
+        .get(&kinds::pool())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let degraded = pools.items[0].data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ImageBuildDegraded")
+        .cloned()
+        .unwrap();
+    assert_eq!(degraded["status"], "True");
     ctl.stop().await;
 }
