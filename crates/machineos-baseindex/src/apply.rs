@@ -57,13 +57,17 @@ pub const MAX_PATH_BYTES: usize = 256 << 20;
 /// [`KEEP_LIMIT`] (it appends to and copies up files there, reads `/etc/passwd`,
 /// `/etc/group` and the preset file), the image's own user databases `/usr/lib/passwd`
 /// and `/usr/lib/group` up to the same limit, and unit files in `/usr/lib/systemd/system/`
-/// up to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section). Empty files need no
+/// up to [`KEEP_LIMIT`] (read to find a unit's `[Install]` section); and
+/// `/usr/lib/os-release`, which every build reads to say which OS the base is. An index
+/// cached before os-release was kept locates it instead: the format is the same, and a
+/// reader fetches it from its layer. Empty files need no
 /// bytes and count as kept whatever this says. Everything else is read from its layer
 /// through a [`crate::LayerSource`] when it is needed at all.
 pub fn keep_content(path: &str, size: u64) -> bool {
     size <= KEEP_LIMIT
         && (path == "/usr/lib/passwd"
             || path == "/usr/lib/group"
+            || path == "/usr/lib/os-release"
             || path.starts_with("/etc/")
             || path.starts_with("/usr/lib/systemd/system/"))
 }

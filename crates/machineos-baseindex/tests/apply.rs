@@ -457,7 +457,9 @@ fn keep_content_rule() {
         ("/usr/lib/group", 10, true),
         ("/usr/lib/systemd/system/a.service", 10, true),
         ("/usr/lib/systemd/systemd", 2 * KEEP_LIMIT, false),
-        ("/usr/lib/os-release", 10, false),
+        ("/usr/lib/os-release", 10, true),
+        ("/usr/lib/os-release", KEEP_LIMIT + 1, false),
+        ("/usr/lib/os-release.d/x", 10, false),
         ("/usr/bin/bash", 10, false),
         ("/etcetera", 10, false),
     ] {

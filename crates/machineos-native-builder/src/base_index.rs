@@ -282,32 +282,86 @@ pub async fn plan(
             if more.contains_key(&at.path) {
                 continue;
             }
-            let Some((blob, compression)) = layers.get(at.layer as usize).cloned() else {
-                return Err(BuildError::Internal(format!(
-                    "the base index places {} in layer {}, which the base does not have",
-                    at.path, at.layer
-                )));
-            };
-            reads.bump();
-            let raw = base.store.open_reader(&blob).await?;
-            let image = format!("{} layer {}", base.store.name(), blob.digest);
-            let (path, bytes) = blocking("reading base contents", move || {
-                let err = |source| BuildError::LayerRead {
-                    image,
-                    digest: blob.digest.clone(),
-                    error: source,
-                };
-                match decompress(compression, raw) {
-                    Ok(layer) => match at.read_from(layer) {
-                        Ok(bytes) => Ok((at.path, bytes)),
-                        Err(e) => Err(err(std::io::Error::other(e))),
-                    },
-                    Err(e) => Err(err(e)),
-                }
-            })
-            .await?;
+            let path = at.path.clone();
+            let bytes = fetch(base, &layers, at, reads).await?;
             more.insert(path, bytes);
         }
         fetched = Arc::new(more);
     }
+}
+
+/// The largest os-release file read (real ones are about 1 KiB).
+const MAX_OS_RELEASE: u64 = 64 << 10;
+
+/// What the base is ([`machineos_variant::detect`]): from its config labels and its
+/// `/usr/lib/os-release` (else `/etc/os-release`, when that is a regular file) as the
+/// index has it. The index keeps os-release's contents (`machineos_baseindex::keep_content`),
+/// so this reads no layer; an index that locates it instead (cached by an older machineos,
+/// or over the kept-bytes budget) costs one layer read, counted in `reads`. A symlink, a
+/// file larger than 64 KiB or a missing file is no os-release.
+pub async fn variant(
+    base: &ResolvedBase,
+    index: &BaseIndex,
+    reads: &LayerReads,
+) -> Result<machineos_variant::Variant, BuildError> {
+    let view = machineos_image::config::parse_config(&base.config).map_err(|error| {
+        BuildError::Config {
+            image: base.store.name(),
+            error,
+        }
+    })?;
+    let mut text = None;
+    for path in ["/usr/lib/os-release", "/etc/os-release"] {
+        let Ok(Some(node)) = index.lstat(path) else {
+            continue;
+        };
+        let machineos_layer::NodeKind::File { size } = node.kind else {
+            continue;
+        };
+        if size > MAX_OS_RELEASE {
+            break;
+        }
+        let bytes = match index.location(path) {
+            None => index.read(path).map_err(|e| BuildError::InvalidImage {
+                image: base.store.name(),
+                problem: format!("reading {path} from the base index: {e}"),
+            })?,
+            Some(at) => fetch(base, &compression_of(base)?, at, reads).await?,
+        };
+        text = Some(String::from_utf8_lossy(&bytes).into_owned());
+        break;
+    }
+    Ok(machineos_variant::detect(text.as_deref(), &view.labels))
+}
+
+/// The contents of one located file, read from its layer (one counted read).
+async fn fetch(
+    base: &ResolvedBase,
+    layers: &[(Descriptor, LayerCompression)],
+    at: Located,
+    reads: &LayerReads,
+) -> Result<Vec<u8>, BuildError> {
+    let Some((blob, compression)) = layers.get(at.layer as usize).cloned() else {
+        return Err(BuildError::Internal(format!(
+            "the base index places {} in layer {}, which the base does not have",
+            at.path, at.layer
+        )));
+    };
+    reads.bump();
+    let raw = base.store.open_reader(&blob).await?;
+    let image = format!("{} layer {}", base.store.name(), blob.digest);
+    blocking("reading base contents", move || {
+        let err = |source| BuildError::LayerRead {
+            image,
+            digest: blob.digest.clone(),
+            error: source,
+        };
+        match decompress(compression, raw) {
+            Ok(layer) => at
+                .read_from(layer)
+                .map_err(|e| err(std::io::Error::other(e))),
+            Err(e) => Err(err(e)),
+        }
+    })
+    .await
 }

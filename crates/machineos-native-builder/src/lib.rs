@@ -278,6 +278,8 @@ pub struct Outcome {
     pub platform: Platform,
     /// Number of base layers.
     pub base_layers: usize,
+    /// What the base is (`base_index::variant`: its os-release and labels).
+    pub variant: machineos_variant::Variant,
     /// The plan (for `--layer-out` and counts).
     pub plan: Plan,
     /// How the base index was obtained.
@@ -392,6 +394,7 @@ async fn build_one(
     let mut warnings = Vec::new();
     let (index, cache) =
         base_index::base_index(&base, env.cache.as_ref(), &progress, &reads, &mut warnings).await?;
+    let variant = base_index::variant(&base, &index, &reads).await?;
     let indexed = started.elapsed();
 
     progress.event(Event::Stage("planning"));
@@ -461,6 +464,7 @@ async fn build_one(
         base_pullspec: base.pullspec(),
         platform: base.platform.clone(),
         base_layers: base.manifest.layers.len(),
+        variant,
         plan,
         cache,
         base_layer_reads: reads.get(),

@@ -120,28 +120,22 @@ impl KernelType {
         }
     }
 
-    /// The RPMs of this kernel (`GetPackagesForSupportedKernelType`).
+    /// The RPMs of this kernel (`GetPackagesForSupportedKernelType`): RHCOS's row of the
+    /// variant table ([`machineos_variant::traits`]), which this crate assumes.
     pub fn packages(self) -> &'static [&'static str] {
         match self {
-            KernelType::Default => &[
-                "kernel",
-                "kernel-core",
-                "kernel-modules",
-                "kernel-modules-core",
-                "kernel-modules-extra",
-            ],
-            KernelType::Realtime => &[
-                "kernel-rt-core",
-                "kernel-rt-modules",
-                "kernel-rt-modules-extra",
-                "kernel-rt-kvm",
-            ],
-            KernelType::SixtyFourKPages => &[
-                "kernel-64k-core",
-                "kernel-64k-modules",
-                "kernel-64k-modules-core",
-                "kernel-64k-modules-extra",
-            ],
+            KernelType::Default => machineos_variant::KERNEL_DEFAULT,
+            KernelType::Realtime => machineos_variant::KERNEL_REALTIME,
+            KernelType::SixtyFourKPages => machineos_variant::KERNEL_64K_PAGES,
+        }
+    }
+
+    /// The variant table's name for this kernel type.
+    pub fn kernel(self) -> machineos_variant::Kernel {
+        match self {
+            KernelType::Default => machineos_variant::Kernel::Default,
+            KernelType::Realtime => machineos_variant::Kernel::Realtime,
+            KernelType::SixtyFourKPages => machineos_variant::Kernel::SixtyFourKPages,
         }
     }
 }
@@ -195,21 +189,11 @@ impl Extension {
         }
     }
 
-    /// The RPMs the extension installs.
+    /// The RPMs the extension installs: RHCOS's row of the variant table
+    /// ([`machineos_variant::EL_EXTENSIONS`]), which this crate assumes. Every
+    /// [`Extension`] has an entry there (a test checks it).
     pub fn packages(self) -> &'static [&'static str] {
-        match self {
-            Extension::TwoNodeHa => &["pacemaker", "pcs", "fence-agents-all"],
-            Extension::Ipsec => &[
-                "NetworkManager-libreswan",
-                "libreswan",
-                "openvswitch3.5-ipsec",
-            ],
-            Extension::Usbguard => &["usbguard"],
-            Extension::Kerberos => &["krb5-workstation", "libkadm5"],
-            Extension::KernelDevel => &["kernel-devel", "kernel-headers"],
-            Extension::SandboxedContainers => &["kata-containers"],
-            Extension::Sysstat => &["sysstat"],
-        }
+        machineos_variant::el_extension_packages(self.as_str()).unwrap_or_default()
     }
 }
 
@@ -430,6 +414,21 @@ mod tests {
         for e in Extension::ALL {
             assert_eq!(Extension::parse(e.as_str()), Some(e));
             assert!(!e.packages().is_empty());
+        }
+        // The enum and RHCOS's row of the variant table name the same extensions, in order.
+        let names: Vec<&str> = Extension::ALL.iter().map(|e| e.as_str()).collect();
+        let table: Vec<&str> = machineos_variant::EL_EXTENSIONS
+            .iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, table);
+        let rhcos = machineos_variant::traits_of(machineos_variant::VariantKind::RHELCoreOS);
+        for k in [
+            KernelType::Default,
+            KernelType::Realtime,
+            KernelType::SixtyFourKPages,
+        ] {
+            assert_eq!(rhcos.kernel(k.kernel()).supported(), Some(&k.packages()));
         }
         assert_eq!(
             Extension::parse("wasm"),

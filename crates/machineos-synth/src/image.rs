@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::layer::{LayerBlob, LayerError, write_layer};
 use crate::ostree::encapsulate;
-use crate::spec::{SpecError, SynthSpec};
+use crate::spec::{SpecError, SynthSpec, SynthVariant};
 use crate::tree::{Kind, Tree, TreeError, plan};
 
 /// The `created` time of the config, its history and the manifest annotation.
@@ -136,7 +136,11 @@ pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthErr
     let planned = plan(spec)?;
     let (files, content_bytes) = (planned.files(), planned.content_bytes());
     let (tree, commit) = if spec.ostree {
-        let subject = format!("Fedora CoreOS (machineos-synth) {}", spec.version);
+        let subject = format!(
+            "{} (machineos-synth) {}",
+            spec.variant.os_name(),
+            spec.version
+        );
         let (tree, enc) = encapsulate(planned, &spec.version, CREATED_EPOCH, &subject)
             .map_err(|error| LayerError::Io { index: 1, error })?;
         (tree, Some(enc.commit))
@@ -207,6 +211,18 @@ pub fn generate(layout: &Layout, spec: &SynthSpec) -> Result<Generated, SynthErr
         compressed_bytes: blobs.iter().map(|b| b.size).sum(),
         kernel_version: tree.kernel_version.clone(),
     })
+}
+
+/// Write `spec` for each of the four architectures OpenShift ships CoreOS for
+/// ([`SynthSpec::four_arch`]: amd64, arm64, ppc64le, s390x) and an index over them; returns
+/// the index descriptor. Nothing is tagged.
+pub fn write_four_arch(layout: &Layout, spec: &SynthSpec) -> Result<Descriptor, SynthError> {
+    write_multi_arch(layout, &spec.four_arch())
+}
+
+/// Like [`write_four_arch`], with statistics.
+pub fn generate_four_arch(layout: &Layout, spec: &SynthSpec) -> Result<GeneratedIndex, SynthError> {
+    generate_multi_arch(layout, &spec.four_arch())
 }
 
 /// Write one image per spec and an index over them; returns the index descriptor. The specs
@@ -314,7 +330,7 @@ fn config_json(
                 "containers.bootc": "1",
                 "ostree.bootable": "true",
                 "ostree.linux": tree.kernel_version,
-                "org.opencontainers.image.title": "Fedora CoreOS (machineos-synth)",
+                "org.opencontainers.image.title": format!("{} (machineos-synth)", spec.variant.os_name()),
                 "org.opencontainers.image.version": spec.version,
                 "io.machineos.synth.seed": spec.seed.to_string(),
             },
@@ -334,6 +350,31 @@ fn config_json(
             json!(last.diff_id.to_string()),
         );
         labels.insert("version".into(), json!(spec.version));
+    }
+    // Fedora CoreOS's labels stay as they were before variants existed (pinned digests).
+    if let Some(labels) = c
+        .get_mut("config")
+        .and_then(|c| c.get_mut("Labels"))
+        .and_then(Value::as_object_mut)
+    {
+        match spec.variant {
+            SynthVariant::Fcos => {}
+            SynthVariant::Scos => {
+                labels.insert("com.coreos.osname".into(), json!("scos"));
+                labels.insert("com.coreos.stream".into(), json!("c9s"));
+                labels.insert(
+                    "io.openshift.build.version-display-names".into(),
+                    json!("machine-os=CentOS Stream CoreOS"),
+                );
+            }
+            SynthVariant::Rhcos => {
+                labels.insert("com.coreos.osname".into(), json!("rhcos"));
+                labels.insert(
+                    "io.openshift.build.versions".into(),
+                    json!(format!("machine-os={}", spec.version)),
+                );
+            }
+        }
     }
     c.insert(
         "rootfs".into(),

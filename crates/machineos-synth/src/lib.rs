@@ -41,6 +41,15 @@
 //! umoci stat --image /tmp/base-1g:latest
 //! ```
 //!
+//! **Variants.** [`SynthSpec::variant`] shapes the tree like Fedora CoreOS (every preset but
+//! two), CentOS Stream CoreOS ([`SynthSpec::scos`], profile `scos`) or RHEL CoreOS
+//! ([`SynthSpec::rhcos`], profile `rhcos`): os-release and the `/etc/*-release` files, the
+//! labels (`com.coreos.osname`, …), passwd/group, the kernel release and one package with
+//! its unit differ; see [`SynthVariant`]. The Fedora CoreOS output is what it was before
+//! variants existed, byte for byte (the pinned digests check it). [`write_four_arch`]
+//! writes an index over `linux/{amd64,arm64,ppc64le,s390x}` of one spec
+//! ([`SynthSpec::four_arch`]).
+//!
 //! **RUN steps.** [`SynthSpec::with_stub_tools`] adds a shell (the host's bash), coreutils
 //! (the host's static busybox) and stubs of `rpm-ostree`, `rpm`, `dnf` and `ostree` that record what they are asked, so
 //! buildah can run machineos's Containerfile on a synthetic base; [`write_extensions_image`]
@@ -62,11 +71,14 @@ pub mod stub;
 mod tree;
 
 pub use image::{
-    CREATED, Generated, GeneratedIndex, SynthError, generate, generate_multi_arch, write_image,
-    write_multi_arch,
+    CREATED, Generated, GeneratedIndex, SynthError, generate, generate_four_arch,
+    generate_multi_arch, write_four_arch, write_image, write_multi_arch,
 };
 pub use layer::LayerError;
-pub use spec::{DEFAULT_VERSION, ExtraFile, MIN_FILES, Profile, SpecError, SynthSpec};
+pub use spec::{
+    DEFAULT_VERSION, ExtraFile, FOUR_ARCHES, MIN_FILES, Profile, RHCOS_VERSION, SCOS_VERSION,
+    SpecError, SynthSpec, SynthVariant,
+};
 pub use stub::{
     APPLETS, BASE_PACKAGES, EXTENSIONS_PACKAGE_LIST, EXTENSIONS_REPO_DIR, HOST_BASH, HOST_BUSYBOX,
     STUB_STATE_DIR, StubError, host_program_files, stub_tool_files, write_extensions_image,

@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Parser;
 use machineos_image::{Layout, Platform};
-use machineos_synth::{ExtraFile, Generated, Profile, generate, generate_multi_arch};
+use machineos_synth::{
+    ExtraFile, FOUR_ARCHES, Generated, Profile, SynthVariant, generate, generate_multi_arch,
+};
 
 /// Write a synthetic Fedora CoreOS-like base image into an OCI layout.
 ///
@@ -22,10 +24,20 @@ struct Args {
     /// Tag of the written image in the layout's index.json.
     #[arg(long, default_value = "latest")]
     tag: String,
-    /// Size preset: example (5 layers, 400 files, 2 MiB), bench-100m (40 layers, 60 000
-    /// files, 100 MiB) or bench-1g (same tree, 1 GiB).
+    /// Preset: example (Fedora CoreOS; 5 layers, 400 files, 2 MiB), bench-100m (40 layers,
+    /// 60 000 files, 100 MiB), bench-1g (same tree, 1 GiB), scos or rhcos (example's size
+    /// as CentOS Stream or RHEL CoreOS).
     #[arg(long, default_value = "example", value_parser = parse_profile)]
     profile: Profile,
+    /// Shape the tree like fcos (Fedora CoreOS), scos (CentOS Stream CoreOS) or rhcos (RHEL
+    /// CoreOS), with that variant's preset version; default: the profile's (fcos except for
+    /// the scos and rhcos profiles).
+    #[arg(long, value_parser = parse_variant)]
+    variant: Option<SynthVariant>,
+    /// Write the image for linux/amd64, linux/arm64, linux/ppc64le and linux/s390x, and an
+    /// index over them.
+    #[arg(long, conflicts_with = "platforms")]
+    four_arch: bool,
     /// Platform os/arch[/variant]; give it several times for a multi-arch image index.
     /// Default linux/amd64 whatever the host is.
     #[arg(long = "platform", value_name = "OS/ARCH")]
@@ -66,6 +78,16 @@ fn parse_profile(s: &str) -> Result<Profile, String> {
         let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
         format!(
             "unknown profile {s:?}; expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn parse_variant(s: &str) -> Result<SynthVariant, String> {
+    SynthVariant::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = SynthVariant::ALL.iter().map(|v| v.name()).collect();
+        format!(
+            "unknown variant {s:?}; expected one of {}",
             names.join(", ")
         )
     })
@@ -127,7 +149,12 @@ fn report(g: &Generated) {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let platforms = if args.platforms.is_empty() {
+    let platforms = if args.four_arch {
+        FOUR_ARCHES
+            .iter()
+            .map(|a| Platform::new("linux", a, None))
+            .collect()
+    } else if args.platforms.is_empty() {
         vec![Platform::new("linux", "amd64", None)]
     } else {
         args.platforms.clone()
@@ -142,6 +169,10 @@ fn main() -> anyhow::Result<()> {
         .cloned()
         .map(|p| {
             let mut s = args.profile.spec(p);
+            if let Some(v) = args.variant {
+                s.variant = v;
+                s.version = v.default_version().to_owned();
+            }
             s.docker_media_types = args.docker;
             s.ostree = !args.plain;
             s.extra_files = extra_files.clone();

@@ -6,6 +6,68 @@ use machineos_image::Platform;
 
 /// The version string the presets put in `os-release` and the image labels.
 pub const DEFAULT_VERSION: &str = "41.20241027.3.0";
+/// The version of the `scos` preset (openshift/os c9s builds: `<el major>.0.<date>-<n>`).
+pub const SCOS_VERSION: &str = "9.0.20241027-0";
+/// The version of the `rhcos` preset (`<OCP 4.x as 4x>.<RHEL as 9x>.<date+time>-<n>`).
+pub const RHCOS_VERSION: &str = "416.94.202410270000-0";
+
+/// Which CoreOS the generated tree is shaped like: its os-release and `/etc/*-release`
+/// files, image labels, passwd/group, kernel release and a package with a unit
+/// (`zincati` on Fedora CoreOS, `cri-o` on CentOS Stream and RHEL CoreOS).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SynthVariant {
+    /// Fedora CoreOS (`ID=fedora`, `VARIANT_ID=coreos`): every preset but `scos`/`rhcos`.
+    #[default]
+    Fcos,
+    /// CentOS Stream CoreOS as openshift/os builds it for c9s (`ID="centos"`,
+    /// `VARIANT_ID=coreos`, label `com.coreos.osname=scos`).
+    Scos,
+    /// RHEL CoreOS 4.x (`ID="rhcos"`, `ID_LIKE="rhel fedora"`, `OPENSHIFT_VERSION`,
+    /// `RHEL_VERSION`, label `com.coreos.osname=rhcos`).
+    Rhcos,
+}
+
+impl SynthVariant {
+    /// Every variant.
+    pub const ALL: [SynthVariant; 3] =
+        [SynthVariant::Fcos, SynthVariant::Scos, SynthVariant::Rhcos];
+
+    /// The command-line name: `fcos`, `scos`, `rhcos`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SynthVariant::Fcos => "fcos",
+            SynthVariant::Scos => "scos",
+            SynthVariant::Rhcos => "rhcos",
+        }
+    }
+
+    /// The variant with command-line name `name`.
+    pub fn from_name(name: &str) -> Option<SynthVariant> {
+        SynthVariant::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// The version its preset uses: [`DEFAULT_VERSION`], [`SCOS_VERSION`] or
+    /// [`RHCOS_VERSION`].
+    pub fn default_version(self) -> &'static str {
+        match self {
+            SynthVariant::Fcos => DEFAULT_VERSION,
+            SynthVariant::Scos => SCOS_VERSION,
+            SynthVariant::Rhcos => RHCOS_VERSION,
+        }
+    }
+
+    /// The OS's name as titles and the ostree commit subject spell it.
+    pub fn os_name(self) -> &'static str {
+        match self {
+            SynthVariant::Fcos => "Fedora CoreOS",
+            SynthVariant::Scos => "CentOS Stream CoreOS",
+            SynthVariant::Rhcos => "Red Hat Enterprise Linux CoreOS",
+        }
+    }
+}
+
+/// The four architectures OpenShift ships CoreOS for, as OCI names them.
+pub const FOUR_ARCHES: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
 /// The smallest `files` any spec may ask for: the fixed skeleton (passwd, os-release, the
 /// named packages' key files, …) needs this many regular files.
@@ -115,6 +177,9 @@ pub struct SynthSpec {
     pub ostree: bool,
     /// Files added verbatim to the final layer.
     pub extra_files: Vec<ExtraFile>,
+    /// Which CoreOS the tree is shaped like ([`SynthVariant::Fcos`] in every preset but
+    /// [`SynthSpec::scos`] and [`SynthSpec::rhcos`]).
+    pub variant: SynthVariant,
 }
 
 /// A named preset, as the `--profile` flag spells it.
@@ -126,18 +191,31 @@ pub enum Profile {
     Bench100m,
     /// [`SynthSpec::bench_1g`].
     Bench1g,
+    /// [`SynthSpec::scos`].
+    Scos,
+    /// [`SynthSpec::rhcos`].
+    Rhcos,
 }
 
 impl Profile {
     /// Every profile, in the order `--help` lists them.
-    pub const ALL: [Profile; 3] = [Profile::Example, Profile::Bench100m, Profile::Bench1g];
+    pub const ALL: [Profile; 5] = [
+        Profile::Example,
+        Profile::Bench100m,
+        Profile::Bench1g,
+        Profile::Scos,
+        Profile::Rhcos,
+    ];
 
-    /// The profile's command-line name (`example`, `bench-100m`, `bench-1g`).
+    /// The profile's command-line name (`example`, `bench-100m`, `bench-1g`, `scos`,
+    /// `rhcos`).
     pub fn name(self) -> &'static str {
         match self {
             Profile::Example => "example",
             Profile::Bench100m => "bench-100m",
             Profile::Bench1g => "bench-1g",
+            Profile::Scos => "scos",
+            Profile::Rhcos => "rhcos",
         }
     }
 
@@ -152,6 +230,8 @@ impl Profile {
             Profile::Example => SynthSpec::example(),
             Profile::Bench100m => SynthSpec::bench_100m(),
             Profile::Bench1g => SynthSpec::bench_1g(),
+            Profile::Scos => SynthSpec::scos(),
+            Profile::Rhcos => SynthSpec::rhcos(),
         };
         SynthSpec { platform, ..spec }
     }
@@ -176,6 +256,7 @@ impl SynthSpec {
             docker_media_types: false,
             ostree: true,
             extra_files: Vec::new(),
+            variant: SynthVariant::Fcos,
         }
     }
 
@@ -203,7 +284,45 @@ impl SynthSpec {
             docker_media_types: false,
             ostree: true,
             extra_files: Vec::new(),
+            variant: SynthVariant::Fcos,
         }
+    }
+
+    /// [`SynthSpec::example`]'s shape as CentOS Stream CoreOS ([`SynthVariant::Scos`],
+    /// version [`SCOS_VERSION`]).
+    pub fn scos() -> SynthSpec {
+        SynthSpec {
+            version: SynthVariant::Scos.default_version().to_owned(),
+            ..SynthSpec::example().with_variant(SynthVariant::Scos)
+        }
+    }
+
+    /// [`SynthSpec::example`]'s shape as RHEL CoreOS ([`SynthVariant::Rhcos`], version
+    /// [`RHCOS_VERSION`]).
+    pub fn rhcos() -> SynthSpec {
+        SynthSpec {
+            version: SynthVariant::Rhcos.default_version().to_owned(),
+            ..SynthSpec::example().with_variant(SynthVariant::Rhcos)
+        }
+    }
+
+    /// This spec shaped like another CoreOS (everything else, the version included,
+    /// unchanged).
+    pub fn with_variant(&self, variant: SynthVariant) -> SynthSpec {
+        SynthSpec {
+            variant,
+            ..self.clone()
+        }
+    }
+
+    /// This spec for each of the [`FOUR_ARCHES`] (`linux/amd64`, `linux/arm64`,
+    /// `linux/ppc64le`, `linux/s390x`), in that order: what [`crate::write_four_arch`]
+    /// writes an index of.
+    pub fn four_arch(&self) -> Vec<SynthSpec> {
+        FOUR_ARCHES
+            .iter()
+            .map(|a| self.with_platform(Platform::new(&self.platform.os, a, None)))
+            .collect()
     }
 
     /// This spec as a plain container image, not ostree-encapsulated (see
@@ -290,6 +409,44 @@ mod tests {
             assert_eq!(Profile::from_name(p.name()), Some(p));
         }
         assert_eq!(Profile::from_name("nope"), None);
+        for v in SynthVariant::ALL {
+            assert_eq!(SynthVariant::from_name(v.name()), Some(v));
+        }
+        assert_eq!(SynthVariant::from_name("nope"), None);
+    }
+
+    #[test]
+    fn variants_and_four_arch() {
+        for p in [Profile::Example, Profile::Bench100m, Profile::Bench1g] {
+            assert_eq!(
+                p.spec(Platform::new("linux", "amd64", None)).variant,
+                SynthVariant::Fcos
+            );
+        }
+        let scos = SynthSpec::scos();
+        assert_eq!(
+            (scos.variant, scos.version.as_str()),
+            (SynthVariant::Scos, SCOS_VERSION)
+        );
+        assert_eq!(
+            scos,
+            SynthSpec {
+                variant: SynthVariant::Scos,
+                version: SCOS_VERSION.into(),
+                ..SynthSpec::example()
+            }
+        );
+        assert_eq!(SynthSpec::rhcos().variant, SynthVariant::Rhcos);
+        let four = SynthSpec::rhcos().four_arch();
+        let arches: Vec<&str> = four
+            .iter()
+            .map(|s| s.platform.architecture.as_str())
+            .collect();
+        assert_eq!(arches, FOUR_ARCHES);
+        assert!(
+            four.iter()
+                .all(|s| s.variant == SynthVariant::Rhcos && s.platform.os == "linux")
+        );
     }
 
     #[test]

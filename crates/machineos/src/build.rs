@@ -326,6 +326,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 "base": outcome.base_pullspec,
                 "platform": outcome.platform.to_string(),
                 "baseLayers": outcome.base_layers,
+                "variant": outcome.variant,
                 "layer": {
                     "digest": outcome.layer.digest,
                     "diffID": outcome.layer.diff_id,

@@ -183,6 +183,10 @@ struct InspectCmd {
     /// The platform to describe in a multi-platform image. Defaults to this machine's.
     #[arg(long, value_name = "OS/ARCH")]
     platform: Option<String>,
+    /// `json` (the whole description, the default) or `text` (a summary: image, platform,
+    /// OS variant, layers, embedded MachineConfig).
+    #[arg(short = 'o', long = "output-format", default_value = "json", value_parser = ["json", "text"])]
+    output_format: String,
     #[command(flatten)]
     registry: registry::RegistryArgs,
 }
@@ -200,7 +204,27 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
         &platform,
         registry.as_ref(),
     ))?;
-    crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
+    if cmd.output_format == "text" {
+        let i = &inspection;
+        crate::emit(&format!("image:    {}", i.image))?;
+        crate::emit(&format!("platform: {}", i.platform))?;
+        crate::emit(&format!("os:       {}", i.variant.summary()))?;
+        if let Some(name) = &i.variant.pretty_name {
+            crate::emit(&format!("          {name}"))?;
+        }
+        for w in &i.variant.warnings {
+            crate::emit(&format!("          {w}"))?;
+        }
+        crate::emit(&format!("layers:   {}", i.layers.len()))?;
+        let mc = i
+            .machine_config
+            .as_ref()
+            .and_then(|m| m["metadata"]["name"].as_str())
+            .unwrap_or("none");
+        crate::emit(&format!("machineconfig: {mc}"))?;
+    } else {
+        crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
+    }
     Ok(())
 }
 

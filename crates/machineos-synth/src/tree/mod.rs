@@ -43,7 +43,7 @@ pub use error::TreeError;
 
 use crate::spec::SynthSpec;
 use layers::{describe, split};
-use named::NAMED;
+use named::named_packages;
 use packages::{count_files, file_counts, invented_count};
 use planner::Planner;
 use sizes::assign_sizes;
@@ -96,11 +96,13 @@ impl Tree<'_> {
 pub(crate) fn plan(spec: &SynthSpec) -> Result<Tree<'_>, TreeError> {
     let mut p = Planner::new(
         spec,
-        named::NAMED.iter().map(|n| n.name.to_owned()).collect(),
+        named_packages(spec.variant)
+            .map(|n| n.name.to_owned())
+            .collect(),
     );
     let skeleton = p.skeleton()?;
     let mut packages = Vec::new();
-    for def in NAMED {
+    for def in named_packages(spec.variant) {
         packages.push(p.named(def)?);
     }
     let last = p.last_fixed()?;

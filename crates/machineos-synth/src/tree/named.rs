@@ -8,6 +8,7 @@ use super::packages::{Package, PkgKind};
 use super::planner::{Item, Planner};
 use crate::content::Style;
 use crate::rng::{Rng, derive};
+use crate::spec::SynthVariant;
 
 // Numeric ids, as Fedora's `setup` package and the packages' sysusers files assign them.
 const GID_TTY: u32 = 5;
@@ -279,6 +280,26 @@ pub(super) const NAMED: &[Named] = &[
         &[],
     ),
 ];
+
+/// CentOS Stream and RHEL CoreOS's package in zincati's place (they update through the
+/// MCO, not zincati, and ship the container runtime the kubelet uses).
+const CRIO: Named = named(
+    "cri-o",
+    PkgKind::Tool,
+    1,
+    &["usr/bin/crio"],
+    &[("crio.service", "multi-user.target")],
+    &["etc/crio/crio.conf"],
+);
+
+/// The named packages of `variant`, in the order they are planned: [`NAMED`], with
+/// `cri-o` in `zincati`'s place on CentOS Stream and RHEL CoreOS.
+pub(super) fn named_packages(variant: SynthVariant) -> impl Iterator<Item = &'static Named> {
+    NAMED.iter().map(move |n| match variant {
+        SynthVariant::Scos | SynthVariant::Rhcos if n.name == "zincati" => &CRIO,
+        _ => n,
+    })
+}
 
 impl<'s> Planner<'s> {
     /// The items of named package `def`.

@@ -78,7 +78,7 @@ impl<'s> Planner<'s> {
     /// are always there (`named`) taken.
     pub(super) fn new(spec: &'s SynthSpec, named: Vec<String>) -> Planner<'s> {
         let arch = Arch::new(&spec.platform.architecture);
-        let kver = format!("6.11.5-300.fc41.{}", arch.uname);
+        let kver = format!("{}.{}", kernel_release(spec.variant), arch.uname);
         Planner {
             spec,
             content_seed: derive(spec.seed, &format!("content:{}", spec.platform)),
@@ -289,4 +289,13 @@ pub(super) fn unit_text(pkg: &str, name: &str, wanted_by: &str) -> String {
         s.push_str(&format!("\n[Install]\nWantedBy={wanted_by}\n"));
     }
     s
+}
+
+/// The kernel release of a variant, without the architecture.
+fn kernel_release(variant: crate::spec::SynthVariant) -> &'static str {
+    match variant {
+        crate::spec::SynthVariant::Fcos => "6.11.5-300.fc41",
+        crate::spec::SynthVariant::Scos => "5.14.0-522.el9",
+        crate::spec::SynthVariant::Rhcos => "5.14.0-427.40.1.el9_4",
+    }
 }

@@ -6,6 +6,7 @@ use super::TreeError;
 use super::entry::{DIR, REG, meta};
 use super::final_layer::{OPAQUE_DIR, WHITEOUT_DIR, WHITEOUT_FILE};
 use super::planner::{Item, Planner};
+use crate::spec::SynthVariant;
 
 impl<'s> Planner<'s> {
     /// The items of layer 0.
@@ -71,27 +72,59 @@ impl<'s> Planner<'s> {
             ("ostree", "sysroot/ostree"),
             ("usr/local", "../var/usrlocal"),
             ("etc/os-release", "../usr/lib/os-release"),
-            ("etc/fedora-release", "../usr/lib/fedora-release"),
-            ("etc/system-release", "fedora-release"),
-            ("etc/redhat-release", "fedora-release"),
         ] {
             self.symlink(o, path, target)?;
         }
+        let variant = self.spec.variant;
+        let release = release_file(variant);
+        let others = [
+            "fedora-release",
+            "system-release",
+            "redhat-release",
+            "centos-release",
+        ];
+        self.symlink(
+            o,
+            &format!("etc/{release}"),
+            &format!("../usr/lib/{release}"),
+        )?;
+        for other in others.into_iter().filter(|&r| r != release) {
+            // Fedora and CentOS Stream ship the two compatibility names; RHEL only
+            // `system-release`.
+            if variant == SynthVariant::Rhcos && other != "system-release" {
+                continue;
+            }
+            if variant != SynthVariant::Rhcos && other == "centos-release" {
+                continue;
+            }
+            self.symlink(o, &format!("etc/{other}"), release)?;
+        }
         let v = &self.spec.version;
         let major = v.split('.').next().unwrap_or(v);
-        self.text(o, "usr/lib/os-release", REG, os_release(v, major))?;
+        self.text(o, "usr/lib/os-release", REG, os_release(variant, v, major))?;
         self.text(
             o,
-            "usr/lib/fedora-release",
+            &format!("usr/lib/{release}"),
             REG,
-            format!("Fedora release {major} (CoreOS)\n"),
+            release_text(variant, v, major),
         )?;
         self.text(o, "etc/passwd", REG, ETC_PASSWD)?;
         self.text(o, "etc/group", REG, ETC_GROUP)?;
         self.text(o, "etc/shadow", meta(0, 0, 0), ETC_SHADOW)?;
         self.text(o, "etc/gshadow", meta(0, 0, 0), ETC_GSHADOW)?;
-        self.text(o, "usr/lib/passwd", REG, USR_LIB_PASSWD)?;
-        self.text(o, "usr/lib/group", REG, USR_LIB_GROUP)?;
+        let (passwd, group) = match variant {
+            SynthVariant::Fcos => (USR_LIB_PASSWD.to_owned(), USR_LIB_GROUP.to_owned()),
+            // No zincati; the `containers` user whose sub-ID ranges user namespaces use.
+            SynthVariant::Scos | SynthVariant::Rhcos => (
+                USR_LIB_PASSWD.replace(
+                    "zincati:x:995:993:Zincati user:/var/lib/zincati:/sbin/nologin\n",
+                    "containers:x:995:993:User for housing the sub ID range for containers:/var/home/containers:/sbin/nologin\n",
+                ),
+                USR_LIB_GROUP.replace("zincati:x:993:\n", "containers:x:993:\n"),
+            ),
+        };
+        self.text(o, "usr/lib/passwd", REG, passwd)?;
+        self.text(o, "usr/lib/group", REG, group)?;
         self.text(o, "etc/nsswitch.conf", REG, NSSWITCH)?;
         self.text(
             o,
@@ -109,13 +142,18 @@ impl<'s> Planner<'s> {
             o,
             "etc/issue.d/20-coreos.issue",
             REG,
-            "Fedora CoreOS \\r (\\m)\n",
+            format!("{} \\r (\\m)\n", variant_issue_name(variant)),
         )?;
         self.text(
             o,
             "usr/lib/systemd/system-preset/90-default.preset",
             REG,
-            PRESET_DEFAULT,
+            match variant {
+                SynthVariant::Fcos => PRESET_DEFAULT.to_owned(),
+                SynthVariant::Scos | SynthVariant::Rhcos => {
+                    PRESET_DEFAULT.replace("enable zincati.service\n", "enable crio.service\n")
+                }
+            },
         )?;
         self.text(
             o,
@@ -129,10 +167,11 @@ impl<'s> Planner<'s> {
             REG,
             "enable ostree-remount.service\n",
         )?;
+        let unit = enabled_unit(variant);
         self.symlink(
             o,
-            &format!("etc/systemd/system/multi-user.target.wants/{ENABLED_UNIT}"),
-            &format!("/usr/lib/systemd/system/{ENABLED_UNIT}"),
+            &format!("etc/systemd/system/multi-user.target.wants/{unit}"),
+            &format!("/usr/lib/systemd/system/{unit}"),
         )?;
         // Removed or replaced by the final layer.
         self.text(
@@ -170,10 +209,80 @@ impl<'s> Planner<'s> {
 }
 
 /// The unit the skeleton enables in `/etc/systemd/system/multi-user.target.wants`.
-const ENABLED_UNIT: &str = "zincati.service";
+fn enabled_unit(variant: SynthVariant) -> &'static str {
+    match variant {
+        SynthVariant::Fcos => "zincati.service",
+        SynthVariant::Scos | SynthVariant::Rhcos => "crio.service",
+    }
+}
 
-/// `/usr/lib/os-release` for version `version` of Fedora `major`.
-fn os_release(version: &str, major: &str) -> String {
+/// The name `/etc/issue.d` greets with.
+fn variant_issue_name(variant: SynthVariant) -> &'static str {
+    match variant {
+        SynthVariant::Fcos => "Fedora CoreOS",
+        SynthVariant::Scos => "CentOS Stream CoreOS",
+        SynthVariant::Rhcos => "Red Hat Enterprise Linux CoreOS",
+    }
+}
+
+/// The distribution's own release file in `/usr/lib` (with a symlink from `/etc`).
+fn release_file(variant: SynthVariant) -> &'static str {
+    match variant {
+        SynthVariant::Fcos => "fedora-release",
+        SynthVariant::Scos => "centos-release",
+        SynthVariant::Rhcos => "redhat-release",
+    }
+}
+
+/// The release file's one line.
+fn release_text(variant: SynthVariant, version: &str, major: &str) -> String {
+    match variant {
+        SynthVariant::Fcos => format!("Fedora release {major} (CoreOS)\n"),
+        SynthVariant::Scos => format!("CentOS Stream release {major}\n"),
+        SynthVariant::Rhcos => format!(
+            "Red Hat Enterprise Linux CoreOS release {}\n",
+            openshift_version(version)
+        ),
+    }
+}
+
+/// RHCOS's OpenShift version from its version string: `416.94.…` → `4.16`.
+fn openshift_version(version: &str) -> String {
+    dotted(version.split('.').next().unwrap_or(version))
+}
+
+/// RHCOS's RHEL version from its version string: `416.94.…` → `9.4`.
+fn rhel_version(version: &str) -> String {
+    dotted(version.split('.').nth(1).unwrap_or(""))
+}
+
+/// `416` → `4.16`, `94` → `9.4` (a single digit stays as it is).
+fn dotted(s: &str) -> String {
+    match s.char_indices().nth(1) {
+        Some((i, _)) => format!("{}.{}", &s[..i], &s[i..]),
+        None => s.to_owned(),
+    }
+}
+
+/// `/usr/lib/os-release` of `variant` at version `version` (first component `major`).
+fn os_release(variant: SynthVariant, version: &str, major: &str) -> String {
+    match variant {
+        SynthVariant::Fcos => fedora_os_release(version, major),
+        SynthVariant::Scos => format!(
+            "NAME=\"CentOS Stream CoreOS\"\nVERSION=\"{version}\"\nID=\"centos\"\nID_LIKE=\"rhel fedora\"\nVERSION_ID=\"{major}\"\nPLATFORM_ID=\"platform:el{major}\"\nPRETTY_NAME=\"CentOS Stream CoreOS {version}\"\nANSI_COLOR=\"0;31\"\nLOGO=\"fedora-logo-icon\"\nCPE_NAME=\"cpe:/o:centos:centos:{major}::coreos\"\nHOME_URL=\"https://centos.org/\"\nBUG_REPORT_URL=\"https://issues.redhat.com/\"\nREDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux {major}\"\nREDHAT_SUPPORT_PRODUCT_VERSION=\"CentOS Stream\"\nVARIANT=\"CoreOS\"\nVARIANT_ID=coreos\nOSTREE_VERSION='{version}'\n"
+        ),
+        SynthVariant::Rhcos => {
+            let (ocp, rhel) = (openshift_version(version), rhel_version(version));
+            let rhel_major = rhel.split('.').next().unwrap_or(&rhel).to_owned();
+            format!(
+                "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\nID_LIKE=\"rhel fedora\"\nVERSION=\"{version}\"\nVERSION_ID=\"{ocp}\"\nVARIANT=\"CoreOS\"\nVARIANT_ID=coreos\nPLATFORM_ID=\"platform:el{rhel_major}\"\nPRETTY_NAME=\"Red Hat Enterprise Linux CoreOS {version} (Plow)\"\nANSI_COLOR=\"0;31\"\nCPE_NAME=\"cpe:/o:redhat:enterprise_linux:{rhel_major}::coreos\"\nHOME_URL=\"https://www.redhat.com/\"\nDOCUMENTATION_URL=\"https://docs.openshift.com/container-platform/{ocp}/\"\nBUG_REPORT_URL=\"https://issues.redhat.com/\"\nREDHAT_BUGZILLA_PRODUCT=\"OpenShift Container Platform\"\nREDHAT_BUGZILLA_PRODUCT_VERSION=\"{ocp}\"\nREDHAT_SUPPORT_PRODUCT=\"OpenShift Container Platform\"\nREDHAT_SUPPORT_PRODUCT_VERSION=\"{ocp}\"\nOPENSHIFT_VERSION=\"{ocp}\"\nRHEL_VERSION=\"{rhel}\"\nOSTREE_VERSION=\"{version}\"\n"
+            )
+        }
+    }
+}
+
+/// Fedora CoreOS's `/usr/lib/os-release` for version `version` of Fedora `major`.
+fn fedora_os_release(version: &str, major: &str) -> String {
     format!(
         "NAME=\"Fedora Linux\"\nVERSION=\"{version} (CoreOS)\"\nRELEASE_TYPE=stable\nID=fedora\nVERSION_ID={major}\nVERSION_CODENAME=\"\"\nPLATFORM_ID=\"platform:f{major}\"\nPRETTY_NAME=\"Fedora CoreOS {version}\"\nANSI_COLOR=\"0;38;2;60;110;180\"\nLOGO=fedora-logo-icon\nCPE_NAME=\"cpe:/o:fedoraproject:fedora:{major}\"\nHOME_URL=\"https://getfedora.org/coreos/\"\nDOCUMENTATION_URL=\"https://docs.fedoraproject.org/en-US/fedora-coreos/\"\nSUPPORT_URL=\"https://github.com/coreos/fedora-coreos-tracker/\"\nBUG_REPORT_URL=\"https://github.com/coreos/fedora-coreos-tracker/\"\nREDHAT_BUGZILLA_PRODUCT=\"Fedora\"\nREDHAT_BUGZILLA_PRODUCT_VERSION={major}\nREDHAT_SUPPORT_PRODUCT=\"Fedora\"\nREDHAT_SUPPORT_PRODUCT_VERSION={major}\nVARIANT=\"CoreOS\"\nVARIANT_ID=coreos\nOSTREE_VERSION='{version}'\n"
     )
