@@ -481,12 +481,13 @@ async fn registry_503s_and_resets_and_api_conflicts_are_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_build_fails_with_the_engines_message_and_the_rebuild_annotation_retries_it() {
     let (c, proxy, push) = proxied().await;
-    // The registry refuses every upload: the engine's error, permanent.
+    // The registry lets an upload start (so the push preflight passes) and refuses every
+    // upload's data: the engine's error, permanent.
     proxy
-        .set_rules(vec![FaultRule::new(
-            "/blobs/uploads/",
-            FaultAction::Status(403),
-        )])
+        .set_rules(vec![
+            FaultRule::new("/blobs/uploads/", FaultAction::Status(403)).method("PUT"),
+            FaultRule::new("/blobs/uploads/", FaultAction::Status(403)).method("PATCH"),
+        ])
         .unwrap();
     c.setup(&push, "refused\n").await;
     let ctl = c.controller().await;
