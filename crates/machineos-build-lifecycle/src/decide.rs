@@ -612,6 +612,7 @@ fn follow(
                 (Some(d), true) => RegistryImage {
                     image: d.clone(),
                     architectures: registry_arches(o.p, name),
+                    variant: None,
                 },
                 // Not adopted yet: the image must still be in the registry (MCO §2.7).
                 _ => match o.p.registry.get(name) {

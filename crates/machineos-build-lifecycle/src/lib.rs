@@ -40,9 +40,9 @@ pub use config::RetentionPolicy;
 pub use decide::decide;
 pub use identity::{BuildInputs, PushTarget, build_name};
 pub use observed::{
-    Backend, BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
-    MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition, PoolObserved, RegistryImage,
-    RegistryObservation, RenderedConfig, SecretState, Timestamp,
+    Backend, BackendStatus, BaseImageError, BuildObserved, ImageVariant, LegacyOptIn,
+    MachineOSConfigObserved, MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition,
+    PoolObserved, RegistryImage, RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };
 pub use phase::{Condition, Phase, TransitionError};
 pub use retention::retention;

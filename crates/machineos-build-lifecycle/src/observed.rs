@@ -308,6 +308,24 @@ pub struct RegistryImage {
     pub image: String,
     /// (architecture, manifest digest) per architecture.
     pub architectures: Vec<(String, String)>,
+    /// What the base is, as the build detected it from the image itself (none when the
+    /// image was found in the registry rather than built).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<ImageVariant>,
+}
+
+/// A base image's OS variant, as detected from its `/usr/lib/os-release` and labels
+/// (`machineos-variant`): recorded in the MachineOSImage's `spec.variant`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImageVariant {
+    /// `fcos`, `scos`, `rhcos`, `bootc` or `container`.
+    pub kind: String,
+    /// os-release `ID`.
+    pub id: String,
+    /// os-release `VERSION_ID`.
+    pub version_id: String,
+    /// os-release `VARIANT_ID`.
+    pub variant_id: String,
 }
 
 /// A MachineOSImage.

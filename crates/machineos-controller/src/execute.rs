@@ -417,6 +417,19 @@ pub fn image_object(
     if let Some(e) = extensions_image {
         spec["extensionsImage"] = json!(e);
     }
+    if let Some(v) = &image.variant {
+        let mut variant = json!({"kind": v.kind});
+        for (key, value) in [
+            ("id", &v.id),
+            ("versionID", &v.version_id),
+            ("variantID", &v.variant_id),
+        ] {
+            if !value.is_empty() {
+                variant[key] = json!(value);
+            }
+        }
+        spec["variant"] = variant;
+    }
     json!({
         "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
         "kind": "MachineOSImage",

@@ -324,6 +324,8 @@ impl NativeBackend {
                         )
                     })
                     .collect(),
+                // Every platform's base is the same OS; the first platform's is recorded.
+                variant: outcome.images.first().map(|i| image_variant(&i.variant)),
             });
         }
         let platform = platforms
@@ -357,6 +359,7 @@ impl NativeBackend {
                 outcome.platform.architecture.clone(),
                 outcome.manifest_digest.to_string(),
             )],
+            variant: Some(image_variant(&outcome.variant)),
         })
     }
 }
@@ -414,6 +417,16 @@ impl Builder for NativeBackend {
 
     fn active(&self) -> usize {
         NativeBackend::active(self)
+    }
+}
+
+/// The MachineOSImage's record of a detected variant.
+fn image_variant(v: &machineos_variant::Variant) -> machineos_build_lifecycle::ImageVariant {
+    machineos_build_lifecycle::ImageVariant {
+        kind: v.kind.short_name().to_owned(),
+        id: v.id.clone().unwrap_or_default(),
+        version_id: v.version_id.clone().unwrap_or_default(),
+        variant_id: v.variant_id.clone().unwrap_or_default(),
     }
 }
 

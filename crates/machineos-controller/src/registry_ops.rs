@@ -119,6 +119,7 @@ pub async fn check(registry: &Registry, pullspec: &str) -> RegistryObservation {
                 .into_iter()
                 .map(|(a, d)| (a, d.to_string()))
                 .collect(),
+            variant: None,
         }),
         Err(e) => RegistryObservation::Error {
             transient: e.retry() == Retry::Transient,

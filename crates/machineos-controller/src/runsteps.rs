@@ -712,6 +712,7 @@ impl Builder for RunStepBackend {
                     image: RegistryImage {
                         image: format!("{}@{digest}", repository_of(&target)),
                         architectures: vec![(arch, digest)],
+                        variant: None,
                     },
                     at: finished_at.unwrap_or_else(now),
                 },

@@ -143,6 +143,10 @@ async fn a_pool_that_opts_in_gets_its_image_built_recorded_and_kept_current() {
             .unwrap()
             .contains("/base/os@sha256:")
     );
+    // What the base is, detected from the image (the synthetic base is Fedora CoreOS-shaped).
+    assert_eq!(images[0].data["spec"]["variant"]["kind"], "fcos");
+    assert_eq!(images[0].data["spec"]["variant"]["id"], "fedora");
+    assert_eq!(images[0].data["spec"]["variant"]["variantID"], "coreos");
 
     // The pushed image holds the file.
     assert_eq!(

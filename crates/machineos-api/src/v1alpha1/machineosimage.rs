@@ -92,6 +92,34 @@ pub struct MachineOSImageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "DigestedImage")]
     pub extensions_image: Option<DigestedImage>,
+
+    /// variant is the base's OS as the build detected it from the image itself (its
+    /// `/usr/lib/os-release` and labels); absent when the image was not built by this
+    /// controller (found in the registry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImageVariant")]
+    pub variant: Option<ImageVariant>,
+}
+
+/// A base image's OS, as detected from the image.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ImageVariant {
+    /// kind is `fcos` (Fedora CoreOS), `scos` (CentOS Stream CoreOS), `rhcos` (RHEL CoreOS),
+    /// `bootc` (another bootable container image) or `container` (not bootable).
+    #[schemars(extend("enum" = ["fcos", "scos", "rhcos", "bootc", "container"]))]
+    pub kind: String,
+    /// id is os-release's `ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub id: Option<String>,
+    /// versionID is os-release's `VERSION_ID`.
+    #[serde(rename = "versionID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub version_id: Option<String>,
+    /// variantID is os-release's `VARIANT_ID`.
+    #[serde(rename = "variantID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub variant_id: Option<String>,
 }
 
 /// The image manifest for one architecture.

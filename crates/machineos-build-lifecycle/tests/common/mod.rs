@@ -87,6 +87,7 @@ pub fn image(c: char) -> RegistryImage {
     RegistryImage {
         image: format!("registry.local:5000/os/worker@{}", digest(c)),
         architectures: vec![("amd64".into(), digest(c))],
+        variant: None,
     }
 }
 
