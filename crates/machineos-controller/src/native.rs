@@ -286,7 +286,9 @@ impl NativeBackend {
             .iter()
             .map(|a| Platform::new("linux", a, None))
             .collect();
-        if platforms.len() > 1 {
+        // The built image (the index for several platforms), per-architecture digests, the
+        // variant of the base, and the seconds spent publishing (the engine times that).
+        let (digest, architectures, variant, publish_ms) = if platforms.len() > 1 {
             let spec = MultiSpec {
                 bases: platforms
                     .into_iter()
@@ -303,63 +305,62 @@ impl NativeBackend {
             let outcome = machineos_native_builder::build_platforms(spec, env)
                 .await
                 .map_err(|e| e.to_string())?;
-            if let Some(tag) = &job.push.extra_tag {
-                crate::registry_ops::retag(&registry, &output, tag)
-                    .await
-                    .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
-            }
-            let publish_ms: f64 = outcome.images.iter().map(|i| i.timings.publish_ms).sum();
-            self.inner
-                .metrics
-                .push(&job.pool, true, publish_ms / 1000.0);
-            return Ok(RegistryImage {
-                image: format!("{repository}@{}", outcome.index_digest),
-                architectures: outcome
+            let arches = outcome
+                .images
+                .iter()
+                .map(|i| {
+                    let arch = i.platform.architecture.clone();
+                    (arch, i.manifest_digest.to_string())
+                })
+                .collect();
+            (
+                outcome.index_digest,
+                arches,
+                // Every platform's base is the same OS; the first platform's is recorded.
+                outcome.images.first().map(|i| image_variant(&i.variant)),
+                outcome
                     .images
                     .iter()
-                    .map(|i| {
-                        (
-                            i.platform.architecture.clone(),
-                            i.manifest_digest.to_string(),
-                        )
-                    })
-                    .collect(),
-                // Every platform's base is the same OS; the first platform's is recorded.
-                variant: outcome.images.first().map(|i| image_variant(&i.variant)),
-            });
-        }
-        let platform = platforms
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| s.platform.clone());
-        let spec = BuildSpec {
-            base,
-            output: output.clone(),
-            platform,
-            recipe,
-            created_by,
-            layer,
-            layer_out: None,
+                    .map(|i| i.timings.publish_ms)
+                    .sum::<f64>(),
+            )
+        } else {
+            let platform = platforms
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| s.platform.clone());
+            let spec = BuildSpec {
+                base,
+                output: output.clone(),
+                platform,
+                recipe,
+                created_by,
+                layer,
+                layer_out: None,
+            };
+            let outcome = machineos_native_builder::build(spec, env)
+                .await
+                .map_err(|e| e.to_string())?;
+            let arch = outcome.platform.architecture.clone();
+            (
+                outcome.manifest_digest.clone(),
+                vec![(arch, outcome.manifest_digest.to_string())],
+                Some(image_variant(&outcome.variant)),
+                outcome.timings.publish_ms,
+            )
         };
-        let outcome = machineos_native_builder::build(spec, env)
-            .await
-            .map_err(|e| e.to_string())?;
         if let Some(tag) = &job.push.extra_tag {
             crate::registry_ops::retag(&registry, &output, tag)
                 .await
                 .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
         }
-        // The engine times its publish stage itself.
         self.inner
             .metrics
-            .push(&job.pool, true, outcome.timings.publish_ms / 1000.0);
+            .push(&job.pool, true, publish_ms / 1000.0);
         Ok(RegistryImage {
-            image: format!("{repository}@{}", outcome.manifest_digest),
-            architectures: vec![(
-                outcome.platform.architecture.clone(),
-                outcome.manifest_digest.to_string(),
-            )],
-            variant: Some(image_variant(&outcome.variant)),
+            image: format!("{repository}@{digest}"),
+            architectures,
+            variant,
         })
     }
 }
