@@ -6,95 +6,21 @@
 //! native image, which is then pushed to `<output tag>-native` (see [`crate::run_steps`]);
 //! without them, no buildah is involved.
 
-use std::io::{BufWriter, IsTerminal};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use machineos_image::{Digest, ImageRef};
+use machineos_layer::DirView;
 use machineos_layer::write::{self, LayerOptions};
-use machineos_layer::{DirView, EntryKind, Plan};
 use machineos_layering::Recipe;
 use machineos_native_builder::output::OutputFile;
-use machineos_native_builder::{BuildSpec, Environment, Progress};
+use machineos_native_builder::{BuildSpec, Environment};
 
+use crate::build_args::{Bar, BuildArgs, Counts, Format};
 use crate::input::Input;
-use crate::registry::RegistryArgs;
-
-/// Arguments of `machineos build`.
-#[derive(Debug, clap::Args)]
-pub struct BuildArgs {
-    /// The base OS image: `host[:port]/repo[:tag][@digest]`, `docker://…` or
-    /// `oci:DIR[:tag]`. Defaults to the rendered MachineConfig's `spec.osImageURL`.
-    #[arg(long, value_name = "IMAGE", conflicts_with = "base_dir")]
-    base: Option<String>,
-    /// Instead of --base: take the base (and the extensions image) for --platform from this
-    /// file — CoreOS stream metadata, an OSImageStream or the machine-config-osimageurl
-    /// ConfigMap, JSON or YAML (`kubectl get -o yaml`).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["base", "base_dir"])]
-    pub(crate) stream: Option<PathBuf>,
-    /// The stream of --stream to use (`rhel-10`). Defaults to the file's default stream.
-    #[arg(long, value_name = "NAME", requires = "stream")]
-    pub(crate) stream_name: Option<String>,
-    /// Instead of a base image, plan over this unpacked root filesystem and write only the
-    /// layer (`--layer-out`, `--blob-out`); nothing is published.
-    #[arg(long, value_name = "DIR")]
-    base_dir: Option<PathBuf>,
-    /// Where to publish: `host[:port]/repo[:tag]` (tag defaults to `latest`) or
-    /// `oci:DIR[:tag]`.
-    #[arg(
-        long,
-        value_name = "DEST",
-        default_value = "oci:./machineos-out",
-        conflicts_with = "base_dir"
-    )]
-    output: String,
-    /// The platform to take from a multi-platform base, `os/arch[/variant]`. Defaults to
-    /// this machine's. `all` (every platform of the base) or a comma-separated list builds
-    /// one image per platform and publishes an OCI index over them.
-    #[arg(long, value_name = "OS/ARCH|all|LIST")]
-    pub(crate) platform: Option<String>,
-    /// Write the uncompressed layer tar that was added here.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) layer_out: Option<PathBuf>,
-    /// Write the gzip-compressed layer blob here (`--base-dir` only; with a base image the
-    /// blob is in the output).
-    #[arg(long, value_name = "FILE", requires = "base_dir")]
-    blob_out: Option<PathBuf>,
-    /// The base index cache. Defaults to `$XDG_CACHE_HOME/machineos` (`~/.cache/machineos`).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Do not use the base index cache: index the base's layers every time.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
-    #[command(flatten)]
-    pub(crate) registry: RegistryArgs,
-    /// A Containerfile to build on top, as a MachineOSConfig's `containerFile` (it must
-    /// continue `FROM configs AS final`): the native image is pushed to
-    /// `<output tag>-native` and the local buildah builds the result from it (registry
-    /// --output only). Extensions and a kernelType of the MachineConfigs run the same way.
-    #[arg(long, value_name = "FILE", conflicts_with = "base_dir")]
-    pub(crate) containerfile: Option<PathBuf>,
-    /// Output format of the summary. With RUN steps the JSON's fields describe the native
-    /// image and `runSteps` the result (its `digest` and `image`); the last line of stdout is
-    /// always the published result.
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
-    pub(crate) output_format: Format,
-    #[command(flatten)]
-    pub(crate) render: crate::input::RenderArgs,
-    /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
-    /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.5.0).
-    #[arg(value_name = "INPUT", required = true)]
-    inputs: Vec<PathBuf>,
-}
-
-/// Summary formats.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum Format {
-    Text,
-    Json,
-}
 
 /// The inputs as a recipe (see [`machineos_layering`]), its warnings printed, and the
 /// rendered MachineConfig (none for an Ignition input).
@@ -373,28 +299,6 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Counts for the summary: files and units as the config declares them, whiteouts as the
-/// layer carries them.
-pub(crate) struct Counts {
-    pub(crate) files: usize,
-    pub(crate) units: usize,
-    pub(crate) whiteouts: usize,
-}
-
-impl Counts {
-    pub(crate) fn of(plan: &Plan, config: &machineos_ignition::Config) -> Counts {
-        Counts {
-            files: config.storage.files.len(),
-            units: config.systemd.units.len(),
-            whiteouts: plan
-                .entries
-                .iter()
-                .filter(|e| matches!(e.kind, EntryKind::Whiteout | EntryKind::Opaque))
-                .count(),
-        }
-    }
-}
-
 /// `--base-dir`: plan over an unpacked root filesystem, write the layer, publish nothing.
 fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -474,58 +378,4 @@ fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()
         }
     }
     Ok(())
-}
-
-/// A spinner on stderr when it is a terminal; nothing otherwise.
-pub(crate) struct Bar(Option<indicatif::ProgressBar>);
-
-impl Bar {
-    pub(crate) fn new() -> Bar {
-        if !std::io::stderr().is_terminal() {
-            return Bar(None);
-        }
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.enable_steady_tick(std::time::Duration::from_millis(100));
-        Bar(Some(bar))
-    }
-
-    pub(crate) fn finish(&self) {
-        if let Some(bar) = &self.0 {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-impl Progress for Bar {
-    fn event(&self, event: machineos_native_builder::Event) {
-        let Some(bar) = &self.0 else { return };
-        match event {
-            machineos_native_builder::Event::Stage(s) => {
-                if bar.length().is_some() {
-                    // Back to a spinner after the layer bar.
-                    bar.set_style(indicatif::ProgressStyle::default_spinner());
-                    bar.unset_length();
-                }
-                bar.set_message(s.to_string())
-            }
-            machineos_native_builder::Event::IndexLayer { index, count, size } => {
-                if bar.length() != Some(count as u64) {
-                    bar.set_style(
-                        indicatif::ProgressStyle::with_template(
-                            "{msg} [{bar:30}] {pos}/{len} layers ({elapsed})",
-                        )
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                    );
-                    bar.set_length(count as u64);
-                }
-                bar.set_position(index as u64);
-                bar.set_message(format!("indexing base layer ({size} bytes)"));
-            }
-            machineos_native_builder::Event::CopyBlob { digest, size } => {
-                bar.set_message(format!("copying {digest} ({size} bytes)"))
-            }
-            machineos_native_builder::Event::Bytes(_) => {}
-        }
-    }
 }

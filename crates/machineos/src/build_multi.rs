@@ -14,7 +14,7 @@ use machineos_layer::write::LayerOptions;
 use machineos_layering::Recipe;
 use machineos_native_builder::{Environment, MultiSpec, PlatformBase};
 
-use crate::build::{Bar, BuildArgs, Counts, Format};
+use crate::build_args::{Bar, BuildArgs, Counts, Format};
 
 /// What `--platform` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

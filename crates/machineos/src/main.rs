@@ -6,6 +6,7 @@
 
 mod agent;
 mod build;
+mod build_args;
 mod build_multi;
 mod check;
 mod controller;
@@ -31,7 +32,7 @@ enum Command {
     /// would write for the inputs, published by digest to a registry or an OCI layout.
     /// Extensions, a kernelType or --containerfile then run as RUN steps with the local
     /// buildah (registry output).
-    Build(Box<build::BuildArgs>),
+    Build(Box<build_args::BuildArgs>),
     /// Describe an image: platform, labels, layers, and the rendered MachineConfig it
     /// embeds.
     Inspect(InspectCmd),
