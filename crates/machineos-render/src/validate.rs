@@ -121,7 +121,7 @@ impl KernelType {
     }
 
     /// The RPMs of this kernel (`GetPackagesForSupportedKernelType`): RHCOS's row of the
-    /// variant table ([`machineos_variant::traits`]), which this crate assumes.
+    /// variant table ([`machineos_variant::traits()`]), which this crate assumes.
     pub fn packages(self) -> &'static [&'static str] {
         match self {
             KernelType::Default => machineos_variant::KERNEL_DEFAULT,

@@ -4,7 +4,7 @@
 //! [`Variant`] — Fedora CoreOS, CentOS Stream CoreOS, RHEL CoreOS, another bootable (bootc)
 //! image, or a plain container — from the image's `/usr/lib/os-release` and its config
 //! labels (`containers.bootc`, `ostree.bootable`, `ostree.commit`, `com.coreos.osname`);
-//! [`traits`] gives what differs for that kind (kernel RPMs per `kernelType`, the supported
+//! [`traits()`] gives what differs for that kind (kernel RPMs per `kernelType`, the supported
 //! extensions, the node's pull secret path) from one table ([`mod@traits`]).
 //!
 //! Contract:

@@ -1,6 +1,6 @@
 //! What differs between variants, as one table keyed by [`VariantKind`]: the RPMs of each
 //! `kernelType`, the extensions the MCO supports (name → RPMs), and where a node keeps the
-//! pull secret. Code that needs one of these asks [`traits`] (or, where it has always meant
+//! pull secret. Code that needs one of these asks [`traits()`] (or, where it has always meant
 //! RHCOS, reads the RHCOS/SCOS constants below), never a build flag.
 //!
 //! The data:
