@@ -22,7 +22,7 @@ fi
 ms() { # run the command, print its wall time in ms
   local t0 t1
   t0=$(date +%s%N)
-  "$@" >/dev/null
+  "$@" >/dev/null 2>&1
   t1=$(date +%s%N)
   echo $(((t1 - t0) / 1000000))
 }
