@@ -946,16 +946,9 @@ async fn execute(
                     .into_iter()
                     .collect::<Vec<_>>();
                 let obs = match ctx.opts.registry.client(&creds) {
-                    Ok(r) => match registry_ops::check(&r, &pullspec).await {
-                        // A build will push here: the Secret must be allowed to, which is
-                        // asked now (a blob upload started and cancelled), not found out
-                        // after the build.
-                        RegistryObservation::Absent => {
-                            registry_ops::check_push(&r, &pullspec, &s.namespace, &push_secret)
-                                .await
-                        }
-                        other => other,
-                    },
+                    // A build will push here when the tag is absent: the push preflight
+                    // asks now whether the Secret may, not after the build.
+                    Ok(r) => registry_ops::check(&r, &pullspec, &s.namespace, &push_secret).await,
                     Err(message) => RegistryObservation::Error {
                         message,
                         transient: false,

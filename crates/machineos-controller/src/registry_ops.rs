@@ -99,39 +99,11 @@ fn registry_ref(pullspec: &str) -> Result<RegistryRef, String> {
     }
 }
 
-/// Whether `pullspec` (`repo:<build>`) exists, and its digest and architectures.
-pub async fn check(registry: &Registry, pullspec: &str) -> RegistryObservation {
-    let r = match registry_ref(pullspec) {
-        Ok(r) => r,
-        Err(message) => {
-            return RegistryObservation::Error {
-                message,
-                transient: false,
-            };
-        }
-    };
-    match registry.for_operation().image_info(&r).await {
-        Ok(None) => RegistryObservation::Absent,
-        Ok(Some(info)) => RegistryObservation::Present(RegistryImage {
-            image: format!("{}@{}", r.name(), info.digest),
-            architectures: info
-                .architectures
-                .into_iter()
-                .map(|(a, d)| (a, d.to_string()))
-                .collect(),
-            variant: None,
-        }),
-        Err(e) => RegistryObservation::Error {
-            transient: e.retry() == Retry::Transient,
-            message: e.to_string(),
-        },
-    }
-}
-
-/// The push preflight of a build about to push to `pullspec`: whether Secret
+/// Whether `pullspec` (`repo:<build>`) exists, and its digest and architectures. When it
+/// does not — a build will push there — the push preflight follows: whether Secret
 /// `namespace/secret`'s credentials may push to its repository (a blob upload started and
-/// then cancelled, see [`Registry::check_push`]). `Absent` when they may.
-pub async fn check_push(
+/// then cancelled, see [`Registry::check_push`]); `Absent` only when they may.
+pub async fn check(
     registry: &Registry,
     pullspec: &str,
     namespace: &str,
@@ -146,20 +118,43 @@ pub async fn check_push(
             };
         }
     };
-    match registry.for_operation().check_push(&r).await {
+    let registry = registry.for_operation();
+    let error = |e: RegistryError, message: String| RegistryObservation::Error {
+        transient: e.retry() == Retry::Transient,
+        message,
+    };
+    match registry.image_info(&r).await {
+        Ok(None) => {}
+        Ok(Some(info)) => {
+            return RegistryObservation::Present(RegistryImage {
+                image: format!("{}@{}", r.name(), info.digest),
+                architectures: info
+                    .architectures
+                    .into_iter()
+                    .map(|(a, d)| (a, d.to_string()))
+                    .collect(),
+                variant: None,
+            });
+        }
+        Err(e) => {
+            let message = e.to_string();
+            return error(e, message);
+        }
+    }
+    match registry.check_push(&r).await {
         Ok(check) => {
             if let Some(w) = check.cancel_warning {
                 tracing::debug!(repository = %r.name(), warning = %w, "push preflight: cancelling the upload failed");
             }
             RegistryObservation::Absent
         }
-        Err(e) => RegistryObservation::Error {
-            transient: e.retry() == Retry::Transient,
-            message: format!(
+        Err(e) => {
+            let message = format!(
                 "Secret {namespace}/{secret} may not push to {}: {e}",
                 r.name()
-            ),
-        },
+            );
+            error(e, message)
+        }
     }
 }
 
