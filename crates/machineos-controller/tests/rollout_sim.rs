@@ -501,8 +501,10 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     assert!(max <= 5, "{max} nodes unavailable at once (limit 5)");
     // Zone then age (creation order = name order here): the pool's nodes were targeted in
     // that order (a batch's patches go out concurrently, so a sample may catch half of one:
-    // 250 ms of slack; batches are a soak apart) — the first batch the four oldest of
-    // zone-a, the canary's MachineImage taking the fifth slot.
+    // 250 ms of slack; batches are a soak apart) — the first batch the oldest of zone-a:
+    // four while the canary's node still holds the fifth slot (moving or soaking), five
+    // when the canary finished and soaked before the pool's image was built (the soak is
+    // counted in whole seconds, so a 1 s soak can be over in a few hundred ms).
     let targeted = sampler.targeted.lock().await.clone();
     let mut order: Vec<(&str, &str, u128)> = names
         .iter()
@@ -523,10 +525,12 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
         .filter(|o| o.2 <= t0 + 250)
         .map(|o| o.1)
         .collect();
-    assert_eq!(
-        first,
-        BTreeSet::from(["node-00", "node-03", "node-06", "node-09"]),
-        "{order:?}"
+    let four = BTreeSet::from(["node-00", "node-03", "node-06", "node-09"]);
+    let mut five = four.clone();
+    five.insert("node-12");
+    assert!(
+        first == four || first == five,
+        "first batch {first:?}: {order:?}"
     );
     println!("targeted at (ms): {order:?}");
     // Exactly once: one deploy and one boot per node.
