@@ -594,11 +594,9 @@ impl IndexBuilder {
                     what: format!("{p}: {what}"),
                 })?;
         }
-        let (idx, check) = asm.finish();
-        check.map_err(|what| ApplyError::Inconsistent {
-            what: what.to_string(),
-        })?;
-        Ok(idx)
+        Ok(asm
+            .finish()
+            .map_err(|what| ApplyError::Inconsistent { what })?)
     }
 
     fn apply_tar<R: Read>(&mut self, layer: u32, r: &mut R) -> Result<LayerStats, ApplyError> {

@@ -129,7 +129,7 @@ impl Cache {
         if bytes.len() as u64 > MAX_CACHE_FILE {
             return Err(unusable("it grew while it was read".into()).into());
         }
-        BaseIndex::decode(&bytes)
+        BaseIndex::from_bytes(bytes)
             .map(Some)
             .map_err(|e| unusable(e.to_string()).into())
     }
@@ -150,8 +150,8 @@ impl Cache {
             .mode(0o700)
             .create(&dir)
             .map_err(werr(&dir))?;
-        let bytes = index.encode()?;
-        machineos_image::atomic::write(&path, &bytes, 0o600).map_err(werr(&path))?;
+        index.check_names()?;
+        machineos_image::atomic::write(&path, index.as_bytes(), 0o600).map_err(werr(&path))?;
         Ok(())
     }
 }

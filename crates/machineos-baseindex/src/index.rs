@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use machineos_layer::{BaseError, BaseView, Node, NodeKind};
 
+use crate::format::{self, Layout};
 use crate::path;
 
 /// Where the uncompressed tar stream of a base layer can be read again, for the contents
@@ -109,94 +110,131 @@ pub(crate) struct Entry {
 /// The filesystem of a base image: every path of the merged layers with its metadata, in
 /// path order (component by component, as `std::path::Path` orders), and the contents of
 /// the files the planner may read (see [`crate::keep_content`]).
+///
+/// It is its encoded form (see [`mod@crate::format`]), shared: cloning is cheap, and a
+/// lookup decodes only the records it compares.
 #[derive(Clone)]
 pub struct BaseIndex {
-    /// Paths and symlink targets.
-    pub(crate) text: String,
-    /// Kept file contents.
-    pub(crate) blob: Vec<u8>,
-    pub(crate) entries: Vec<Entry>,
-    /// Members of each hard-link group, by entry index.
-    pub(crate) groups: Vec<Vec<u32>>,
-    /// How many layers were applied.
-    pub(crate) layers: u32,
+    /// The encoded index.
+    bytes: Arc<Vec<u8>>,
+    layout: Layout,
     source: Option<Arc<dyn LayerSource>>,
 }
 
 impl std::fmt::Debug for BaseIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BaseIndex")
-            .field("entries", &self.entries.len())
-            .field("layers", &self.layers)
-            .field("kept_bytes", &self.blob.len())
+            .field("entries", &self.layout.entries)
+            .field("layers", &self.layout.layers)
+            .field("kept_bytes", &self.layout.blob.len)
+            .field("bytes", &self.bytes.len())
             .field("layer_source", &self.source.is_some())
             .finish()
     }
 }
 
 /// Equal when the trees are equal (paths, metadata, link groups, contents and their
-/// locations); the layer source is not compared.
+/// locations); the layer source is not compared. The encoding is canonical — one tree, one
+/// encoding — so that is equality of the encoded bytes.
 impl PartialEq for BaseIndex {
     fn eq(&self, other: &Self) -> bool {
-        self.layers == other.layers
-            && self.entries.len() == other.entries.len()
-            && self.groups == other.groups
-            && self
-                .entries
-                .iter()
-                .zip(&other.entries)
-                .all(|(a, b)| self.same_entry(a, other, b))
+        self.bytes == other.bytes
     }
 }
 
 impl Eq for BaseIndex {}
 
 impl BaseIndex {
-    fn same_entry(&self, a: &Entry, other: &BaseIndex, b: &Entry) -> bool {
-        let kind_eq = match (a.kind, b.kind) {
-            (Kind::Symlink(x), Kind::Symlink(y)) => self.span(x) == other.span(y),
-            (
-                Kind::File {
-                    size: sa,
-                    data: Data::Kept(x),
-                },
-                Kind::File {
-                    size: sb,
-                    data: Data::Kept(y),
-                },
-            ) => sa == sb && self.kept(x, sa) == other.kept(y, sb),
-            (x, y) => x == y,
+    pub(crate) fn with_layout(bytes: Vec<u8>, layout: Layout) -> BaseIndex {
+        BaseIndex {
+            bytes: Arc::new(bytes),
+            layout,
+            source: None,
+        }
+    }
+
+    /// The encoded index (what [`crate::Cache`] stores).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Bytes of memory the index takes (its encoded form), for caches bounded by size.
+    pub fn size_in_memory(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    fn section(&self, s: Span) -> &[u8] {
+        s.start
+            .checked_add(s.len)
+            .and_then(|end| self.bytes.get(s.start..end))
+            .unwrap_or_default()
+    }
+
+    /// Entry `i`; `None` past the end or for a damaged record.
+    pub(crate) fn entry_at(&self, i: usize) -> Option<Entry> {
+        if i >= self.layout.entries {
+            return None;
+        }
+        let at = self
+            .layout
+            .records
+            .checked_add(i.checked_mul(format::RECORD_LEN)?)?;
+        format::entry(self.bytes.get(at..at.checked_add(format::RECORD_LEN)?)?)
+    }
+
+    /// Every entry, in order (damaged records skipped).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
+        (0..self.layout.entries).filter_map(|i| self.entry_at(i))
+    }
+
+    /// The entry numbers of hard-link group `g`.
+    fn group(&self, g: usize) -> impl Iterator<Item = u32> + '_ {
+        let starts = self.layout.group_starts;
+        let bound = |k: usize| -> Option<usize> {
+            let at = starts.checked_add(k.checked_mul(4)?)?;
+            let b = self.bytes.get(at..at.checked_add(4)?)?;
+            Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
         };
-        kind_eq
-            && a.meta == b.meta
-            && a.link == b.link
-            && a.end == b.end
-            && self.span(a.path) == other.span(b.path)
+        let range = if g < self.layout.groups {
+            bound(g).zip(g.checked_add(1).and_then(bound))
+        } else {
+            None
+        };
+        let members = self.section(Span {
+            start: self.layout.members.start,
+            len: self.layout.members.len.saturating_mul(4),
+        });
+        let (from, to) = range.unwrap_or((0, 0));
+        members
+            .get(from.saturating_mul(4)..to.saturating_mul(4))
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .filter_map(|c| c.try_into().ok().map(u32::from_le_bytes))
     }
 
     /// How many paths the index holds (the root included).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.layout.entries
     }
 
     /// Whether the index holds no path at all (never the case for a built or decoded
     /// index, which always holds the root).
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.layout.entries == 0
     }
 
     /// How many layers were applied to build it.
     pub fn layer_count(&self) -> u32 {
-        self.layers
+        self.layout.layers
     }
 
     /// Counts of what it holds.
     pub fn stats(&self) -> IndexStats {
         let mut s = IndexStats {
-            kept_bytes: self.blob.len() as u64,
+            kept_bytes: self.layout.blob.len as u64,
             ..IndexStats::default()
         };
-        for e in &self.entries {
+        for e in self.entries() {
             match e.kind {
                 Kind::Dir => s.dirs += 1,
                 Kind::File { .. } => s.files += 1,
@@ -210,9 +248,7 @@ impl BaseIndex {
     /// Every path with its node, in path order (component by component, so a directory
     /// comes immediately before its contents and names in a directory sort bytewise).
     pub fn iter(&self) -> impl Iterator<Item = (&str, Node)> + '_ {
-        self.entries
-            .iter()
-            .map(|e| (self.span(e.path), self.node(e)))
+        self.entries().map(|e| (self.span(e.path), self.node(&e)))
     }
 
     /// Where contents not kept in the index are read from: the layers' uncompressed tar
@@ -221,13 +257,27 @@ impl BaseIndex {
         self.source = Some(source);
     }
 
+    /// The same index without its layer source (see [`BaseIndex::set_layer_source`]).
+    pub fn without_layer_source(&self) -> BaseIndex {
+        BaseIndex {
+            source: None,
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn span(&self, s: Span) -> &str {
-        self.text.get(s.start..s.start + s.len).unwrap_or_default()
+        let text = self.section(self.layout.text);
+        s.start
+            .checked_add(s.len)
+            .and_then(|end| text.get(s.start..end))
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
     }
 
     fn kept(&self, start: usize, size: u64) -> Option<&[u8]> {
         let len = usize::try_from(size).ok()?;
-        self.blob.get(start..start.checked_add(len)?)
+        self.section(self.layout.blob)
+            .get(start..start.checked_add(len)?)
     }
 
     fn node(&self, e: &Entry) -> Node {
@@ -256,14 +306,22 @@ impl BaseIndex {
             clean = path::normalize(p.as_bytes()).ok()?;
             &clean
         };
-        self.entries
-            .binary_search_by(|e| path::cmp(self.span(e.path), p))
-            .ok()
+        let (mut lo, mut hi) = (0, self.layout.entries);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let here = self.entry_at(mid).map_or("", |e| self.span(e.path));
+            match path::cmp(here, p) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
     }
 
-    fn entry(&self, p: &str) -> Result<&Entry, BaseError> {
+    fn entry(&self, p: &str) -> Result<Entry, BaseError> {
         self.find(p)
-            .and_then(|i| self.entries.get(i))
+            .and_then(|i| self.entry_at(i))
             .ok_or_else(|| BaseError::Io {
                 path: p.to_string(),
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
@@ -275,7 +333,7 @@ impl BaseIndex {
     /// the planner fetches these beforehand ([`Located::read_from`]) and answers the
     /// planner's reads itself.
     pub fn location(&self, p: &str) -> Option<Located> {
-        let e = self.entries.get(self.find(p)?)?;
+        let e = self.entry_at(self.find(p)?)?;
         match e.kind {
             Kind::File {
                 size,
@@ -407,8 +465,8 @@ impl BaseView for BaseIndex {
     fn lstat(&self, p: &str) -> Result<Option<Node>, BaseError> {
         Ok(self
             .find(p)
-            .and_then(|i| self.entries.get(i))
-            .map(|e| self.node(e)))
+            .and_then(|i| self.entry_at(i))
+            .map(|e| self.node(&e)))
     }
 
     fn read(&self, p: &str) -> Result<Vec<u8>, BaseError> {
@@ -446,7 +504,7 @@ impl BaseView for BaseIndex {
             path: p.to_string(),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })?;
-        let Some(dir) = self.entries.get(i) else {
+        let Some(dir) = self.entry_at(i) else {
             return Ok(Vec::new());
         };
         if dir.kind != Kind::Dir {
@@ -458,7 +516,7 @@ impl BaseView for BaseIndex {
         let mut names = Vec::new();
         let mut j = i + 1;
         while j < dir.end as usize {
-            let Some(child) = self.entries.get(j) else {
+            let Some(child) = self.entry_at(j) else {
                 break;
             };
             names.push(path::file_name(self.span(child.path)).to_string());
@@ -468,13 +526,10 @@ impl BaseView for BaseIndex {
     }
 
     fn hard_link_group(&self, link_id: u64) -> Result<Vec<String>, BaseError> {
-        let group = usize::try_from(link_id)
-            .ok()
-            .and_then(|g| self.groups.get(g));
-        Ok(group
-            .into_iter()
-            .flatten()
-            .filter_map(|&i| self.entries.get(i as usize))
+        let g = usize::try_from(link_id).unwrap_or(usize::MAX);
+        Ok(self
+            .group(g)
+            .filter_map(|i| self.entry_at(i as usize))
             .map(|e| self.span(e.path).to_string())
             .collect())
     }
@@ -503,35 +558,45 @@ pub(crate) enum NewKind<'a> {
 }
 
 /// Builds a [`BaseIndex`] from entries given in path order, computing subtree ranges and
-/// hard-link groups, and checking that the entries form a tree (the checks matter for a
-/// decoded index; a built one satisfies them by construction).
+/// hard-link groups, and checking that the entries form a tree (an [`crate::IndexBuilder`]
+/// gives it one by construction; the checks are what the encoded form's checksum vouches
+/// for later).
 pub(crate) struct Assembler {
-    idx: BaseIndex,
+    idx: Building,
     /// Entry indexes of the directories enclosing the last entry.
     stack: Vec<u32>,
+}
+
+/// The parts of an index being built.
+struct Building {
+    /// Paths and symlink targets.
+    text: String,
+    /// Kept file contents.
+    blob: Vec<u8>,
+    entries: Vec<Entry>,
+    /// Members of each hard-link group, by entry index.
+    groups: Vec<Vec<u32>>,
+    layers: u32,
+}
+
+impl Building {
+    fn span(&self, s: Span) -> &str {
+        self.text.get(s.start..s.start + s.len).unwrap_or_default()
+    }
 }
 
 impl Assembler {
     pub(crate) fn new(layers: u32, entries: usize, text: usize, blob: usize) -> Self {
         Self {
-            idx: BaseIndex {
+            idx: Building {
                 text: String::with_capacity(text),
                 blob: Vec::with_capacity(blob),
                 entries: Vec::with_capacity(entries),
                 groups: Vec::new(),
                 layers,
-                source: None,
             },
             stack: Vec::new(),
         }
-    }
-
-    /// The path of the last entry added.
-    pub(crate) fn last_path(&self) -> &str {
-        self.idx
-            .entries
-            .last()
-            .map_or("", |e| self.idx.span(e.path))
     }
 
     /// Append an entry. `link` must name an existing group or the next new one. Returns
@@ -673,21 +738,31 @@ impl Assembler {
         }
     }
 
-    /// The index, and why it is not a valid one (no root, a hard-link group of one).
-    pub(crate) fn finish(mut self) -> (BaseIndex, Result<(), &'static str>) {
+    /// The index, or why it is not a valid one (no root, a hard-link group of one) or does
+    /// not fit the encoded form.
+    pub(crate) fn finish(mut self) -> Result<BaseIndex, String> {
         let n = u32::try_from(self.idx.entries.len()).unwrap_or(u32::MAX);
         for top in self.stack.drain(..) {
             if let Some(e) = self.idx.entries.get_mut(top as usize) {
                 e.end = n;
             }
         }
-        let check = if self.idx.entries.is_empty() {
-            Err("no root directory")
-        } else if self.idx.groups.iter().any(|g| g.len() < 2) {
-            Err("a hard-link group with one member")
-        } else {
-            Ok(())
-        };
-        (self.idx, check)
+        if self.idx.entries.is_empty() {
+            return Err("no root directory".into());
+        }
+        if self.idx.groups.iter().any(|g| g.len() < 2) {
+            return Err("a hard-link group with one member".into());
+        }
+        let b = &self.idx;
+        let bytes = format::encode(&format::Parts {
+            layers: b.layers,
+            text: &b.text,
+            blob: &b.blob,
+            entries: &b.entries,
+            groups: &b.groups,
+        })
+        .map_err(|e| e.to_string())?;
+        let layout = format::layout(&bytes).map_err(|e| e.to_string())?;
+        Ok(BaseIndex::with_layout(bytes, layout))
     }
 }

@@ -8,12 +8,15 @@
 //! where they are, so a caller that must not block fetches them beforehand and
 //! [`Located::read_from`] reads them from their layer's stream (a synchronous caller can
 //! instead set a [`LayerSource`]). [`BaseIndex::encode`] / [`BaseIndex::decode`] give the
-//! compact binary form (see [`mod@format`]) that [`Cache`] stores per manifest digest.
+//! compact binary form (see [`mod@format`]) that [`Cache`] stores per manifest digest, and
+//! that is used where it lies: loading one is reading a file. A long-running process keeps
+//! the indexes it uses in an [`IndexMemory`] (least recently used out, bounded by bytes).
 
 mod apply;
 pub mod cache;
 pub mod format;
 mod index;
+pub mod memory;
 mod path;
 
 pub use apply::{
@@ -24,6 +27,7 @@ pub use cache::{Cache, CacheError};
 pub use format::DecodeError;
 pub use index::{BaseIndex, IndexStats, LayerSource, Located};
 pub use machineos_image::{Digest, LayerCompression};
+pub use memory::{IndexMemory, MemoryStats};
 
 /// The path a tar member name stands for, as the index keys it: absolute and clean
 /// (`./etc/x`, `etc//x/` and `/etc/x` are all `/etc/x`); `None` when `..` climbs above the
