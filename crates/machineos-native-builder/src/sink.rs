@@ -77,19 +77,22 @@ pub async fn publish(
         Store::Registry { client, reference } => {
             // The new layer and config go up while the base's blobs are taken care of.
             let uploads = async {
+                // The existence check and the upload session go out together (see
+                // `push_blob_if_absent`): a new layer costs only its upload's round trips.
                 let layer = once.run(&derived.layer.digest, || async {
-                    if client.has_blob(reference, &derived.layer.digest).await? {
-                        return Ok(Fate::Present);
-                    }
-                    client
-                        .push_blob_stream(
+                    let uploaded = client
+                        .push_blob_if_absent(
                             reference,
                             &derived.layer.digest,
                             derived.layer_blob.len(),
                             || std::future::ready(Ok(derived.layer_blob.stream())),
                         )
                         .await?;
-                    Ok(Fate::Copied)
+                    Ok(if uploaded {
+                        Fate::Copied
+                    } else {
+                        Fate::Present
+                    })
                 });
                 let config = once.run(&derived.config_descriptor.digest, || async {
                     client

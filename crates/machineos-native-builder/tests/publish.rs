@@ -300,8 +300,9 @@ fn a_registry_that_fails_then_recovers_is_retried() {
             FaultRule::new("/manifests/", FaultAction::Status(500))
                 .method("GET")
                 .times(2),
+            // Small blobs go up in the PUT that closes their upload.
             FaultRule::new("/blobs/uploads/", FaultAction::Status(503))
-                .method("PATCH")
+                .method("PUT")
                 .times(1),
             FaultRule::new("/manifests/", FaultAction::Status(502))
                 .method("PUT")
@@ -446,6 +447,18 @@ fn an_output_with_a_digest_is_refused() {
 
 #[test]
 fn a_connection_reset_mid_upload_is_retried_or_reported_and_pushes_no_manifest() {
+    // Small blobs carry their bytes in the PUT that closes the upload; with a threshold of
+    // 0 every blob goes up in a PATCH first (as blobs over `MONOLITHIC_MAX` do).
+    for (method, monolithic_max) in [("PUT", machineos_registry::MONOLITHIC_MAX), ("PATCH", 0)] {
+        reset_mid_upload(method, monolithic_max);
+    }
+}
+
+fn reset_mid_upload(method: &str, monolithic_max: u64) {
+    let options = || machineos_registry::RegistryOptions {
+        monolithic_max,
+        ..registry_options(None, Credentials::default())
+    };
     let tmp = tempfile::tempdir().unwrap();
     let reg = TestRegistry::start_plain().expect("registry");
     let layout = base_layout(tmp.path(), &["linux/amd64"], false);
@@ -457,14 +470,18 @@ fn a_connection_reset_mid_upload_is_retried_or_reported_and_pushes_no_manifest()
         reg.addr(),
         vec![
             FaultRule::new("/blobs/uploads/", FaultAction::ResetAfterBody(64))
-                .method("PATCH")
+                .method(method)
                 .times(1),
         ],
     )
     .expect("proxy");
     build(
-        spec(&base, &format!("{}/out/reset:once", proxy.host()), CONFIG),
-        env(registry_options(None, Credentials::default()), None),
+        spec(
+            &base,
+            &format!("{}/out/reset-{}:once", proxy.host(), method.to_lowercase()),
+            CONFIG,
+        ),
+        env(options(), None),
     )
     .expect("one reset is retried");
     assert_eq!(proxy.requests().iter().filter(|r| r.faulted).count(), 1);
@@ -473,7 +490,7 @@ fn a_connection_reset_mid_upload_is_retried_or_reported_and_pushes_no_manifest()
     proxy
         .set_rules(vec![
             FaultRule::new("/blobs/uploads/", FaultAction::ResetAfterBody(64))
-                .method("PATCH")
+                .method(method)
                 .times(1000),
         ])
         .unwrap();
@@ -481,10 +498,14 @@ fn a_connection_reset_mid_upload_is_retried_or_reported_and_pushes_no_manifest()
     let err = build(
         spec(
             &base,
-            &format!("{}/out/reset:always", proxy.host()),
+            &format!(
+                "{}/out/reset-{}:always",
+                proxy.host(),
+                method.to_lowercase()
+            ),
             &config_variant(3),
         ),
-        env(registry_options(None, Credentials::default()), None),
+        env(options(), None),
     )
     .expect_err("persistent resets fail the build");
     let msg = err.to_string();
@@ -496,7 +517,10 @@ fn a_connection_reset_mid_upload_is_retried_or_reported_and_pushes_no_manifest()
     let resets = proxy.requests().iter().filter(|r| r.faulted).count();
     assert_eq!(resets, 8, "{:#?}", proxy.requests());
     assert_eq!(proxy.count("PUT", "/manifests/"), 0);
-    assert!(!tags(&reg, "out/reset").contains(&"always".to_string()));
+    assert!(
+        !tags(&reg, &format!("out/reset-{}", method.to_lowercase()))
+            .contains(&"always".to_string())
+    );
 }
 
 #[test]

@@ -66,7 +66,7 @@ impl From<Credentials> for CredentialSource {
 }
 
 /// How to reach registries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RegistryOptions {
     /// Extra trusted CA certificates, PEM (one or several per entry).
     pub ca_pems: Vec<Vec<u8>>,
@@ -78,9 +78,31 @@ pub struct RegistryOptions {
     pub retry: RetryPolicy,
     /// Upload blobs in one PUT instead of a PATCH and a closing PUT.
     pub monolithic_push: bool,
+    /// Blobs of at most this many bytes are uploaded in one PUT even without
+    /// `monolithic_push` (default [`MONOLITHIC_MAX`]; 0: every blob in a PATCH first).
+    pub monolithic_max: u64,
     /// Connect and request timeouts, and the total deadline.
     pub timeouts: Timeouts,
 }
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            ca_pems: Vec::new(),
+            insecure_hosts: Vec::new(),
+            credentials: CredentialSource::default(),
+            retry: RetryPolicy::default(),
+            monolithic_push: false,
+            monolithic_max: MONOLITHIC_MAX,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// The largest blob uploaded in the `PUT` that closes its session, saving the `PATCH`
+/// round trip (every registry takes a monolithic `PUT`; larger blobs are streamed in a
+/// `PATCH` first, as the docker client does, unless [`RegistryOptions::monolithic_push`]).
+pub const MONOLITHIC_MAX: u64 = 4 << 20;
 
 /// What an operation found missing when a registry answered "not found": it decides the
 /// reason of [`RegistryError::NotFound`].
@@ -242,6 +264,7 @@ struct Shared {
     credentials: Credentials,
     retry: RetryPolicy,
     monolithic_push: bool,
+    monolithic_max: u64,
     timeouts: Timeouts,
     auth: std::sync::Mutex<AuthCache>,
 }
@@ -309,6 +332,7 @@ impl Registry {
                 credentials,
                 retry: opts.retry,
                 monolithic_push: opts.monolithic_push,
+                monolithic_max: opts.monolithic_max,
                 timeouts: opts.timeouts,
                 auth: std::sync::Mutex::new(AuthCache::default()),
             }),
@@ -794,18 +818,16 @@ impl Registry {
         }
     }
 
-    /// Uploads a blob held in memory (the new layer, the config). Skipped when present.
+    /// Uploads a blob held in memory (the new layer, the config). Skipped when present
+    /// (see [`Registry::push_blob_if_absent`]).
     pub async fn push_blob(
         &self,
         target: &RegistryRef,
         data: Bytes,
         digest: &Digest,
     ) -> Result<(), RegistryError> {
-        if self.has_blob(target, digest).await? {
-            return Ok(());
-        }
         let size = data.len() as u64;
-        self.push_blob_stream(target, digest, size, || {
+        self.push_blob_if_absent(target, digest, size, || {
             let data = data.clone();
             async move {
                 let s: BoxStream<'static, std::io::Result<Bytes>> =
@@ -814,11 +836,46 @@ impl Registry {
             }
         })
         .await
+        .map(|_| ())
+    }
+
+    /// Uploads a blob unless the repository of `target` has it; whether it was uploaded.
+    /// The existence check and the opening of the upload session go out together, so an
+    /// absent blob costs the round trips of the upload alone; a present one costs a
+    /// cancelled session (`DELETE`, whose failure is only logged).
+    pub async fn push_blob_if_absent<F, Fut>(
+        &self,
+        target: &RegistryRef,
+        digest: &Digest,
+        size: u64,
+        open: F,
+    ) -> Result<bool, RegistryError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<
+                Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
+            >,
+    {
+        let (present, session) =
+            futures_util::join!(self.has_blob(target, digest), self.start_upload(target));
+        if present? {
+            if let Ok(session) = session {
+                self.cancel_upload(target, session).await;
+            }
+            return Ok(false);
+        }
+        // A session that could not be opened is opened again by the upload, whose own
+        // retries and error then say why.
+        self.upload(target, digest, size, open, session.ok())
+            .await?;
+        Ok(true)
     }
 
     /// Uploads a blob of `size` bytes from a stream that `open` produces (once per attempt),
     /// without holding it in memory. A failure to open the source counts as a transient I/O
-    /// failure.
+    /// failure. A blob of at most [`RegistryOptions::monolithic_max`] bytes (or any, with
+    /// [`RegistryOptions::monolithic_push`]) goes up in the `PUT` that closes the session;
+    /// a larger one in one `PATCH` before it.
     pub async fn push_blob_stream<F, Fut>(
         &self,
         target: &RegistryRef,
@@ -832,22 +889,80 @@ impl Registry {
                 Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
             >,
     {
+        self.upload(target, digest, size, open, None).await
+    }
+
+    /// Opens an upload session in the repository of `target` (a `POST`, retried); its URL.
+    async fn start_upload(&self, target: &RegistryRef) -> Result<Url, RegistryError> {
+        let op = "starting an upload to";
+        let start = self
+            .repo_url(target, "blobs/uploads/")
+            .await
+            .map_err(|e| self.classify(Missing::Repository, op, target, (e, 1)))?;
+        let scopes = [push(target)];
+        self.run(op, || self.open_session(target, &scopes, &start))
+            .await
+            .map_err(|e| self.classify(Missing::Repository, op, target, e))
+    }
+
+    async fn open_session(
+        &self,
+        target: &RegistryRef,
+        scopes: &[String],
+        start: &Url,
+    ) -> Result<Url, TransportError> {
+        let make = || {
+            self.shared
+                .http
+                .post(start.clone())
+                .header(CONTENT_LENGTH, 0)
+        };
+        let resp = self.expect_success(target, scopes, &make).await?;
+        location(&resp, start)
+    }
+
+    /// Cancels an upload session; a failure is logged, never an error (the registry
+    /// expires abandoned sessions).
+    async fn cancel_upload(&self, target: &RegistryRef, session: Url) {
+        let scopes = [push(target)];
+        let make = || self.shared.http.request(Method::DELETE, session.clone());
+        match self.send_authed(target, &scopes, &make).await {
+            Ok(r) if r.status().is_success() || r.status() == StatusCode::NOT_FOUND => {}
+            Ok(r) => tracing::debug!("cancelling upload {session}: {}", r.status()),
+            Err(e) => tracing::debug!("cancelling upload {session}: {e}"),
+        }
+    }
+
+    async fn upload<F, Fut>(
+        &self,
+        target: &RegistryRef,
+        digest: &Digest,
+        size: u64,
+        open: F,
+        opened: Option<Url>,
+    ) -> Result<(), RegistryError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<
+                Output = std::io::Result<BoxStream<'static, std::io::Result<Bytes>>>,
+            >,
+    {
         let op = format!("uploading blob {digest} to");
         let start = self
             .repo_url(target, "blobs/uploads/")
             .await
             .map_err(|e| self.classify(Missing::Repository, &op, target, (e, 1)))?;
         let scopes = [push(target)];
+        let monolithic = self.shared.monolithic_push || size <= self.shared.monolithic_max;
+        // The session opened beforehand serves the first attempt only.
+        let opened = std::sync::Mutex::new(opened);
         self.run(&op, || async {
-            let make = || {
-                self.shared
-                    .http
-                    .post(start.clone())
-                    .header(CONTENT_LENGTH, 0)
+            let first = opened.lock().ok().and_then(|mut o| o.take());
+            let session = match first {
+                Some(session) => session,
+                None => self.open_session(target, &scopes, &start).await?,
             };
-            let resp = self.expect_success(target, &scopes, &make).await?;
-            let session = location(&resp, &start)?;
-            let session = if self.shared.monolithic_push {
+            let session = if monolithic {
                 session
             } else {
                 // The body in one PATCH; then a PUT with the digest closes the upload.
@@ -871,7 +986,7 @@ impl Registry {
             done.query_pairs_mut()
                 .append_pair("digest", digest.as_str());
             let put = self.shared.http.put(done);
-            let put = if self.shared.monolithic_push {
+            let put = if monolithic {
                 let stream = open().await.map_err(TransportError::Io)?;
                 put.header(CONTENT_TYPE, "application/octet-stream")
                     .header(CONTENT_LENGTH, size)
@@ -950,7 +1065,8 @@ impl Registry {
     }
 
     /// Puts a manifest into the repository of `target` by digest, checks that the registry
-    /// stored it under the digest we computed, and only then puts the same bytes under `tag`
+    /// stored it under the digest we computed (from its answer when that names the digest,
+    /// else by reading back what it serves), and only then puts the same bytes under `tag`
     /// (if any), so a mismatch never moves a tag.
     pub async fn push_manifest(
         &self,
@@ -1002,6 +1118,7 @@ impl Registry {
                 .and_then(|l| l.rsplit('/').next())
                 .filter(|s| s.contains(':'))
                 .map(str::to_string);
+            let mut named = false;
             for got in [from_location, digest].into_iter().flatten() {
                 if got != want.as_str() {
                     return Err(RegistryError::DigestMismatch {
@@ -1011,22 +1128,27 @@ impl Registry {
                         want: want.clone(),
                     });
                 }
+                named = true;
             }
-            Ok(())
+            Ok(named)
         };
-        check(put(want.to_string()).await?)?;
-        // Read back what the registry serves under that digest.
-        let served = self
-            .run(op, || self.manifest_digest(target, &want))
-            .await
-            .map_err(|e| self.classify(Missing::Image, "checking pushed manifest", target, e))?;
-        if served.as_deref() != Some(want.as_str()) {
-            return Err(RegistryError::DigestMismatch {
-                op: "checking pushed manifest".into(),
-                image: target.to_string(),
-                got: served.unwrap_or_else(|| "nothing".into()),
-                want,
-            });
+        // The registry's answer to the PUT by digest proves the digest when it names it (in
+        // `Docker-Content-Digest` or the `Location`); else what it serves is read back.
+        if !check(put(want.to_string()).await?)? {
+            let served = self
+                .run(op, || self.manifest_digest(target, &want))
+                .await
+                .map_err(|e| {
+                    self.classify(Missing::Image, "checking pushed manifest", target, e)
+                })?;
+            if served.as_deref() != Some(want.as_str()) {
+                return Err(RegistryError::DigestMismatch {
+                    op: "checking pushed manifest".into(),
+                    image: target.to_string(),
+                    got: served.unwrap_or_else(|| "nothing".into()),
+                    want,
+                });
+            }
         }
         if let Some(tag) = tag {
             check(put(tag.to_string()).await?)?;

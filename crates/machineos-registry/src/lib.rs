@@ -19,8 +19,8 @@ mod scheme;
 pub mod stream;
 
 pub use client::{
-    CredentialSource, DeleteOutcome, ImageInfo, MAX_CONFIG, Missing, PullAccess, PushCheck,
-    Registry, RegistryError, RegistryOptions,
+    CredentialSource, DeleteOutcome, ImageInfo, MAX_CONFIG, MONOLITHIC_MAX, Missing, PullAccess,
+    PushCheck, Registry, RegistryError, RegistryOptions,
 };
 pub use http::{MAX_MANIFEST, Timeouts, TransportError};
 pub use retry::RetryPolicy;

@@ -59,6 +59,9 @@ pub enum FaultAction {
     /// Read the request and never answer (until the client gives up or the proxy stops):
     /// a registry that accepts connections and hangs.
     Silence,
+    /// Forward, and remove these headers (case-insensitive names) from the answer: a
+    /// registry that does not say what it stored (no `Docker-Content-Digest`, say).
+    StripHeaders(Vec<String>),
 }
 
 /// Applies an action to the first `times` requests that match a method and a path substring.
@@ -565,6 +568,14 @@ async fn handle(
         Some(FaultAction::Silence) => {
             let never: Infallible = std::future::pending().await;
             match never {}
+        }
+        Some(FaultAction::StripHeaders(names)) => {
+            let mut response = forward(&shared, &client, req).await;
+            for name in &names {
+                response.headers_mut().remove(name.as_str());
+            }
+            shared.update(index, |r| r.status = Some(response.status().as_u16()));
+            return Ok(response);
         }
         None => {}
     }

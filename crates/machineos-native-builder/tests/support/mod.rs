@@ -137,6 +137,7 @@ pub fn registry_options(reg: Option<&TestRegistry>, credentials: Credentials) ->
         credentials: credentials.into(),
         retry: RetryPolicy::fast(),
         monolithic_push: false,
+        monolithic_max: machineos_registry::MONOLITHIC_MAX,
         timeouts: Default::default(),
     }
 }
@@ -146,6 +147,7 @@ pub fn env(registry: RegistryOptions, cache: Option<&Path>) -> Environment {
     Environment {
         registry: Some(Registry::new(registry).expect("registry client")),
         cache: cache.map(|d| Cache::new(d.to_path_buf())),
+        memory: None,
         progress: Arc::new(Quiet),
     }
 }

@@ -49,6 +49,7 @@ impl Registry {
                 credentials: machineos_image::auth::Credentials::default(),
                 retry: s.retry,
                 monolithic_push: s.monolithic_push,
+                monolithic_max: s.monolithic_max,
                 timeouts: s.timeouts,
                 auth: std::sync::Mutex::new(AuthCache::default()),
             }),
