@@ -53,6 +53,10 @@ use crate::registry_ops::RegistrySettings;
 use crate::render;
 use crate::runsteps::{RunStepBackend, RunStepSettings, Runner};
 
+/// The default of [`ControllerOptions::index_memory`]: 256 MiB, the indexes of about eight
+/// ostree-encapsulated CoreOS bases (one per pool and architecture).
+pub const DEFAULT_INDEX_MEMORY: usize = 256 << 20;
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -64,6 +68,9 @@ pub struct ControllerOptions {
     pub max_concurrent_builds: usize,
     /// Base-index cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// Bytes of base indexes native builds keep in memory between builds (least recently
+    /// used out; 0: none, every build loads its index from `cache_dir`).
+    pub index_memory: usize,
     /// The platform native builds produce.
     pub platform: Platform,
     /// Registry access.
@@ -104,6 +111,7 @@ impl ControllerOptions {
             render: true,
             max_concurrent_builds: 4,
             cache_dir: None,
+            index_memory: DEFAULT_INDEX_MEMORY,
             platform: Platform::host(),
             registry: RegistrySettings::default(),
             identity: format!("machineos-controller-{}", std::process::id()),
@@ -359,6 +367,7 @@ pub async fn run(
         NativeSettings {
             max_concurrent: opts.max_concurrent_builds,
             cache_dir: opts.cache_dir.clone(),
+            index_memory: opts.index_memory,
             platform: opts.platform.clone(),
             registry: opts.registry.clone(),
         },

@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use machineos_baseindex::IndexMemory;
 use machineos_build_lifecycle::{Backend, BackendStatus, Phase, PushTarget, RegistryImage};
 use machineos_image::{ImageRef, Platform};
 use machineos_native_builder::{BuildSpec, Environment, MultiSpec, PlatformBase, Quiet};
@@ -66,6 +67,8 @@ pub struct NativeSettings {
     pub max_concurrent: usize,
     /// The base-index cache directory, if any.
     pub cache_dir: Option<PathBuf>,
+    /// Bytes of base indexes kept in memory between builds (0: none).
+    pub index_memory: usize,
     /// The platform built when a build names no architectures.
     pub platform: Platform,
     /// Registry access.
@@ -86,6 +89,8 @@ struct Inner {
     root: CancellationToken,
     permits: Semaphore,
     settings: NativeSettings,
+    /// The indexes builds keep between them (`None` when `index_memory` is 0).
+    memory: Option<IndexMemory>,
     wake: Arc<Notify>,
     metrics: Metrics,
 }
@@ -104,6 +109,8 @@ impl NativeBackend {
                 builds: Mutex::new(HashMap::new()),
                 root: CancellationToken::new(),
                 permits: Semaphore::new(settings.max_concurrent.max(1)),
+                memory: (settings.index_memory > 0)
+                    .then(|| IndexMemory::new(settings.index_memory)),
                 settings,
                 wake,
                 metrics,
@@ -277,6 +284,7 @@ impl NativeBackend {
         let env = Environment {
             registry: Some(registry.for_operation()),
             cache: s.cache_dir.clone().map(machineos_baseindex::Cache::new),
+            memory: self.inner.memory.clone(),
             progress: Arc::new(Quiet),
         };
         let created_by = format!("machineos controller {}", env!("CARGO_PKG_VERSION"));

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, Located};
+use machineos_baseindex::{BaseIndex, Cache, IndexBuilder, IndexMemory, Located};
 use machineos_diagnostics::Warning;
 use machineos_ignition::Config;
 use machineos_image::{Descriptor, LayerCompression};
@@ -32,6 +32,8 @@ use crate::store::{ResolvedBase, blocking};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum CacheUse {
+    /// Held in the process's memory (see [`crate::Environment::memory`]): no file was read.
+    Memory,
     /// Loaded from the cache: no base layer was read.
     Hit,
     /// Built from the layers and stored in the cache.
@@ -45,6 +47,7 @@ pub enum CacheUse {
 impl std::fmt::Display for CacheUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            CacheUse::Memory => "in memory",
             CacheUse::Hit => "cache hit",
             CacheUse::Miss => "indexed, cached",
             CacheUse::Disabled => "indexed, no cache",
@@ -100,7 +103,28 @@ fn compression_of(base: &ResolvedBase) -> Result<Vec<(Descriptor, LayerCompressi
 /// `reads`). A cache that cannot be read or written costs only time: the problem is added
 /// to `warnings` and the base is indexed from its layers. Contents the index does not keep
 /// are not read from it (it has no layer source): [`plan`] fetches what the planner needs.
+///
+/// With `memory`, an index held there is used as it is (no file is read), and the index
+/// used otherwise is kept there for the next build.
 pub async fn base_index(
+    base: &ResolvedBase,
+    memory: Option<&IndexMemory>,
+    cache: Option<&Cache>,
+    progress: &Arc<dyn Progress>,
+    reads: &Arc<LayerReads>,
+    warnings: &mut Vec<Warning>,
+) -> Result<(BaseIndex, CacheUse), BuildError> {
+    if let Some(index) = memory.and_then(|m| m.get(&base.manifest_digest)) {
+        return Ok((index, CacheUse::Memory));
+    }
+    let (index, used) = load_or_index(base, cache, progress, reads, warnings).await?;
+    if let Some(m) = memory {
+        m.insert(base.manifest_digest.clone(), index.clone());
+    }
+    Ok((index, used))
+}
+
+async fn load_or_index(
     base: &ResolvedBase,
     cache: Option<&Cache>,
     progress: &Arc<dyn Progress>,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use derive::Metadata;
-use machineos_baseindex::Cache;
+use machineos_baseindex::{Cache, IndexMemory};
 use machineos_diagnostics::{Classify, Retry, Warning, io_retry};
 use machineos_image::{Digest, ImageRef, Platform};
 use machineos_layer::Plan;
@@ -235,6 +235,9 @@ pub struct Environment {
     pub registry: Option<Registry>,
     /// The base index cache, if any.
     pub cache: Option<Cache>,
+    /// Indexes kept in memory across the builds of this process (a long-running one: the
+    /// controller), in front of `cache`; `None` for a one-shot build.
+    pub memory: Option<IndexMemory>,
     /// Where events go.
     pub progress: Arc<dyn Progress>,
 }
@@ -392,8 +395,15 @@ async fn build_one(
 
     let reads = Arc::new(base_index::LayerReads::default());
     let mut warnings = Vec::new();
-    let (index, cache) =
-        base_index::base_index(&base, env.cache.as_ref(), &progress, &reads, &mut warnings).await?;
+    let (index, cache) = base_index::base_index(
+        &base,
+        env.memory.as_ref(),
+        env.cache.as_ref(),
+        &progress,
+        &reads,
+        &mut warnings,
+    )
+    .await?;
     let variant = base_index::variant(&base, &index, &reads).await?;
     let indexed = started.elapsed();
 

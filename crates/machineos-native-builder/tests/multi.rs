@@ -310,6 +310,7 @@ fn a_layout_output_lists_only_the_index() {
         machineos_native_builder::Environment {
             registry: None,
             cache: None,
+            memory: None,
             progress: std::sync::Arc::new(machineos_native_builder::Quiet),
         },
     )

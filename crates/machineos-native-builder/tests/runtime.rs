@@ -150,6 +150,7 @@ fn many_concurrent_builds_share_one_multi_thread_runtime() {
             let env = Environment {
                 registry: Some(client.clone()),
                 cache: Some(Cache::new(cache.clone())),
+                memory: None,
                 progress: Arc::new(Quiet),
             };
             tasks.push(tokio::spawn(async move {
@@ -196,6 +197,7 @@ fn a_shared_client_reuses_tokens_and_schemes_across_builds() {
             Environment {
                 registry: Some(client.clone()),
                 cache: None,
+                memory: None,
                 progress: Arc::new(Quiet),
             },
         ))

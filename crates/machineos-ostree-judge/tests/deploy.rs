@@ -55,6 +55,7 @@ fn build(base: &Path, out: &Path, config: &str) -> Outcome {
     let env = Environment {
         registry: None,
         cache: None,
+        memory: None,
         progress: std::sync::Arc::new(Quiet),
     };
     machineos_testkit::runtime()

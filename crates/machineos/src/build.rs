@@ -160,6 +160,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     let env = Environment {
         registry,
         cache,
+        memory: None,
         progress: progress.clone(),
     };
     let spec = BuildSpec {

@@ -111,6 +111,7 @@ pub fn run(
     let env = Environment {
         registry,
         cache,
+        memory: None,
         progress: progress.clone(),
     };
     let platforms = match (choice, &base, stream) {

@@ -28,6 +28,10 @@ pub struct ControllerArgs {
     /// Do not render MachineConfigs (for clusters where the MCO's render controller does).
     #[arg(long)]
     no_render: bool,
+    /// MiB of base indexes native builds keep in memory between builds (least recently
+    /// used out; 0: load each build's index from --cache-dir).
+    #[arg(long, value_name = "MIB", default_value_t = machineos_controller::controller::DEFAULT_INDEX_MEMORY >> 20)]
+    index_memory: usize,
     /// Native builds running at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     max_concurrent_builds: usize,
@@ -78,6 +82,7 @@ pub struct ControllerArgs {
 fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
     let mut o = ControllerOptions::new(&args.namespace);
     o.cache_dir = args.cache_dir.clone();
+    o.index_memory = args.index_memory.saturating_mul(1 << 20);
     o.listen = (!args.no_listen).then_some(args.listen);
     o.render = !args.no_render;
     o.max_concurrent_builds = args.max_concurrent_builds.max(1);
