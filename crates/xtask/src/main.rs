@@ -4,6 +4,8 @@
 //!   (see `bench/README.md`); `bash scripts/bench.sh` builds and runs it.
 //! - `xtask contents`: peak memory and time of builds whose file contents are huge (a
 //!   gzip bomb, a large data: URL), and the data: URL decoding rate.
+//! - `xtask inprocess`: warm builds with the native builder used as a library, as the
+//!   controller runs them (one process, one registry client, indexes kept in memory).
 //! - `xtask fixture`: regenerates the benchmark's MachineConfigs in `bench/machineconfigs`
 //!   and their render in `bench/rendered`.
 
@@ -13,6 +15,7 @@ mod buildah;
 mod compare;
 mod contents;
 mod fixture;
+mod inprocess;
 mod measure;
 mod report;
 
@@ -41,6 +44,9 @@ enum Command {
     /// Peak memory and time of builds with huge file contents (a gzip bomb, a large data:
     /// URL), and the data: URL decoding rate.
     Contents(contents::ContentsArgs),
+    /// Time warm builds with the native builder as a library, in one process (as the
+    /// controller builds): latency per build and builds per second.
+    Inprocess(inprocess::InprocessArgs),
 }
 
 /// Arguments of `xtask fixture`.
@@ -126,6 +132,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Fixture(args) => fixture(args).map(|()| ExitCode::SUCCESS),
         Command::Contents(args) => contents::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Inprocess(args) => inprocess::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
