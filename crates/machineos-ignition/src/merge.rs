@@ -80,97 +80,105 @@ pub fn merge(parent: &Config, child: &Config) -> Config {
 
 /// Merge two configs in JSON form (3.6.0 model shape) with Ignition's rules.
 pub fn merge_values(parent: &Value, child: &Value) -> Value {
-    let mut out = merge_at(parent, child, &mut Vec::new());
-    shared_key_spaces(parent, child, &mut out);
+    let mut out = parent.clone();
+    merge_values_into(&mut out, child);
     out
 }
 
-fn merge_at(parent: &Value, child: &Value, path: &mut Vec<String>) -> Value {
+/// [`merge_values`] in place: `parent` becomes the merge, and only what `child` adds is
+/// copied — so folding many configs (a pool's MachineConfigs) copies each once.
+pub fn merge_values_into(parent: &mut Value, child: &Value) {
+    let sections = SHARED_KEY_SPACES
+        .map(|(section, _, _)| matches!(parent.get(section), Some(Value::Object(_))));
+    merge_into(parent, child, &mut Vec::new());
+    shared_key_spaces(sections, child, parent);
+}
+
+fn merge_into(parent: &mut Value, child: &Value, path: &mut Vec<String>) {
     match (parent, child) {
-        (p, Value::Null) => p.clone(),
+        (_, Value::Null) => {}
         (Value::Object(p), Value::Object(c)) => {
-            let mut out = p.clone();
             for (k, cv) in c {
-                path.push(k.clone());
-                let merged = match p.get(k) {
-                    Some(pv) => merge_at(pv, cv, path),
-                    None => cv.clone(),
-                };
-                path.pop();
-                if !merged.is_null() {
-                    out.insert(k.clone(), merged);
+                if cv.is_null() {
+                    continue;
+                }
+                match p.get_mut(k) {
+                    Some(pv) => {
+                        path.push(k.clone());
+                        merge_into(pv, cv, path);
+                        path.pop();
+                    }
+                    None => {
+                        p.insert(k.clone(), cv.clone());
+                    }
                 }
             }
-            Value::Object(out)
         }
         (Value::Array(p), Value::Array(c)) => {
             let names: Vec<&str> = path.iter().map(String::as_str).collect();
-            Value::Array(merge_list(p, c, list_kind(&names), path))
+            let kind = list_kind(&names);
+            merge_list_into(p, c, kind, path);
         }
-        (_, c) => c.clone(),
+        (p, c) => *p = c.clone(),
     }
 }
 
-fn merge_list(
-    parent: &[Value],
+fn merge_list_into(
+    parent: &mut Vec<Value>,
     child: &[Value],
     kind: ListKind,
     path: &mut Vec<String>,
-) -> Vec<Value> {
+) {
     match kind {
-        ListKind::Concat => parent.iter().chain(child).cloned().collect(),
+        ListKind::Concat => parent.extend(child.iter().cloned()),
         ListKind::Union => {
-            let mut out = parent.to_vec();
             for c in child {
-                if !out.contains(c) {
-                    out.push(c.clone());
+                if !parent.contains(c) {
+                    parent.push(c.clone());
                 }
             }
-            out
         }
         ListKind::Keyed(key) => {
-            let mut out: Vec<Value> = Vec::with_capacity(parent.len() + child.len());
+            let child_keys: Vec<String> = child.iter().map(key).collect();
             let mut used = vec![false; child.len()];
             path.push("*".into());
-            for p in parent {
+            for p in parent.iter_mut() {
                 let k = key(p);
-                match child.iter().position(|c| key(c) == k) {
-                    Some(i) => {
-                        used[i] = true;
-                        out.push(merge_at(p, &child[i], path));
-                    }
-                    None => out.push(p.clone()),
+                if let Some(i) = child_keys.iter().position(|c| *c == k) {
+                    used[i] = true;
+                    merge_into(p, &child[i], path);
                 }
             }
             path.pop();
-            out.extend(
+            parent.extend(
                 child
                     .iter()
                     .zip(used)
                     .filter(|(_, u)| !u)
                     .map(|(c, _)| c.clone()),
             );
-            out
         }
     }
 }
 
+type KeyFn = fn(&Value) -> String;
+
+/// The lists that share a key space, by section.
+const SHARED_KEY_SPACES: [(&str, &[&str], KeyFn); 2] = [
+    ("storage", &["files", "directories", "links"], key_path),
+    ("kernelArguments", &["shouldExist", "shouldNotExist"], |v| {
+        v.to_string()
+    }),
+];
+
 /// Lists that share a key space: an entry the child defines in one list removes the
-/// parent's entry with the same key from the others.
-fn shared_key_spaces(parent: &Value, child: &Value, out: &mut Value) {
-    type KeyFn = fn(&Value) -> String;
-    const GROUPS: &[(&str, &[&str], KeyFn)] = &[
-        ("storage", &["files", "directories", "links"], key_path),
-        ("kernelArguments", &["shouldExist", "shouldNotExist"], |v| {
-            v.to_string()
-        }),
-    ];
-    for (section, lists, key) in GROUPS {
-        let (Some(Value::Object(_)), Some(Value::Object(c)), Some(Value::Object(o))) = (
-            parent.get(section),
-            child.get(section),
-            out.get_mut(*section),
-        ) else {
+/// parent's entry with the same key from the others. `parent_had` says, per
+/// [`SHARED_KEY_SPACES`] section, whether the parent had it (as an object).
+fn shared_key_spaces(parent_had: [bool; 2], child: &Value, out: &mut Value) {
+    for ((section, lists, key), had) in SHARED_KEY_SPACES.iter().zip(parent_had) {
+        let (true, Some(Value::Object(c)), Some(Value::Object(o))) =
+            (had, child.get(section), out.get_mut(*section))
+        else {
             continue;
         };
         for list in *lists {

@@ -104,6 +104,12 @@ pub struct Rendered {
 /// Why a pool cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
+    /// The merged Ignition config does not fit the model again (only a bug makes this).
+    #[error("merging the MachineConfigs' Ignition configs: {detail}")]
+    MergedConfig {
+        /// What serde said.
+        detail: String,
+    },
     /// The pool name cannot be part of an object name.
     #[error("pool name {pool:?} is not a lowercase RFC 1123 subdomain")]
     InvalidPoolName {
@@ -192,7 +198,8 @@ impl Classify for RenderError {
     /// `InvalidPoolName`, `NoMachineConfigSelected`, `InvalidMachineConfig` (no name, no
     /// labels), `DuplicateMachineConfig`, the [`ValidateError`]'s reason,
     /// `IncompatibleExtension` (kernel-devel with a non-default kernel), the naming error's
-    /// (`ControlCharacters`, …), `OSImageURLWithStream` or `RenderedConfigTooLarge`.
+    /// (`ControlCharacters`, …), `OSImageURLWithStream`, `RenderedConfigTooLarge` or
+    /// `InternalError` (a merge that leaves the model: a bug).
     fn reason(&self) -> &'static str {
         match self {
             RenderError::InvalidPoolName { .. } => "InvalidPoolName",
@@ -206,6 +213,7 @@ impl Classify for RenderError {
             RenderError::Name { error, .. } => error.reason(),
             RenderError::OsImageStream { .. } => "OSImageURLWithStream",
             RenderError::TooLarge { .. } => "RenderedConfigTooLarge",
+            RenderError::MergedConfig { .. } => "InternalError",
         }
     }
 
@@ -271,7 +279,7 @@ pub fn render(
 
     let ordered: Vec<&ValidMachineConfig<'_>> = order.iter().map(|mc| &valid[mc.name()]).collect();
 
-    let ignition = merge_ignition(&ordered);
+    let ignition = merge_ignition(&ordered)?;
     let (kernel_type, kernel_type_from) = ordered
         .iter()
         .filter(|v| v.kernel_type != KernelType::Default)
@@ -432,8 +440,18 @@ pub fn merge_order<'a>(mcs: &[&'a MachineConfig]) -> Result<Vec<&'a MachineConfi
     Ok(workers)
 }
 
-fn merge_ignition(ordered: &[&ValidMachineConfig<'_>]) -> Config {
-    let mut out = match ordered.first().and_then(|v| v.ignition.clone()) {
+/// The objects of `storage.files` in a config's JSON form.
+fn files_mut(config: &mut Value) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
+    config
+        .pointer_mut("/storage/files")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
+fn merge_ignition(ordered: &[&ValidMachineConfig<'_>]) -> Result<Config, RenderError> {
+    let first = match ordered.first().and_then(|v| v.ignition.clone()) {
         Some(config) => config,
         None => {
             let mut empty = Config::default();
@@ -441,22 +459,44 @@ fn merge_ignition(ordered: &[&ValidMachineConfig<'_>]) -> Config {
             empty
         }
     };
+    // The fold runs on the JSON form, merged in place: each config is converted once, not
+    // the growing result at every step.
+    let bad = |e: serde_json::Error| RenderError::MergedConfig {
+        detail: e.to_string(),
+    };
+    let json = |c: &Config| serde_json::to_value(c).map_err(bad);
+    let mut out = json(&first)?;
+    let mut merged_any = false;
     for v in ordered.iter().skip(1) {
         let Some(child) = &v.ignition else { continue };
-        let mut child = child.clone();
-        for file in &mut child.storage.files {
-            if file.contents.compression.is_none() {
-                file.contents.compression = Some(String::new());
+        let mut child = json(child)?;
+        // A child's file without `compression` sets it to "" over its parent's.
+        for file in files_mut(&mut child) {
+            let contents = file
+                .entry("contents")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Some(contents) = contents.as_object_mut()
+                && contents.get("compression").is_none_or(Value::is_null)
+            {
+                contents.insert("compression".into(), Value::String(String::new()));
             }
         }
-        out = machineos_ignition::merge::merge(&out, &child);
+        machineos_ignition::merge::merge_values_into(&mut out, &child);
+        merged_any = true;
         // After each merge, never before the first: a lone config keeps an explicit "".
-        for file in &mut out.storage.files {
-            if file.contents.compression.as_deref() == Some("") {
-                file.contents.compression = None;
+        for file in files_mut(&mut out) {
+            if let Some(contents) = file.get_mut("contents").and_then(Value::as_object_mut)
+                && contents.get("compression").and_then(Value::as_str) == Some("")
+            {
+                contents.remove("compression");
             }
         }
     }
+    let mut out: Config = if merged_any {
+        serde_json::from_value(out).map_err(bad)?
+    } else {
+        first
+    };
     for file in &mut out.storage.files {
         if file.overwrite.is_none() {
             file.overwrite = Some(true);
@@ -474,7 +514,7 @@ fn merge_ignition(ordered: &[&ValidMachineConfig<'_>]) -> Config {
         }
         .to_owned(),
     );
-    out
+    Ok(out)
 }
 
 /// `rendered-<pool>-<hash>` for a rendered spec, as the MCO names it
