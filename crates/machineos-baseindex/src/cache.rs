@@ -134,6 +134,48 @@ impl Cache {
             .map_err(|e| unusable(e.to_string()).into())
     }
 
+    /// The file a small blob (a base's config) with digest `key` is kept in.
+    pub fn blob_path(&self, key: &Digest) -> PathBuf {
+        self.dir
+            .join("blobs")
+            .join(key.algorithm().as_str())
+            .join(key.hex())
+    }
+
+    /// The kept copy of the blob with digest `key` (a base's config, which a warm build then
+    /// does not fetch); `None` when there is none, or when it is unreadable, too large or
+    /// does not hash to `key` — the caller fetches the blob instead.
+    pub fn load_blob(&self, key: &Digest, max: u64) -> Option<Vec<u8>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(self.blob_path(key))
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        (&file).take(max + 1).read_to_end(&mut bytes).ok()?;
+        (bytes.len() as u64 <= max && key.same_algorithm_of(&bytes) == *key).then_some(bytes)
+    }
+
+    /// Keeps `bytes`, whose digest is `key`, for [`Cache::load_blob`] (atomically, owner
+    /// only, as indexes are).
+    pub fn store_blob(&self, key: &Digest, bytes: &[u8]) -> Result<(), CacheError> {
+        let path = self.blob_path(key);
+        let dir = path.parent().unwrap_or(&self.dir).to_path_buf();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|error| CacheError::Write {
+                path: dir.clone(),
+                error,
+            })?;
+        machineos_image::atomic::write(&path, bytes, 0o600)
+            .map_err(|error| CacheError::Write { path, error })
+    }
+
     /// Store `index` as the index of the base with manifest digest `key`, atomically: a
     /// temporary file in the same directory is written, synced and renamed into place.
     pub fn store(&self, key: &Digest, index: &BaseIndex) -> Result<(), IndexError> {

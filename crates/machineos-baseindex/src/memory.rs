@@ -1,6 +1,6 @@
 //! Base indexes kept in memory across builds of one process (the controller's), bounded by
 //! bytes, least recently used first out — so a warm build in a long-running process reads
-//! no file at all.
+//! no file at all — and the bases' configs beside them, so it fetches none either.
 //!
 //! Written by hand: a process builds against a handful of bases (one per pool and
 //! architecture), so the LRU is a short vector scanned on each lookup, and the bound is in
@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use machineos_image::Digest;
 
 use crate::BaseIndex;
+
+/// How many small blobs (base configs) an [`IndexMemory`] keeps.
+pub const MAX_BLOBS: usize = 64;
 
 /// Indexes by base manifest digest, at most [`IndexMemory::limit`] bytes of them. Cloning
 /// shares the store.
@@ -24,6 +27,8 @@ pub struct IndexMemory {
 struct Inner {
     /// Most recently used first.
     entries: Vec<(Digest, BaseIndex)>,
+    /// Small blobs (the bases' configs), most recently used first, at most [`MAX_BLOBS`].
+    blobs: Vec<(Digest, Arc<Vec<u8>>)>,
     bytes: usize,
     hits: u64,
     misses: u64,
@@ -102,6 +107,26 @@ impl IndexMemory {
         }
     }
 
+    /// The kept copy of the small blob with digest `key` (a base's config).
+    pub fn get_blob(&self, key: &Digest) -> Option<Arc<Vec<u8>>> {
+        let mut inner = self.lock();
+        let i = inner.blobs.iter().position(|(k, _)| k == key)?;
+        let entry = inner.blobs.remove(i);
+        let bytes = entry.1.clone();
+        inner.blobs.insert(0, entry);
+        Some(bytes)
+    }
+
+    /// Keeps a small blob (its digest checked by the caller), the least recently used out
+    /// beyond [`MAX_BLOBS`]. Blobs are not counted in [`IndexMemory::limit`]: a base's
+    /// config is a few kilobytes, bounded by the registry client's config limit.
+    pub fn insert_blob(&self, key: Digest, bytes: Arc<Vec<u8>>) {
+        let mut inner = self.lock();
+        inner.blobs.retain(|(k, _)| *k != key);
+        inner.blobs.insert(0, (key, bytes));
+        inner.blobs.truncate(MAX_BLOBS);
+    }
+
     /// What it holds and has answered.
     pub fn stats(&self) -> MemoryStats {
         let inner = self.lock();
@@ -163,6 +188,19 @@ mod tests {
         let small = IndexMemory::new(a.size_in_memory() - 1);
         small.insert(key('a'), a);
         assert_eq!(small.stats().entries, 0);
+    }
+
+    #[test]
+    fn blobs_are_kept_most_recent_first_up_to_the_bound() {
+        let m = IndexMemory::new(0);
+        for i in 0..MAX_BLOBS + 2 {
+            let b = format!("config {i}").into_bytes();
+            m.insert_blob(Digest::sha256(&b), Arc::new(b));
+        }
+        let first = Digest::sha256(b"config 0");
+        let last = format!("config {}", MAX_BLOBS + 1).into_bytes();
+        assert!(m.get_blob(&first).is_none());
+        assert_eq!(m.get_blob(&Digest::sha256(&last)).as_deref(), Some(&last));
     }
 
     #[test]

@@ -32,6 +32,13 @@ pub struct LayerOptions {
     pub compression: Compression,
 }
 
+/// The gzip level of a layer, chosen by measurement (zlib-rs, the benchmark's 457 KB layer
+/// of 72 files and 17 units, medians of 15 on the development machine): level 1 takes
+/// 4.0 ms but gives 251 KB; level 2 6.5 ms for 192 KB; the default level 6 9.9 ms for
+/// 186 KB; level 9 18 ms for 188 KB. Level 2 is within 3% of the smallest at two thirds of
+/// the default's time. Changing it changes every layer's digest.
+pub const GZIP_LEVEL: u32 = 2;
+
 /// The latest mtime a layer can carry: 9999-12-31T23:59:59Z, the last instant the image
 /// config's RFC 3339 `created` can spell.
 pub const MAX_MTIME: u64 = 253_402_300_799;
@@ -208,7 +215,7 @@ pub fn write_blob<W: Write>(
         Compression::Gzip => {
             let gz = flate2::GzBuilder::new()
                 .mtime(0)
-                .write(blob, flate2::Compression::default());
+                .write(blob, flate2::Compression::new(GZIP_LEVEL));
             let t = write_tar(
                 plan,
                 opts,

@@ -390,7 +390,11 @@ async fn build_one(
         (_, false) => None,
     };
     let base_store = store::open_store(&spec.base, client.as_ref(), false).await?;
-    let base = store::resolve(base_store, &spec.platform).await?;
+    let known = store::Known {
+        memory: env.memory.as_ref(),
+        cache: env.cache.as_ref(),
+    };
+    let base = store::resolve_with(base_store, &spec.platform, known).await?;
     let resolved = started.elapsed();
 
     let reads = Arc::new(base_index::LayerReads::default());

@@ -1,11 +1,14 @@
 //! The base image, wherever it lives: resolve a reference (a registry tag or digest, or an
-//! OCI layout) to one platform's manifest and config, and open its layer blobs.
+//! OCI layout) to one platform's manifest and config, and open its layer blobs. The config
+//! of a base built on before comes from the process's memory or the cache directory
+//! ([`Known`]), checked against its digest.
 
 use std::io::Read;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
+use machineos_baseindex::{Cache, IndexMemory};
 use machineos_image::manifest::{ImageManifest, Manifest, parse_manifest};
 use machineos_image::{
     Descriptor, Digest, ImageRef, Layout, LayoutRef, Platform, RegistryRef, VerifyingReader,
@@ -280,6 +283,60 @@ pub async fn top_manifest(store: &Store) -> Result<(Vec<u8>, Digest), BuildError
 
 /// Resolves the base to the manifest for `platform` and reads its config.
 pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, BuildError> {
+    resolve_with(store, platform, Known::default()).await
+}
+
+/// Where a base's config may be kept already: it is content-addressed, so a kept copy
+/// (checked against its digest) saves fetching it — one round trip of a warm build.
+#[derive(Clone, Copy, Default)]
+pub struct Known<'a> {
+    /// The process's memory.
+    pub memory: Option<&'a IndexMemory>,
+    /// The base index cache directory.
+    pub cache: Option<&'a Cache>,
+}
+
+impl Known<'_> {
+    async fn config(&self, store: &Store, desc: &Descriptor) -> Result<Vec<u8>, BuildError> {
+        if let Some(b) = self.memory.and_then(|m| m.get_blob(&desc.digest)) {
+            return Ok(b.as_ref().clone());
+        }
+        let kept = match self.cache {
+            Some(cache) => {
+                let (c, d, max) = (cache.clone(), desc.digest.clone(), desc.size);
+                tokio::task::spawn_blocking(move || c.load_blob(&d, max))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => None,
+        };
+        let bytes = match kept {
+            Some(b) => b,
+            None => {
+                let b = store.blob(desc).await?;
+                if let Some(cache) = self.cache {
+                    let (c, d, copy) = (cache.clone(), desc.digest.clone(), b.clone());
+                    // Only a later build gains from it: a copy that cannot be kept costs that
+                    // build one fetch, and is not worth a warning.
+                    let _ = tokio::task::spawn_blocking(move || c.store_blob(&d, &copy)).await;
+                }
+                b
+            }
+        };
+        if let Some(m) = self.memory {
+            m.insert_blob(desc.digest.clone(), Arc::new(bytes.clone()));
+        }
+        Ok(bytes)
+    }
+}
+
+/// [`resolve`], with the config taken from `known` when kept there.
+pub async fn resolve_with(
+    store: Store,
+    platform: &Platform,
+    known: Known<'_>,
+) -> Result<ResolvedBase, BuildError> {
     let name = store.name();
     let (bytes, digest) = top_manifest(&store).await?;
     let manifest_err = |source| BuildError::Manifest {
@@ -327,7 +384,7 @@ pub async fn resolve(store: Store, platform: &Platform) -> Result<ResolvedBase, 
             ),
         });
     }
-    let config = store.blob(&manifest.config).await?;
+    let config = known.config(&store, &manifest.config).await?;
     let view =
         machineos_image::config::parse_config(&config).map_err(|source| BuildError::Config {
             image: name.clone(),
