@@ -5,7 +5,7 @@
 mod support;
 
 use machineos_image::auth::Credentials;
-use machineos_native_builder::{BuildError, CacheUse};
+use machineos_native_builder::{BuildError, CacheUse, Environment};
 use machineos_registry::RegistryError;
 use machineos_testkit::{
     FaultAction, FaultProxy, FaultRule, RegistryOptions, TestRegistry, diff, skopeo, snapshot,
@@ -286,6 +286,68 @@ fn warm_cache_reads_no_base_layer() {
             "base layer {digest} was read"
         );
     }
+    // Nor the base's config: the cache directory keeps it by digest.
+    let config = base_manifest["config"]["digest"].as_str().unwrap();
+    assert_eq!(proxy.count("GET", config), 0, "{:#?}", proxy.requests());
+    // A kept config that does not hash to its name is not used: it is fetched again.
+    let kept = machineos_baseindex::Cache::new(cache.clone())
+        .blob_path(&machineos_image::Digest::parse(config).unwrap());
+    std::fs::write(&kept, b"{}").unwrap();
+    proxy.clear_requests();
+    build(
+        spec(
+            &base,
+            &format!("{}/out/c:v1", proxy.host()),
+            &config_variant(3),
+        ),
+        env(registry_options(None, Credentials::default()), Some(&cache)),
+    )
+    .expect("warm build over a damaged kept config");
+    assert_eq!(proxy.count("GET", config), 1);
+}
+
+/// In one process with an `IndexMemory`, the second build reads neither the cache
+/// directory nor the base's config: both are in memory.
+#[test]
+fn builds_in_one_process_keep_the_index_and_config_in_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = TestRegistry::start_plain().expect("registry");
+    let proxy = FaultProxy::start(reg.addr(), Vec::new()).expect("proxy");
+    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
+    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
+    let base = format!("{}/base/os:1", proxy.host());
+    let memory = machineos_baseindex::IndexMemory::new(64 << 20);
+    let env = || Environment {
+        memory: Some(memory.clone()),
+        ..env(registry_options(None, Credentials::default()), None)
+    };
+    let first = build(
+        spec(&base, &format!("{}/out/m:v1", proxy.host()), CONFIG),
+        env(),
+    )
+    .expect("first build");
+    assert_eq!(first.cache, CacheUse::Disabled);
+    proxy.clear_requests();
+    let second = build(
+        spec(
+            &base,
+            &format!("{}/out/m:v2", proxy.host()),
+            &config_variant(2),
+        ),
+        env(),
+    )
+    .expect("second build");
+    assert_eq!(second.cache, CacheUse::Memory);
+    assert_eq!(second.base_layer_reads, 0);
+    // One request for the base: its manifest by tag.
+    let base_reads: Vec<_> = proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/base/os/"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(base_reads.len(), 1, "{base_reads:#?}");
+    assert_eq!(memory.stats().hits, 1);
 }
 
 #[test]
