@@ -536,7 +536,28 @@ fn discard_storage(storage: &Storage, dir: &Path) -> Result<()> {
     remove_tree(dir)
 }
 
+/// (d)'s storage, kept until nothing timed follows (deleting its ~60 000 files takes a
+/// couple of minutes on a slow disk, which would otherwise precede (c)'s build).
+struct KeptStorage {
+    storage: Storage,
+    dir: PathBuf,
+}
+
+impl KeptStorage {
+    /// Unmounts what buildah may still have mounted and deletes the storage in the
+    /// background.
+    fn delete_in_background(self, clock: &Clock) -> Cleanup {
+        clock.say(format!(
+            "(d) deleting its storage ({} GB) in the background",
+            du_gb(&self.dir)
+        ));
+        self.storage.unmount_all();
+        std::thread::spawn(move || remove_tree(&self.dir))
+    }
+}
+
 /// Case (d): buildah at its best, on a persistent overlay storage that holds the base.
+/// Returns the storage too, for the caller to delete when nothing timed follows.
 fn run_best_case(
     clock: &Clock,
     args: &BenchArgs,
@@ -544,19 +565,21 @@ fn run_best_case(
     context: &Path,
     base: &str,
     repo: &str,
-) -> Result<(CaseReport, String, BestStorage)> {
+) -> Result<(CaseReport, String, BestStorage, KeptStorage)> {
     let log = work.join("d.log");
     let scratch = work.join("scratch");
     std::fs::create_dir_all(&scratch)?;
     let (storage, dir, note) = prepare_best_storage(clock, work, base)?;
     settle_io(clock);
     let result = best_reps(clock, args, &storage, context, repo, &scratch, &log);
-    clock.say(format!(
-        "(d) deleting its storage (untimed; {} GB)",
-        du_gb(&dir)
-    ));
-    discard_storage(&storage, &dir)?;
-    let (parts, totals, last_tag) = result?;
+    let (parts, totals, last_tag) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            clock.say("(d) failed; deleting its storage before reporting");
+            discard_storage(&storage, &dir)?;
+            return Err(e);
+        }
+    };
     let fuse_opt = if storage.driver == Driver::FuseOverlay {
         format!(
             " --storage-opt overlay.mount_program={}",
@@ -583,6 +606,7 @@ fn run_best_case(
         },
         last_tag,
         note,
+        KeptStorage { storage, dir },
     ))
 }
 
@@ -957,7 +981,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
             }
         };
         let mut others = Vec::new();
-        let (mut d, tag_d, storage) = run_best_case(
+        let (mut d, tag_d, storage, d_storage) = run_best_case(
             &clock,
             args,
             &work,
@@ -967,25 +991,30 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         )?;
         d.title = on_100m(d.title);
         best_storage = Some(storage);
-        let mut cleanup = None;
+        let mut cleanups = Vec::new();
         if run_c {
-            let (mut c, tag_c, c_cleanup) = run_buildah_case(
+            let c_result = run_buildah_case(
                 &clock,
                 args,
                 &work,
                 &context,
                 &registry.reference("bench/out-c"),
-            )?;
+            );
+            // Nothing timed follows (c): (d)'s storage goes now, whatever (c)'s outcome.
+            cleanups.push(("(d)'s overlay", d_storage.delete_in_background(&clock)));
+            let (mut c, tag_c, c_cleanup) = c_result?;
             c.title = on_100m(c.title);
             cases.push(c);
             others.push(("(c)", tag_c));
-            cleanup = c_cleanup;
+            cleanups.extend(c_cleanup.map(|c| ("(c)'s vfs", c)));
+        } else {
+            cleanups.push(("(d)'s overlay", d_storage.delete_in_background(&clock)));
         }
         cases.push(d);
         others.push(("(d)", tag_d));
         let compared = equality(&clock, &work, buildah_layout, a_image, &others);
-        if let Some(cleanup) = cleanup {
-            clock.say("waiting for the vfs storage deletion");
+        for (what, cleanup) in cleanups {
+            clock.say(format!("waiting for the deletion of {what} storage"));
             cleanup
                 .join()
                 .map_err(|_| anyhow::anyhow!("the storage deletion thread panicked"))??;
