@@ -547,10 +547,8 @@ impl KeptStorage {
     /// Unmounts what buildah may still have mounted and deletes the storage in the
     /// background.
     fn delete_in_background(self, clock: &Clock) -> Cleanup {
-        clock.say(format!(
-            "(d) deleting its storage ({} GB) in the background",
-            du_gb(&self.dir)
-        ));
+        // No `du` here: it walks the same ~60 000 files (20 s on a loaded disk).
+        clock.say("(d) deleting its storage in the background");
         self.storage.unmount_all();
         std::thread::spawn(move || remove_tree(&self.dir))
     }

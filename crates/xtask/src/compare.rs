@@ -55,10 +55,12 @@ pub fn buildah_artifact(path: &str) -> Option<&'static str> {
 /// Why a path changed by one of the builds is, on an ostree-encapsulated base, a known and
 /// deliberate difference between them (README, "What reaches a node"), or `None`.
 ///
-/// - The object store: ignition-apply appends through an inode, so under buildah an append
-///   to a file whose contents equal another file's also rewrites their shared ostree object
-///   (and that other file, which stays compared); machineos writes only the named file. A
-///   node never deploys the object store itself.
+/// - The object store: ignition-apply appends through an inode, so under buildah on vfs
+///   (case (c)) an append to a file whose contents equal another file's also rewrites their
+///   shared ostree object (and that other file, which stays compared); machineos writes only
+///   the named file. A node never deploys the object store itself. On overlay (case (d))
+///   the append copies the file up first, which breaks the hard link, so (d) leaves the
+///   object as it is (observed: the exception applies to (c) only).
 /// - machineos's delivery of `/var` content to nodes that rebase: the factory copies and the
 ///   tmpfiles.d snippet.
 pub fn ostree_deviation(path: &str) -> Option<&'static str> {
