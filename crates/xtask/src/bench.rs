@@ -15,6 +15,8 @@
 //!    fuse-overlayfs where a probe finds the kernel's unusable), then (c) `buildah bud` +
 //!    `buildah push` from an empty vfs storage each time. (d) runs before (c) so that
 //!    (c)'s ~27 GB of writes and their deletion do not land on it.
+//!    Then (e): `xtask inprocess` pinned to one CPU — the native builder as a library, as the
+//!    controller runs it (indexes and configs in memory), 30 builds.
 //! 4. Unpacks (a)'s, (c)'s and (d)'s last images and the base and compares the changes of
 //!    each buildah build with (a)'s ([`crate::compare`]).
 //! 5. Prints the report (markdown) and writes it, with every sample as JSON beside it.
@@ -40,6 +42,9 @@ pub struct BenchArgs {
     /// Repetitions of (a), (b) and (a'); the median is reported.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    /// Builds of (e), the in-process case (after one untimed build).
+    #[arg(long, default_value_t = 30)]
+    pub inprocess_reps: usize,
     /// Repetitions of (c), the MCO's buildah build. Each takes 2–6 minutes here, plus 2–3
     /// minutes to delete its ~27 GB vfs storage (untimed), hence the default of one (the
     /// whole run must stay under 15 minutes).
@@ -907,7 +912,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         &registry,
         &bases[0].1,
         "base-1g",
-        &["out-a", "out-b", "out-c", "out-d"],
+        &["out-a", "out-b", "out-c", "out-d", "out-e"],
     )?;
     let base_100m = push_base(
         &clock,
@@ -960,6 +965,31 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         },
     )?;
     cases.push(a100);
+
+    // (e): the native builder as a library, as the controller builds — one process pinned
+    // to one CPU, indexes and configs in memory, (a)'s cache directory behind them.
+    let rendered_file = work.join("rendered-currentconfig.json");
+    std::fs::write(&rendered_file, &rendered.currentconfig)
+        .with_context(|| format!("writing {}", rendered_file.display()))?;
+    clock.say(format!(
+        "(e) {} in-process builds on one CPU (taskset -c 0)",
+        args.inprocess_reps
+    ));
+    let inprocess = match crate::inprocess::run_pinned(
+        &base_1g,
+        &registry.reference("bench/out-e"),
+        &rendered_file,
+        &work.join(format!("cache-{}", slug("(a)"))),
+        args.inprocess_reps,
+    ) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let note = format!("(e) did not run: {e:#}");
+            clock.say(note.clone());
+            notes.push(note);
+            None
+        }
+    };
 
     let mut comparisons = Vec::new();
     let mut best_storage = None;
@@ -1037,6 +1067,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         cases,
         comparisons: comparisons.clone(),
         best_storage,
+        inprocess,
         notes,
         elapsed,
         command: std::env::args().collect::<Vec<_>>().join(" "),

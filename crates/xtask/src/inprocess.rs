@@ -147,3 +147,44 @@ async fn builds(args: &InprocessArgs) -> Result<Value> {
         "samples": samples,
     }))
 }
+
+/// Runs `xtask inprocess` (this executable) pinned to one CPU (`taskset -c 0`) and returns
+/// its JSON report: the case `xtask bench` reports as "(e)".
+pub fn run_pinned(
+    base: &str,
+    output: &str,
+    rendered: &std::path::Path,
+    cache_dir: &std::path::Path,
+    reps: usize,
+) -> Result<Value> {
+    let me = std::env::current_exe().context("locating xtask")?;
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1_900_000_000, |d| d.as_secs());
+    let out = std::process::Command::new("taskset")
+        .arg("-c")
+        .arg("0")
+        .arg(&me)
+        .args([
+            "inprocess",
+            "--base",
+            base,
+            "--output",
+            output,
+            "--rendered",
+        ])
+        .arg(rendered)
+        .arg("--cache-dir")
+        .arg(cache_dir)
+        .args(["--reps", &reps.to_string(), "--epoch", &epoch.to_string()])
+        .output()
+        .context("running `taskset -c 0 xtask inprocess` (util-linux's taskset)")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "xtask inprocess failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("parsing xtask inprocess's report")
+}
