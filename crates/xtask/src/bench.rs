@@ -10,13 +10,12 @@
 //!    repository), for machineos and buildah alike.
 //! 3. Times, each repetition after a `sync`: (a) `machineos build` with a warm base index
 //!    cache, (b) the same with an empty cache directory each time, (a') (a) on the 100 MB
-//!    base, (d) `buildah bud --layers=false --pull=never` + `buildah push` on an overlay
+//!    base, (e) `xtask inprocess` pinned to one CPU — the native builder as a library, as the
+//!    controller runs it (indexes and configs in memory), 30 builds — (d) `buildah bud --layers=false --pull=never` + `buildah push` on an overlay
 //!    storage that already holds the base (pulled untimed; kernel overlayfs, or
 //!    fuse-overlayfs where a probe finds the kernel's unusable), then (c) `buildah bud` +
 //!    `buildah push` from an empty vfs storage each time. (d) runs before (c) so that
 //!    (c)'s ~27 GB of writes and their deletion do not land on it.
-//!    Then (e): `xtask inprocess` pinned to one CPU — the native builder as a library, as the
-//!    controller runs it (indexes and configs in memory), 30 builds.
 //! 4. Unpacks (a)'s, (c)'s and (d)'s last images and the base and compares the changes of
 //!    each buildah build with (a)'s ([`crate::compare`]).
 //! 5. Prints the report (markdown) and writes it, with every sample as JSON beside it.
