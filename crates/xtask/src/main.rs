@@ -132,7 +132,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Fixture(args) => fixture(args).map(|()| ExitCode::SUCCESS),
         Command::Contents(args) => contents::run(args).map(|()| ExitCode::SUCCESS),
-        Command::Inprocess(args) => inprocess::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Inprocess(args) => inprocess::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
