@@ -256,16 +256,19 @@ fn warm_cache_reads_no_base_layer() {
     assert_eq!(cold.cache, CacheUse::Miss);
     assert_eq!(cold.base_layer_reads as usize, cold.base_layers);
 
+    // A warm build into `out/<repo>:v1` of config variant `n`.
+    let warm_build = |repo: &str, n| {
+        build(
+            spec(
+                &base,
+                &format!("{}/out/{repo}:v1", proxy.host()),
+                &config_variant(n),
+            ),
+            env(registry_options(None, Credentials::default()), Some(&cache)),
+        )
+    };
     proxy.clear_requests();
-    let warm = build(
-        spec(
-            &base,
-            &format!("{}/out/b:v1", proxy.host()),
-            &config_variant(2),
-        ),
-        env(registry_options(None, Credentials::default()), Some(&cache)),
-    )
-    .expect("warm build");
+    let warm = warm_build("b", 2).expect("warm build");
     assert_eq!(warm.cache, CacheUse::Hit);
     assert_eq!(warm.base_layer_reads, 0);
     assert_ne!(warm.manifest_digest, cold.manifest_digest);
@@ -294,15 +297,7 @@ fn warm_cache_reads_no_base_layer() {
         .blob_path(&machineos_image::Digest::parse(config).unwrap());
     std::fs::write(&kept, b"{}").unwrap();
     proxy.clear_requests();
-    build(
-        spec(
-            &base,
-            &format!("{}/out/c:v1", proxy.host()),
-            &config_variant(3),
-        ),
-        env(registry_options(None, Credentials::default()), Some(&cache)),
-    )
-    .expect("warm build over a damaged kept config");
+    warm_build("c", 3).expect("warm build over a damaged kept config");
     assert_eq!(proxy.count("GET", config), 1);
 }
 
