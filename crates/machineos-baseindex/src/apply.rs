@@ -24,8 +24,9 @@ use machineos_image::{Algorithm, Digest, Hasher, LayerCompression};
 use machineos_layer::overlay::OSTREE_OBJECTS;
 
 use crate::IndexError;
-use crate::index::{Assembler, BaseIndex, Meta, NewData, NewKind};
+use crate::index::{Assembler, BaseIndex, NewData, NewKind};
 use crate::path;
+use crate::record::Meta;
 
 /// Files up to this size in the directories [`keep_content`] names are kept in the index.
 pub const KEEP_LIMIT: u64 = 1 << 20;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use machineos_layer::{BaseError, BaseView, Node, NodeKind};
 
-use crate::format::{self, Layout};
 use crate::path;
+use crate::record::{self, Data, Entry, Kind, Layout, Meta, Span};
 
 /// Where the uncompressed tar stream of a base layer can be read again, for the contents
 /// of files the index does not keep.
@@ -52,59 +52,6 @@ pub struct IndexStats {
     pub others: u64,
     /// Bytes of file contents kept in the index (hard-linked contents once).
     pub kept_bytes: u64,
-}
-
-/// A byte range of one of the index's arenas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub(crate) start: usize,
-    pub(crate) len: usize,
-}
-
-/// Owner and permission bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Meta {
-    pub(crate) mode: u32,
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
-}
-
-/// Where the bytes of a regular file are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Data {
-    /// In the index's content arena, starting here (the length is the file size).
-    Kept(usize),
-    /// In a layer's uncompressed tar stream.
-    Located {
-        /// The layer number.
-        layer: u32,
-        /// Offset of the data (of the member header when `sparse`).
-        offset: u64,
-        /// A GNU sparse member: the member must be parsed again to expand its holes.
-        sparse: bool,
-    },
-}
-
-/// What an index entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Dir,
-    File { size: u64, data: Data },
-    Symlink(Span),
-    Other,
-}
-
-/// One path of the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// The path, in the text arena.
-    pub(crate) path: Span,
-    pub(crate) kind: Kind,
-    pub(crate) meta: Meta,
-    /// Hard-link group (regular files with more than one name only).
-    pub(crate) link: Option<u32>,
-    /// Index one past the last entry of this entry's subtree.
-    pub(crate) end: u32,
 }
 
 /// The filesystem of a base image: every path of the merged layers with its metadata, in
@@ -178,8 +125,8 @@ impl BaseIndex {
         let at = self
             .layout
             .records
-            .checked_add(i.checked_mul(format::RECORD_LEN)?)?;
-        format::entry(self.bytes.get(at..at.checked_add(format::RECORD_LEN)?)?)
+            .checked_add(i.checked_mul(record::RECORD_LEN)?)?;
+        record::entry(self.bytes.get(at..at.checked_add(record::RECORD_LEN)?)?)
     }
 
     /// Every entry, in order (damaged records skipped).
@@ -754,7 +701,7 @@ impl Assembler {
             return Err("a hard-link group with one member".into());
         }
         let b = &self.idx;
-        let bytes = format::encode(&format::Parts {
+        let bytes = record::encode(&record::Parts {
             layers: b.layers,
             text: &b.text,
             blob: &b.blob,
@@ -762,7 +709,7 @@ impl Assembler {
             groups: &b.groups,
         })
         .map_err(|e| e.to_string())?;
-        let layout = format::layout(&bytes).map_err(|e| e.to_string())?;
+        let layout = record::layout(&bytes).map_err(|e| e.to_string())?;
         Ok(BaseIndex::with_layout(bytes, layout))
     }
 }

@@ -18,6 +18,7 @@ pub mod format;
 mod index;
 pub mod memory;
 mod path;
+mod record;
 
 pub use apply::{
     ApplyError, IndexBuilder, KEEP_LIMIT, KEEP_TOTAL, LayerStats, Limits, MAX_NAME_LEN,
