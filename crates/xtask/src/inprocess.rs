@@ -43,6 +43,10 @@ pub struct InprocessArgs {
     /// The first mtime; build `i` uses `epoch + i`.
     #[arg(long, default_value_t = 1_800_000_000)]
     pub epoch: u64,
+    /// Blobs up to this size go up in the PUT that closes their upload (the registry
+    /// client's `monolithic_max`; 0: a PATCH first, for an A/B of the two).
+    #[arg(long, default_value_t = machineos_registry::MONOLITHIC_MAX)]
+    pub monolithic_max: u64,
 }
 
 /// Runs the builds and prints the JSON report.
@@ -79,7 +83,11 @@ async fn builds(args: &InprocessArgs) -> Result<Value> {
         .with_context(|| format!("parsing {}", args.rendered.display()))?;
     let recipe = machineos_layering::recipe(&rendered, &args.pool)
         .with_context(|| format!("the recipe of {}", args.rendered.display()))?;
-    let registry = Registry::new(RegistryOptions::default()).context("registry client")?;
+    let registry = Registry::new(RegistryOptions {
+        monolithic_max: args.monolithic_max,
+        ..RegistryOptions::default()
+    })
+    .context("registry client")?;
     let memory = IndexMemory::new(256 << 20);
     let base = ImageRef::parse(&args.base).context("--base")?;
     let mut samples = Vec::new();
