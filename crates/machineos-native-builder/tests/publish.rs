@@ -238,14 +238,21 @@ fn multi_platform_base_uses_the_requested_platform() {
     );
 }
 
+/// A plain registry holding a one-platform base (`base/os:1`), the counting proxy in front
+/// of it, and the base's reference through the proxy.
+fn base_behind_a_proxy(dir: &std::path::Path) -> (TestRegistry, FaultProxy, String) {
+    let reg = TestRegistry::start_plain().expect("registry");
+    let proxy = FaultProxy::start(reg.addr(), Vec::new()).expect("proxy");
+    let layout = base_layout(dir, &["linux/amd64"], false);
+    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
+    let base = format!("{}/base/os:1", proxy.host());
+    (reg, proxy, base)
+}
+
 #[test]
 fn warm_cache_reads_no_base_layer() {
     let tmp = tempfile::tempdir().unwrap();
-    let reg = TestRegistry::start_plain().expect("registry");
-    let proxy = FaultProxy::start(reg.addr(), Vec::new()).expect("proxy");
-    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
-    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
-    let base = format!("{}/base/os:1", proxy.host());
+    let (_reg, proxy, base) = base_behind_a_proxy(tmp.path());
     let cache = tmp.path().join("cache");
 
     let cold = build(
@@ -306,11 +313,7 @@ fn warm_cache_reads_no_base_layer() {
 #[test]
 fn builds_in_one_process_keep_the_index_and_config_in_memory() {
     let tmp = tempfile::tempdir().unwrap();
-    let reg = TestRegistry::start_plain().expect("registry");
-    let proxy = FaultProxy::start(reg.addr(), Vec::new()).expect("proxy");
-    let layout = base_layout(tmp.path(), &["linux/amd64"], false);
-    push_base(&layout, &reg, &format!("{}/base/os:1", reg.host()));
-    let base = format!("{}/base/os:1", proxy.host());
+    let (_reg, proxy, base) = base_behind_a_proxy(tmp.path());
     let memory = machineos_baseindex::IndexMemory::new(64 << 20);
     let env = || Environment {
         memory: Some(memory.clone()),
