@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-judge=(--manifest-path crates/machineos-ostree-judge/Cargo.toml)
+judge=(--manifest-path testing/machineos-ostree-judge/Cargo.toml)
 cargo fmt "${judge[@]}" --all --check
 cargo clippy "${judge[@]}" --all-targets --locked --target-dir target/ostree-judge -- -D warnings
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked

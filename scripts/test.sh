@@ -28,5 +28,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo test --workspace --locked
 # The ostree-ext judge is a workspace of its own (see its Cargo.toml).
-cargo test --locked --manifest-path crates/machineos-ostree-judge/Cargo.toml \
+cargo test --locked --manifest-path testing/machineos-ostree-judge/Cargo.toml \
   --target-dir target/ostree-judge

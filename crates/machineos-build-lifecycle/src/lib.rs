@@ -13,7 +13,7 @@
 //!   and usable as a dry run). Conditions and Events are emitted only when something changes.
 //! * **MCO vocabulary.** Labels, annotations, condition types, reasons and Event reasons are
 //!   the MCO's ([`vocab`]), from `pkg/controller/build/**` as summarised in
-//!   `shared/reference/mco-layering.md` §1–§2; where machineos adds something (a `Native`
+//!   `docs/mco-behaviour.md` §1–§2; where machineos adds something (a `Native`
 //!   builder, retention, the MachineOSImage record) the module that does says so.
 //! * **Never panics on bad input**: a missing or invalid ConfigMap, Secret or MachineOSConfig
 //!   field becomes a pool condition and an Event naming the object and the field

@@ -3,7 +3,7 @@
 //! `pkg/controller/common/constants.go`), MachineOSBuild condition types, reasons and
 //! messages (MCO `pkg/apihelpers/machineosbuild.go`), pool condition types (openshift/api
 //! `machineconfiguration/v1/types.go`) and Event reasons (MCO `ocl_events.go`); see
-//! `shared/reference/mco-layering.md` §1.1–§1.3, §1.7, §2.2–§2.8.
+//! `docs/mco-behaviour.md` §1.1–§1.3, §1.7, §2.2–§2.8.
 //!
 //! Names machineos adds are marked as such: the `Native` builder type, the retention
 //! annotations and the condition reasons for configuration errors (the MCO has no reason for

@@ -1,7 +1,7 @@
 //! The rollout decision: [`decide`] turns what was observed into node annotation patches,
 //! pool / MachineOSImage / MachineImage statuses and Events. Pure; the controller applies.
 //!
-//! The rules (`shared/reference/mco-layering.md` §3.1, with machineos's additions):
+//! The rules (`docs/mco-behaviour.md` §3.1, with machineos's additions):
 //! * **Membership.** A node belongs to the pool whose `nodeSelector` matches it; matched by
 //!   `worker` and a custom pool it belongs to the custom one (the MCO's rule); matched by two
 //!   custom pools, to none (nothing moves it).

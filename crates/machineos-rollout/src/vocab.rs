@@ -1,7 +1,7 @@
 //! The node-side vocabulary shared by the rollout controller and the node agent.
 //!
 //! The MCO's node annotations (MCO `pkg/daemon/constants/constants.go`,
-//! `shared/reference/mco-layering.md` §1.4) keep their meaning exactly: `desiredConfig` and
+//! `docs/mco-behaviour.md` §1.4) keep their meaning exactly: `desiredConfig` and
 //! `desiredImage` are set only on a node the rollout lets update *now*; the agent sets
 //! `currentConfig`, `currentImage`, `state` and `reason`. What machineos adds lives under
 //! `machineos.io/` and is documented here, one constant each.

@@ -3,7 +3,7 @@
 //! configs of KubeletConfig/ContainerRuntimeConfig/ImageDigestMirrorSet, admin configs, and
 //! compliance-operator remediations), generated deterministically into `bench/machineconfigs`.
 //!
-//! Hand-written contents live in `crates/xtask/fixture/` (scripts, units, kubelet, CRI-O and
+//! Hand-written contents live in `testing/xtask/fixture/` (scripts, units, kubelet, CRI-O and
 //! registries configuration); bulk contents (CA bundles, audit rules, sysctls) are produced
 //! here from a seeded SHA-256 stream, so the same code always writes the same bytes. Nothing
 //! in it is a secret: the "certificates" are random bytes shaped like PEM.
