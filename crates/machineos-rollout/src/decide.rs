@@ -337,6 +337,44 @@ pub fn candidate(n: &NodeObserved, config: Option<&str>, image: &str) -> bool {
     n.ready && !targeted && (!in_flight(n) || degraded(n))
 }
 
+/// The candidates (indices into `views`) that move now, in rollout order ([`order_key`]).
+///
+/// One rule for pools and MachineImages: a node takes a slot of its driver's own limit
+/// (`room`: a MachineImage's `maxUnavailable` less its members unavailable now; unbounded for
+/// a pool, whose limit is its capacity) and one of its pool's `capacity` (the pool's
+/// `maxUnavailable` less its members unavailable now, whoever drives them), and `capacity` is
+/// charged for what is picked, so what a MachineImage moves is not moved again by the pool.
+/// A node Degraded on an older image is counted unavailable already: moving it on makes
+/// nothing more unavailable, so it takes no slot — else a Degraded node would block the next
+/// build forever under `maxUnavailable: 1`. (Not so a cordoned or soaking node: those are
+/// unavailable too, but moving them is a disruption the limit is there for.)
+pub fn pick(
+    views: &[NodeView<'_>],
+    mut candidates: Vec<usize>,
+    controller_node: Option<&str>,
+    mut room: i64,
+    capacity: &mut [i64],
+) -> Vec<usize> {
+    candidates.sort_by(|&a, &b| {
+        order_key(views[a].node, controller_node).cmp(&order_key(views[b].node, controller_node))
+    });
+    let mut picked = Vec::new();
+    for i in candidates {
+        if !degraded(views[i].node) {
+            let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
+            if room <= 0 || pool_room <= 0 {
+                continue;
+            }
+            room -= 1;
+            if let Some(p) = views[i].pool {
+                capacity[p] -= 1;
+            }
+        }
+        picked.push(i);
+    }
+    picked
+}
+
 /// The config a MachineImage's node keeps: its desired one, else its current one, else
 /// its pool's (a MachineImage moves the image only, so no config-only reboot follows).
 fn kept_config(v: &NodeView<'_>, o: &Observed) -> Option<String> {
@@ -401,8 +439,8 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             })
             .collect();
         let halted = !failed.is_empty();
-        let mut room = limit as i64 - unavailable_now as i64;
-        let mut cands: Vec<usize> = members
+        let room = limit as i64 - unavailable_now as i64;
+        let cands: Vec<usize> = members
             .iter()
             .copied()
             // A node with no config at all (no pool, never configured) cannot be given one.
@@ -410,9 +448,6 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                 candidate(views[i].node, None, &mi.image) && kept_config(&views[i], o).is_some()
             })
             .collect();
-        cands.sort_by(|&a, &b| {
-            order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
-        });
         for &i in &members {
             let w = &mut want[i];
             let a = &views[i].node.annotations;
@@ -426,20 +461,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             }
         }
         if !halted {
-            for i in cands {
-                // A node Degraded on an older image is counted unavailable already: moving it
-                // on makes nothing more unavailable, so it takes no slot.
-                let free = degraded(views[i].node);
-                if !free {
-                    let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
-                    if room <= 0 || pool_room <= 0 {
-                        continue;
-                    }
-                    room -= 1;
-                    if let Some(p) = views[i].pool {
-                        capacity[p] -= 1;
-                    }
-                }
+            for i in pick(&views, cands, controller, room, &mut capacity) {
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_IMAGE, Some(mi.image.clone()));
                 w.insert(vocab::DESIRED_CONFIG, kept_config(&views[i], o));
@@ -566,27 +588,13 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                     (a.current_image.as_deref() != Some(img)).then(|| img.to_owned()),
                 );
             }
-            let mut cands: Vec<usize> = driven
+            let cands: Vec<usize> = driven
                 .iter()
                 .copied()
                 .filter(|&i| candidate(views[i].node, Some(&p.config), img))
                 .collect();
-            cands.sort_by(|&a, &b| {
-                order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
-            });
-            let mut room = capacity[pi];
-            for i in cands {
-                // Degraded on an older image: counted unavailable already, so re-targeting it
-                // takes no slot — else a Degraded node would block the next build forever
-                // under `maxUnavailable: 1`. (Not so a cordoned or soaking node: those are
-                // unavailable too, but moving them is a disruption the limit is there for.)
-                let free = degraded(views[i].node);
-                if !free {
-                    if room <= 0 {
-                        continue;
-                    }
-                    room -= 1;
-                }
+            // The pool's own limit is its capacity: no further bound.
+            for i in pick(&views, cands, controller, i64::MAX, &mut capacity) {
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_CONFIG, Some(p.config.clone()));
                 w.insert(vocab::DESIRED_IMAGE, Some(img.to_owned()));

@@ -551,3 +551,52 @@ fn a_machine_image_waits_for_a_config_to_keep() {
     );
     assert_eq!(p[vocab::DESIRED_IMAGE].as_deref(), Some(CANARY));
 }
+
+/// `pick`, the one node-picking rule of pools and MachineImages, directly: rollout order,
+/// the driver's own room, the pool's capacity charged for what is picked, Degraded nodes free.
+#[test]
+fn pick_orders_candidates_and_charges_the_driver_and_the_pool() {
+    // cluster(): n00 zone b, n01 zone a, n02 zone c, n03 zone b, n04 zone a; younger later.
+    let o = cluster(5, Some(MaxUnavailable::Count(2)));
+    let views = d_::views(&o);
+    let all: Vec<usize> = (0..5).collect();
+    let names = |picked: &[usize]| -> Vec<String> {
+        picked.iter().map(|&i| views[i].node.name.clone()).collect()
+    };
+    // (own room, pool capacity, picked, capacity left)
+    let cases: Vec<(i64, i64, Vec<&str>, i64)> = vec![
+        (i64::MAX, 2, vec!["n04", "n01"], 0),
+        (1, 2, vec!["n04"], 1),
+        (3, 1, vec!["n04"], 0),
+        (0, 5, vec![], 5),
+        (i64::MAX, 0, vec![], 0),
+        (i64::MAX, -1, vec![], -1),
+        (i64::MAX, 9, vec!["n04", "n01", "n03", "n00", "n02"], 4),
+    ];
+    for (room, cap, want, left) in cases {
+        let mut capacity = vec![cap];
+        let picked = d_::pick(&views, all.clone(), None, room, &mut capacity);
+        assert_eq!(names(&picked), want, "room {room}, capacity {cap}");
+        assert_eq!(capacity, vec![left], "room {room}, capacity {cap}");
+    }
+    // The controller's node goes last.
+    let mut capacity = vec![9];
+    let picked = d_::pick(&views, all.clone(), Some("n04"), i64::MAX, &mut capacity);
+    assert_eq!(names(&picked), ["n01", "n03", "n00", "n02", "n04"]);
+    // A Degraded node takes no slot, of its driver or its pool.
+    let mut o = cluster(5, Some(MaxUnavailable::Count(1)));
+    o.nodes[2].annotations.state = Some(NodeState::Degraded);
+    let views = d_::views(&o);
+    let mut capacity = vec![1];
+    let picked = d_::pick(&views, all.clone(), None, 1, &mut capacity);
+    assert_eq!(names(&picked), ["n04", "n02"]);
+    assert_eq!(capacity, vec![0]);
+    // A node in no pool is bounded by its driver's room alone.
+    let mut o = cluster(2, None);
+    o.pools[0].node_selector = None;
+    let views = d_::views(&o);
+    assert!(views.iter().all(|v| v.pool.is_none()));
+    let mut capacity = vec![0];
+    let picked = d_::pick(&views, vec![0, 1], None, 1, &mut capacity);
+    assert_eq!(names(&picked), ["n01"]);
+}
