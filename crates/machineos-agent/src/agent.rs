@@ -42,6 +42,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_api::v1::MachineConfigNode;
+use machineos_diagnostics::Backoff;
 use machineos_host::{Host, HostError, HostStatus};
 use machineos_rollout::vocab::{CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
 use serde_json::{Value, json};
@@ -157,9 +158,7 @@ pub async fn run(
                 let wait = if e.code() == Some(409) {
                     Duration::ZERO
                 } else {
-                    Duration::from_millis(200)
-                        .saturating_mul(1 << errors.min(8))
-                        .min(MAX_ERROR_BACKOFF)
+                    Backoff::doubling(Duration::from_millis(400), MAX_ERROR_BACKOFF).delay(errors)
                 };
                 tracing::warn!(node = %agent.opts.node, error = %e, ?wait, "agent pass failed");
                 Some(wait)

@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use machineos_diagnostics::Backoff;
 use machineos_host::HostStatus;
 use machineos_rollout::vocab::{
     CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, NodeState,
@@ -376,8 +377,7 @@ impl Patch {
 
 /// The wait after the `failures`-th failure: `base` doubled per earlier failure, at most `max`.
 fn backoff(base: Duration, failures: u32, max: Duration) -> Duration {
-    base.saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(max)
+    Backoff::doubling(base, max).delay(failures)
 }
 
 /// What the node must do next.

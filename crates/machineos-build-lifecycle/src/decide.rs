@@ -655,7 +655,7 @@ fn follow(
             let message = failed_message(t);
             let conds = pool_conditions_for(&pool, eff, name, Phase::Failed, &message);
             o.pool_conditions(conds);
-            o.requeue("BuildFailed", Retry::Permanent, None);
+            book_failure(o, t);
         }
         Phase::Interrupted => {}
         Phase::Initial | Phase::Prepared | Phase::Building => match &t.backend {
@@ -736,17 +736,30 @@ fn follow(
                     &inputs.extensions_image,
                 );
             }
-            Some(finished @ BackendStatus::Failed { message, .. }) => {
+            Some(finished @ BackendStatus::Failed { error, .. }) => {
                 o.actions.extend(finished_status(t, finished, eff.backend));
+                // A transient failure says how to build again.
+                let hint = match (&o.p.opt_in, error.retry) {
+                    (_, Retry::Permanent) => String::new(),
+                    (Some(OptIn::MachineOSConfig(m)), Retry::Transient) => format!(
+                        " (transient, {}: annotate MachineOSConfig {} with {} to build again)",
+                        error.reason,
+                        m.name,
+                        vocab::REBUILD_ANNOTATION
+                    ),
+                    (_, Retry::Transient) => {
+                        format!(" (transient, {}: building again may succeed)", error.reason)
+                    }
+                };
                 o.event(
                     o.build_ref(name),
                     EventType::Warning,
                     event::BUILD_FAILED,
-                    format!("MachineOSBuild {name} failed: {message}"),
+                    format!("MachineOSBuild {name} failed: {}{hint}", error.message),
                 );
-                let conds = pool_conditions_for(&pool, eff, name, Phase::Failed, message);
+                let conds = pool_conditions_for(&pool, eff, name, Phase::Failed, &error.message);
                 o.pool_conditions(conds);
-                o.requeue("BuildFailed", Retry::Permanent, None);
+                book_failure(o, t);
             }
         },
     }
@@ -765,7 +778,9 @@ fn finished_status(
         BackendStatus::Succeeded { image, at } => {
             (Phase::Succeeded, None, *at, Some(image.image.clone()))
         }
-        BackendStatus::Failed { message, at } => (Phase::Failed, Some(message.as_str()), *at, None),
+        BackendStatus::Failed { error, at } => {
+            (Phase::Failed, Some(error.message.as_str()), *at, None)
+        }
         _ => return None,
     };
     let start = b.build_start.unwrap_or(b.created);
@@ -787,9 +802,30 @@ fn registry_arches(p: &PoolObserved, name: &str) -> Vec<(String, String)> {
     }
 }
 
+/// How a failed build is booked. A permanent failure (a bad configuration, a missing base,
+/// denied credentials) waits for its inputs to change or a rebuild: the MCO's `BuildFailed`.
+/// A transient one (the registry or the API server unavailable, a timeout) is booked under
+/// the error's own reason and retry class and looked at again after
+/// [`TRANSIENT_FAILURE_RECHECK_SECONDS`], so metrics and logs tell an outage from a bad
+/// configuration. The build stays Failed either way, as the MCO's does: a rebuild is asked
+/// for with the rebuild annotation.
+fn book_failure(o: &mut PoolOut<'_>, t: &BuildObserved) {
+    match &t.backend {
+        Some(BackendStatus::Failed { error, .. }) if error.retry == Retry::Transient => o.requeue(
+            error.reason,
+            Retry::Transient,
+            Some(TRANSIENT_FAILURE_RECHECK_SECONDS),
+        ),
+        _ => o.requeue("BuildFailed", Retry::Permanent, None),
+    }
+}
+
+/// When a build that failed transiently is looked at again.
+pub const TRANSIENT_FAILURE_RECHECK_SECONDS: u64 = 60;
+
 fn failed_message(t: &BuildObserved) -> String {
     match &t.backend {
-        Some(BackendStatus::Failed { message, .. }) => message.clone(),
+        Some(BackendStatus::Failed { error, .. }) => error.message.clone(),
         _ => "Build Failed".to_owned(),
     }
 }

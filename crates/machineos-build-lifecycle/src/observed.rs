@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use machineos_diagnostics::Classified;
 use serde::Serialize;
 
 use crate::phase::Phase;
@@ -278,8 +279,8 @@ pub enum BackendStatus {
     },
     /// Gave up.
     Failed {
-        /// The engine's message (file, JSON path).
-        message: String,
+        /// Why: the engine's message (file, JSON path) with its reason and retry class.
+        error: Classified,
         /// When it gave up.
         at: Timestamp,
     },

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use common::*;
 use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::*;
-use machineos_diagnostics::Retry;
+use machineos_diagnostics::{Classified, Retry};
 
 #[test]
 fn a_pool_that_opts_in_gets_a_build_that_succeeds_and_is_recorded() {
@@ -788,7 +788,7 @@ fn a_failed_build_fails_with_the_engines_message() {
     let t = target(&o, 0);
     let msg = "error at $.spec.config.storage.files.3.path: path not absolute";
     build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
-        message: msg.into(),
+        error: Classified::permanent("InvalidConfig", msg),
         at: NOW + 4,
     });
     let a = decide(&o, NOW + 5);
@@ -826,6 +826,68 @@ fn a_failed_build_fails_with_the_engines_message() {
     );
 }
 
+/// A backend's failure keeps its class: a permanent one is booked `BuildFailed` and waits
+/// for a change; a transient one (a registry outage) under its own reason, looked at again
+/// after a while, and its Event says how to build again. Both leave the build Failed.
+#[test]
+fn transient_and_permanent_build_failures_are_booked_apart() {
+    let cases = [
+        (
+            Classified::permanent("InvalidConfig", "error at $.spec.config: bad"),
+            ("BuildFailed", Retry::Permanent, None),
+            false,
+        ),
+        (
+            Classified {
+                message: "pushing registry.local:5000/os/worker: 503 Service Unavailable".into(),
+                reason: "RegistryUnavailable",
+                retry: Retry::Transient,
+            },
+            (
+                "RegistryUnavailable",
+                Retry::Transient,
+                Some(decide::TRANSIENT_FAILURE_RECHECK_SECONDS),
+            ),
+            true,
+        ),
+    ];
+    for (error, booked, transient) in cases {
+        let mut o = world(vec![pool("worker", 1)]);
+        converge(&mut o, 6);
+        let t = target(&o, 0);
+        build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+            error: error.clone(),
+            at: NOW + 4,
+        });
+        let a = decide(&o, NOW + 5);
+        assert_eq!(status_of(&a, &t).unwrap().to, Phase::Failed, "{error}");
+        assert_eq!(
+            requeue(&a).map(|r| (r.reason, r.retry, r.after_seconds)),
+            Some(booked),
+            "{error}"
+        );
+        let ev = events(&a);
+        let (_, m) = ev.iter().find(|(r, _)| r == "BuildFailed").unwrap();
+        assert!(m.contains(&error.message), "{m}");
+        assert_eq!(
+            m.contains(&format!(
+                "annotate MachineOSConfig worker with {}",
+                vocab::REBUILD_ANNOTATION
+            )),
+            transient,
+            "{m}"
+        );
+        // Recorded as Failed, the booking is the same on later passes.
+        apply(&mut o, &a, NOW + 5);
+        let a = decide(&o, NOW + 6);
+        assert!(mutations(&a).is_empty(), "{a:#?}");
+        assert_eq!(
+            requeue(&a).map(|r| (r.reason, r.retry, r.after_seconds)),
+            Some(booked)
+        );
+    }
+}
+
 #[test]
 fn terminal_conditions_never_change() {
     let mut o = world(vec![pool("worker", 1)]);
@@ -835,7 +897,7 @@ fn terminal_conditions_never_change() {
         (
             Phase::Succeeded,
             Some(BackendStatus::Failed {
-                message: "late".into(),
+                error: Classified::permanent("InvalidConfig", "late"),
                 at: NOW,
             }),
         ),

@@ -5,6 +5,7 @@
 
 mod common;
 
+use machineos_diagnostics::Classified;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
@@ -78,7 +79,7 @@ fn backend(n: u8, c: char) -> Option<BackendStatus> {
             at: NOW - 1,
         }),
         _ => Some(BackendStatus::Failed {
-            message: "error at $.spec.config: bad".into(),
+            error: Classified::permanent("InvalidConfig", "error at $.spec.config: bad"),
             at: NOW - 1,
         }),
     }

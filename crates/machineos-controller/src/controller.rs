@@ -603,7 +603,7 @@ impl State {
             }
             let result = match self.opts.registry.client(&creds) {
                 Ok(registry) => registry_ops::resolve(&registry, &reference).await,
-                Err(e) => Err((e, Retry::Permanent)),
+                Err(e) => Err((e.message, e.retry)),
             };
             match result {
                 Ok(d) => {
@@ -727,7 +727,7 @@ impl State {
                 }
                 Err(e) => {
                     let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
-                    let wait = Duration::from_millis(500 * 2u64.pow(n.min(6)));
+                    let wait = POOL_BACKOFF.delay(n);
                     tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
                     self.metrics
                         .reconcile(ReconcileResult::Error, e.reason(), 0.0);
@@ -869,6 +869,10 @@ async fn write_render(
 /// Pools decided and carried out at once.
 const POOLS_AT_ONCE: usize = 8;
 
+/// A pool whose actions failed is requeued after 1 s, doubling, at most 32 s.
+const POOL_BACKOFF: machineos_diagnostics::Backoff =
+    machineos_diagnostics::Backoff::doubling(Duration::from_secs(1), Duration::from_secs(32));
+
 /// What a pass's pool work reads: the parts of the state that do not change during it.
 struct Ctx<'a> {
     client: &'a Client,
@@ -958,9 +962,9 @@ async fn execute(
                     // A build will push here when the tag is absent: the push preflight
                     // asks now whether the Secret may, not after the build.
                     Ok(r) => registry_ops::check(&r, &pullspec, &s.namespace, &push_secret).await,
-                    Err(message) => RegistryObservation::Error {
-                        message,
-                        transient: false,
+                    Err(e) => RegistryObservation::Error {
+                        transient: e.is_transient(),
+                        message: e.message,
                     },
                 };
                 tracing::info!(pool = %p.pool.name, build = %build, answer = ?obs, "registry checked");
@@ -1181,11 +1185,11 @@ async fn execute(
                     ctx.opts
                         .registry
                         .client(&creds)
-                        .map_err(|message| ExecError::Registry {
+                        .map_err(|e| ExecError::Registry {
                             op: "deleting",
                             object: image.clone(),
-                            message,
-                            retry: Retry::Permanent,
+                            message: e.message,
+                            retry: e.retry,
                         })?;
                 let outcome = registry_ops::delete(&registry, &image)
                     .await

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use machineos_baseindex::IndexMemory;
 use machineos_build_lifecycle::{Backend, BackendStatus, Phase, PushTarget, RegistryImage};
+use machineos_diagnostics::Classified;
 use machineos_image::{ImageRef, Platform};
 use machineos_native_builder::{BuildSpec, Environment, MultiSpec, PlatformBase, Quiet};
 use tokio::sync::{Notify, Semaphore};
@@ -193,16 +194,16 @@ impl NativeBackend {
     }
 
     /// Record `build` as failed before it started (unless this process knows it already).
-    fn fail(&self, build: &str, message: String) {
+    fn fail(&self, build: &str, error: Classified) {
         let mut builds = self.lock();
         if builds.contains_key(build) {
             return;
         }
-        tracing::warn!(build, %message, "native build refused");
+        tracing::warn!(build, %error, "native build refused");
         builds.insert(
             build.to_owned(),
             Entry {
-                status: BackendStatus::Failed { message, at: now() },
+                status: BackendStatus::Failed { error, at: now() },
                 cancel: self.inner.root.child_token(),
                 took: None,
             },
@@ -254,9 +255,9 @@ impl NativeBackend {
                             tracing::info!(pool = %pool, build = %build, image = %image.image, ms = took.as_millis() as u64, "native build succeeded");
                             BackendStatus::Succeeded { image, at: now() }
                         }
-                        Err(message) => {
-                            tracing::warn!(pool = %pool, build = %build, %message, "native build failed");
-                            BackendStatus::Failed { message, at: now() }
+                        Err(error) => {
+                            tracing::warn!(pool = %pool, build = %build, %error, reason = error.reason, retry = ?error.retry, "native build failed");
+                            BackendStatus::Failed { error, at: now() }
                         }
                     };
                     this.set(&build, status, Some(took));
@@ -267,18 +268,19 @@ impl NativeBackend {
 
     /// Run `job` once, to the end, in a build slot, without recording it (a RUN-step
     /// backend's native stage: it follows the build itself).
-    pub async fn build_once(&self, job: &NativeJob) -> Result<RegistryImage, String> {
+    pub async fn build_once(&self, job: &NativeJob) -> Result<RegistryImage, Classified> {
         let _permit = self.inner.permits.acquire().await.ok();
         self.run(job).await
     }
 
-    async fn run(&self, job: &NativeJob) -> Result<RegistryImage, String> {
+    async fn run(&self, job: &NativeJob) -> Result<RegistryImage, Classified> {
         let s = &self.inner.settings;
         let recipe =
-            machineos_layering::recipe(&job.rendered, &job.pool).map_err(|e| e.to_string())?;
-        let base = ImageRef::parse(&job.base).map_err(|e| format!("base image: {e}"))?;
-        let output =
-            ImageRef::parse(&job.push.pullspec()).map_err(|e| format!("push spec: {e}"))?;
+            machineos_layering::recipe(&job.rendered, &job.pool).map_err(|e| Classified::of(&e))?;
+        let base =
+            ImageRef::parse(&job.base).map_err(|e| Classified::of(&e).context("base image"))?;
+        let output = ImageRef::parse(&job.push.pullspec())
+            .map_err(|e| Classified::of(&e).context("push spec"))?;
         let registry = s.registry.client(&job.credentials)?;
         let layer = machineos_layer::write::LayerOptions::default();
         let env = Environment {
@@ -312,7 +314,7 @@ impl NativeBackend {
             };
             let outcome = machineos_native_builder::build_platforms(spec, env)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Classified::of(&e))?;
             let arches = outcome
                 .images
                 .iter()
@@ -348,7 +350,7 @@ impl NativeBackend {
             };
             let outcome = machineos_native_builder::build(spec, env)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Classified::of(&e))?;
             let arch = outcome.platform.architecture.clone();
             (
                 outcome.manifest_digest.clone(),
@@ -360,7 +362,9 @@ impl NativeBackend {
         if let Some(tag) = &job.push.extra_tag {
             crate::registry_ops::retag(&registry, &output, tag)
                 .await
-                .map_err(|e| format!("tagging {repository}:{tag}: {e}"))?;
+                .map_err(|e| {
+                    Classified::of(&e).context(format_args!("tagging {repository}:{tag}"))
+                })?;
         }
         self.inner
             .metrics
@@ -440,11 +444,11 @@ fn image_variant(v: &machineos_variant::Variant) -> machineos_build_lifecycle::I
 }
 
 /// Why `request` cannot be built natively: what of its configuration needs RUN steps.
-fn needs_run_steps(request: &BuildRequest, platform: &Platform) -> Option<String> {
+fn needs_run_steps(request: &BuildRequest, platform: &Platform) -> Option<Classified> {
     let name = request.rendered.name();
     let steps = match request.run_steps(&platform.architecture) {
         Ok(s) => s,
-        Err(e) => return Some(e.to_string()),
+        Err(e) => return Some(Classified::of(&e)),
     };
     if steps.is_empty() {
         return None;
@@ -469,9 +473,12 @@ fn needs_run_steps(request: &BuildRequest, platform: &Platform) -> Option<String
             request.machine_os_config
         ));
     }
-    Some(format!(
-        "{} need RUN steps, which the Native builder cannot run: set the MachineOSConfig's \
-         spec.imageBuilder.imageBuilderType to Job or OpenShiftBuild",
-        what.join("; ")
+    Some(Classified::permanent(
+        machineos_build_lifecycle::vocab::REASON_BUILDER_NOT_SUPPORTED,
+        format!(
+            "{} need RUN steps, which the Native builder cannot run: set the MachineOSConfig's \
+             spec.imageBuilder.imageBuilderType to Job or OpenShiftBuild",
+            what.join("; ")
+        ),
     ))
 }

@@ -13,7 +13,7 @@
 //! (a registry with deletes disabled): retention then only drops the records.
 
 use machineos_build_lifecycle::{RegistryImage, RegistryObservation};
-use machineos_diagnostics::{Classify as _, Retry};
+use machineos_diagnostics::{Classified, Classify as _, Retry};
 use machineos_image::ImageRef;
 use machineos_image::reference::RegistryRef;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ impl RegistrySettings {
 
     /// A registry client with these settings and the given `.dockerconfigjson` payloads
     /// (source name, bytes), from the cache when the same credentials were used before.
-    pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, String> {
+    pub fn client(&self, credentials: &[(String, Vec<u8>)]) -> Result<Registry, Classified> {
         let key = credentials_key(credentials);
         let mut clients = self
             .clients
@@ -64,7 +64,7 @@ impl RegistrySettings {
         }
         let mut files = Vec::new();
         for (source, bytes) in credentials {
-            let f = AuthFile::parse(bytes).map_err(|e| format!("{source}: {e}"))?;
+            let f = AuthFile::parse(bytes).map_err(|e| Classified::of(&e).context(source))?;
             files.push((PathBuf::from(source), f));
         }
         let registry = Registry::new(RegistryOptions {
@@ -73,7 +73,7 @@ impl RegistrySettings {
             credentials: CredentialSource::Loaded(Credentials::from_files(files)),
             ..RegistryOptions::default()
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Classified::of(&e))?;
         if clients.len() >= MAX_CLIENTS {
             clients.clear();
         }

@@ -59,7 +59,7 @@ use machineos_build_lifecycle::{
 };
 use machineos_buildrequest::containerfile::{self, ContainerfileInputs, RunSteps};
 use machineos_buildrequest::objects::{self, BuildMeta, JobState, RegistrySecret};
-use machineos_diagnostics::Retry;
+use machineos_diagnostics::{Classified, Retry};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -103,6 +103,15 @@ impl Runner {
         match self {
             Runner::Job => kinds::job(),
             Runner::OpenShiftBuild => kinds::openshift_build(),
+        }
+    }
+
+    /// The reason a failed Job or Build is booked under: it failed for good (the Job's
+    /// `backoffLimit` is its own retry).
+    fn failed_reason(self) -> &'static str {
+        match self {
+            Runner::Job => "BuildJobFailed",
+            Runner::OpenShiftBuild => "OpenShiftBuildFailed",
         }
     }
 
@@ -158,7 +167,7 @@ enum Stage {
     /// The Job or Build was created; the API objects say the rest.
     Launched { since: Timestamp },
     /// Failed before the Job or Build existed.
-    Failed { message: String, at: Timestamp },
+    Failed { error: Classified, at: Timestamp },
 }
 
 struct Entry {
@@ -321,14 +330,14 @@ impl RunStepBackend {
                 tracing::info!(build = %build, runner = self.inner.runner.kind_name(), "RUN-step build launched");
                 self.set(&build, Stage::Launched { since: now() });
             }
-            Err(message) => {
-                tracing::warn!(build = %build, %message, "RUN-step build failed before launch");
-                self.set(&build, Stage::Failed { message, at: now() });
+            Err(error) => {
+                tracing::warn!(build = %build, %error, reason = error.reason, "RUN-step build failed before launch");
+                self.set(&build, Stage::Failed { error, at: now() });
             }
         }
     }
 
-    async fn prepare(&self, request: &BuildRequest, steps: &RunSteps) -> Result<(), String> {
+    async fn prepare(&self, request: &BuildRequest, steps: &RunSteps) -> Result<(), Classified> {
         let settings = &self.inner.settings;
         let runner = self.inner.runner;
         let build = &request.build;
@@ -353,7 +362,7 @@ impl RunStepBackend {
                 architectures: Vec::new(),
             })
             .await
-            .map_err(|e| format!("native stage: {e}"))?;
+            .map_err(|e| e.context("native stage"))?;
         tracing::info!(build = %build, image = %native.image, "native stage pushed");
         self.set(build, Stage::Preparing { since });
 
@@ -376,7 +385,9 @@ impl RunStepBackend {
             )
         })
         .await
-        .map_err(|e| format!("planning the build's objects: {e}"))??;
+        .map_err(|e| {
+            Classified::permanent("Internal", format!("planning the build's objects: {e}"))
+        })??;
         let ns = self.inner.settings.namespace.as_str();
         for (ar, obj) in inputs {
             let what = format!(
@@ -390,7 +401,7 @@ impl RunStepBackend {
     }
 
     /// The MachineOSBuild's uid, read from the API server (transient errors retried).
-    async fn build_uid(&self, build: &str) -> Result<String, String> {
+    async fn build_uid(&self, build: &str) -> Result<String, Classified> {
         let api = kinds::all(&self.inner.client, &kinds::build());
         let object = format!("MachineOSBuild {build}");
         let b = retry_transient(|| async {
@@ -401,7 +412,8 @@ impl RunStepBackend {
             })
         })
         .await?;
-        b.uid().ok_or_else(|| format!("{object} has no uid"))
+        b.uid()
+            .ok_or_else(|| Classified::permanent("Internal", format!("{object} has no uid")))
     }
 
     async fn create_with_retry(
@@ -409,7 +421,7 @@ impl RunStepBackend {
         ar: &ApiResource,
         obj: Value,
         what: String,
-    ) -> Result<(), String> {
+    ) -> Result<(), Classified> {
         let api = self.api(ar);
         retry_transient(|| execute::create(&api, obj.clone(), what.clone())).await
     }
@@ -459,7 +471,7 @@ fn plan_objects(
     steps: &RunSteps,
     native_image: &str,
     build_uid: String,
-) -> Result<Vec<(ApiResource, Value)>, String> {
+) -> Result<Vec<(ApiResource, Value)>, Classified> {
     let rendered_name = request.rendered.name().to_owned();
     let text = containerfile::render(&ContainerfileInputs {
         run_steps: steps,
@@ -469,12 +481,17 @@ fn plan_objects(
         pool: &request.pool,
         base_image: &request.inputs.base_image,
     })
-    .map_err(|e| format!("Containerfile: {e}"))?
-    .ok_or_else(|| "Containerfile: nothing to RUN after all (a machineos bug)".to_owned())?;
+    .map_err(|e| Classified::of(&e).context("Containerfile"))?
+    .ok_or_else(|| {
+        Classified::permanent(
+            "Internal",
+            "Containerfile: nothing to RUN after all (a machineos bug)",
+        )
+    })?;
     // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and OpenShift's
     // builder build it.
-    let (text, _) =
-        containerfile::heredoc::lower(&text).map_err(|e| format!("Containerfile: {e}"))?;
+    let (text, _) = containerfile::heredoc::lower(&text)
+        .map_err(|e| Classified::of(&e).context("Containerfile"))?;
     let meta = BuildMeta {
         build: request.build.clone(),
         build_uid,
@@ -493,9 +510,9 @@ fn plan_objects(
             .as_ref()
             .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Classified::of(&e))?;
     let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Classified::of(&e))?;
     let mut inputs = vec![(kinds::secret(), secret)];
     inputs.push((
         kinds::config_map(),
@@ -524,7 +541,7 @@ fn plan_objects(
             b.mc_parts = mcs.len();
             b.arch = Some(settings.arch.clone());
             b.service_account = settings.service_account.clone();
-            objects::build_build(&b).map_err(|e| e.to_string())?
+            objects::build_build(&b).map_err(|e| Classified::of(&e))?
         }
     };
     let annotations = &mut runner_obj["metadata"]["annotations"];
@@ -540,22 +557,24 @@ fn plan_objects(
 /// `op` until it succeeds or fails for good: transient errors (API 5xx, 429, connection
 /// errors) are retried with backoff, 250 ms doubling to 30 s, until the caller's task is
 /// cancelled; a permanent one is the error's message.
-async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, String>
+async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, Classified>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, execute::ExecError>>,
 {
-    use machineos_diagnostics::Classify;
-    let mut wait = Duration::from_millis(250);
+    use machineos_diagnostics::{Backoff, Classify};
+    let backoff = Backoff::doubling(Duration::from_millis(250), Duration::from_secs(30));
+    let mut failures = 0;
     loop {
         match op().await {
             Ok(t) => return Ok(t),
             Err(e) if e.retry() == Retry::Transient => {
-                tracing::warn!(error = %e, "API request failed (retrying)");
+                failures += 1;
+                let wait = backoff.delay(failures);
+                tracing::warn!(error = %e, ?wait, "API request failed (retrying)");
                 tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(30));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Classified::of(&e)),
         }
     }
 }
@@ -633,7 +652,7 @@ impl Builder for RunStepBackend {
                     build,
                     Entry {
                         stage: Stage::Failed {
-                            message: e.to_string(),
+                            error: Classified::of(&e),
                             at: now(),
                         },
                         cancel,
@@ -718,7 +737,7 @@ impl Builder for RunStepBackend {
                 },
                 // The message names the Job (or Build) and its last attempt.
                 JobState::Failed { message } => BackendStatus::Failed {
-                    message,
+                    error: Classified::permanent(self.inner.runner.failed_reason(), message),
                     at: finished_at.unwrap_or_else(now),
                 },
             };
@@ -733,8 +752,8 @@ impl Builder for RunStepBackend {
                 Stage::Native { since }
                 | Stage::Preparing { since }
                 | Stage::Launched { since } => BackendStatus::Running { since: *since },
-                Stage::Failed { message, at } => BackendStatus::Failed {
-                    message: message.clone(),
+                Stage::Failed { error, at } => BackendStatus::Failed {
+                    error: error.clone(),
                     at: *at,
                 },
             };

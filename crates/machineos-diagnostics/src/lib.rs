@@ -16,7 +16,15 @@
 //! Messages that must read as a Go program's (the MCO's, kube-apiserver's) share Go's
 //! formats: [`go_quote`] (`%q`) and [`go_octal`] (`%#o`).
 //!
+//! How long to wait before repeating is the one [`Backoff`] (module [`backoff`]); an error
+//! that must cross a boundary as a value keeps its class as a [`Classified`].
+//!
 //! No I/O and no dependency on any other machineos crate: every library depends on this one.
+
+pub mod backoff;
+pub mod classified;
+pub use backoff::Backoff;
+pub use classified::Classified;
 
 /// Whether repeating the failed operation, unchanged, can succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

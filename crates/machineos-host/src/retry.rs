@@ -15,41 +15,29 @@
 use std::path::Path;
 use std::time::Duration;
 
-use machineos_diagnostics::Classify;
+use machineos_diagnostics::{Backoff, Classify};
 
 use crate::{Host, HostError};
 
-/// A capped exponential backoff.
+/// Attempts with a backoff between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first sleep.
-    pub initial: Duration,
-    /// Each sleep is the previous one times this.
-    pub factor: u32,
-    /// No sleep is longer.
-    pub cap: Duration,
+pub struct PullRetry {
+    /// The wait after each failure.
+    pub backoff: Backoff,
     /// Attempts in all (sleeps are one fewer).
     pub attempts: u32,
 }
 
 /// The MCO's rebase backoff: 10 s, doubling, capped at 60 s, 7 attempts.
-pub const PULL_BACKOFF: Backoff = Backoff {
-    initial: Duration::from_secs(10),
-    factor: 2,
-    cap: Duration::from_secs(60),
+pub const PULL_BACKOFF: PullRetry = PullRetry {
+    backoff: Backoff::doubling(Duration::from_secs(10), Duration::from_secs(60)),
     attempts: 7,
 };
 
-impl Backoff {
+impl PullRetry {
     /// The sleeps between attempts, in order.
     pub fn delays(&self) -> Vec<Duration> {
-        let mut d = self.initial.min(self.cap);
-        let mut out = Vec::new();
-        for _ in 1..self.attempts {
-            out.push(d);
-            d = (d * self.factor).min(self.cap);
-        }
-        out
+        self.backoff.delays(self.attempts).collect()
     }
 
     /// Call `op` until it succeeds, fails permanently, or the attempts run out.

@@ -5,6 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use machineos_diagnostics::Backoff;
+
 use crate::http::TransportError;
 
 /// How often and how patiently transient failures are retried.
@@ -44,14 +46,7 @@ impl RetryPolicy {
         if attempt >= self.attempts {
             return None;
         }
-        let factor = 1u32
-            .checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        Some(
-            self.initial_backoff
-                .saturating_mul(factor)
-                .min(self.max_backoff),
-        )
+        Some(Backoff::doubling(self.initial_backoff, self.max_backoff).delay(attempt))
     }
 }
 

@@ -58,6 +58,15 @@ impl fmt::Display for LowerError {
 
 impl std::error::Error for LowerError {}
 
+impl machineos_diagnostics::Classify for LowerError {
+    fn reason(&self) -> &'static str {
+        "InvalidContainerfile"
+    }
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        machineos_diagnostics::Retry::Permanent
+    }
+}
+
 /// `text` with each RUN heredoc lowered; the count of RUN instructions lowered.
 pub fn lower(text: &str) -> Result<(String, usize), LowerError> {
     let lines: Vec<&str> = text.lines().collect();

@@ -95,6 +95,21 @@ pub enum McError {
     },
 }
 
+impl machineos_diagnostics::Classify for McError {
+    fn reason(&self) -> &'static str {
+        match self {
+            McError::TooLarge { .. } => "RenderedConfigTooLarge",
+            McError::Compress { .. } => "CompressFailed",
+        }
+    }
+    fn retry(&self) -> machineos_diagnostics::Retry {
+        match self {
+            McError::TooLarge { .. } => machineos_diagnostics::Retry::Permanent,
+            McError::Compress { source, .. } => machineos_diagnostics::io_retry(source),
+        }
+    }
+}
+
 /// Why [`reassemble`] could not give back the MachineConfig.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ReassembleError {
