@@ -42,9 +42,10 @@ pub fn for_pool(
     let Some(pool) = pool else {
         return Vec::new();
     };
-    let Some(selector) =
-        crate::rollout::selector(pool.data.pointer("/spec/nodeSelector"), "spec.nodeSelector")
-    else {
+    let Some(selector) = crate::rollout::observe::selector(
+        pool.data.pointer("/spec/nodeSelector"),
+        "spec.nodeSelector",
+    ) else {
         return Vec::new();
     };
     nodes

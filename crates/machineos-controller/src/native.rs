@@ -34,8 +34,8 @@ use machineos_native_builder::{BuildSpec, Environment, MultiSpec, PlatformBase, 
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::now;
 use crate::builder::{BuildRequest, Builder};
-use crate::execute::now;
 use crate::metrics::Metrics;
 use crate::observe::Snapshot;
 use crate::registry_ops::RegistrySettings;

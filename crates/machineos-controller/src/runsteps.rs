@@ -64,8 +64,8 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::{self, now};
 use crate::builder::{BuildRequest, Builder};
-use crate::execute::{self, now};
 use crate::kinds;
 use crate::native::{NativeBackend, NativeJob};
 use crate::observe::{Snapshot, str_at};
@@ -405,7 +405,7 @@ impl RunStepBackend {
         let api = kinds::all(&self.inner.client, &kinds::build());
         let object = format!("MachineOSBuild {build}");
         let b = retry_transient(|| async {
-            api.get(build).await.map_err(|e| execute::ExecError::Api {
+            api.get(build).await.map_err(|e| api::ExecError::Api {
                 op: "reading",
                 object: object.clone(),
                 error: Box::new(e),
@@ -423,7 +423,7 @@ impl RunStepBackend {
         what: String,
     ) -> Result<(), Classified> {
         let api = self.api(ar);
-        retry_transient(|| execute::create(&api, obj.clone(), what.clone())).await
+        retry_transient(|| api::create(&api, obj.clone(), what.clone())).await
     }
 
     /// The registry work and deletes of [`Builder::clean_up`].
@@ -454,7 +454,7 @@ impl RunStepBackend {
         }
         for (ar, name) in objects_of {
             let what = format!("{} {}/{name}", ar.kind, self.inner.settings.namespace);
-            if let Err(e) = execute::delete(&self.api(&ar), &name, what).await {
+            if let Err(e) = api::delete(&self.api(&ar), &name, what).await {
                 tracing::warn!(error = %e, "clean-up delete failed (retried on the next pass)");
             }
         }
@@ -560,7 +560,7 @@ fn plan_objects(
 async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, Classified>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, execute::ExecError>>,
+    Fut: std::future::Future<Output = Result<T, api::ExecError>>,
 {
     use machineos_diagnostics::{Backoff, Classify};
     let backoff = Backoff::doubling(Duration::from_millis(250), Duration::from_secs(30));

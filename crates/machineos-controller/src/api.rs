@@ -1,34 +1,26 @@
-//! The executor: each lifecycle [`Action`](machineos_build_lifecycle::Action) (and each render [`RenderPlan`]) as API server and
-//! registry writes. Thin on purpose — every decision was taken by
-//! `machineos_build_lifecycle::decide()` or [`crate::render::plan`].
+//! The API writes every sub-controller shares: create (AlreadyExists is success), delete
+//! (NotFound is success), merge patches, read-modify-write of a status with the object's
+//! `resourceVersion`, conditions whose `lastTransitionTime` moves only when their status
+//! does, annotations, Events — and [`ExecError`], the one error of a write, which says
+//! whether retrying helps and carries a metric label. The sub-controllers' executors
+//! (`build::execute`, `render::execute`, `rollout::execute`) are made of these.
 //!
 //! Guarantees:
 //! * **Idempotent writes.** Create → AlreadyExists is success (names are hashes of their
 //!   content); delete → NotFound is success; status writes are read-modify-write with the
 //!   object's `resourceVersion`, so a concurrent change gives 409 and the pass is decided
 //!   again on fresh state instead of overwriting it.
-//! * **Terminal conditions never change**: a build status write first re-reads the build and
-//!   is skipped unless the build is still in the phase the decision saw (the lifecycle's
-//!   `from`); the CRD's own CEL rules refuse the rest.
 //! * Condition `lastTransitionTime` moves only when a condition's status changes.
 //! * Errors are [`ExecError`]s that say whether retrying helps and carry a metric label.
-
-use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference as CoreRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube::{Client, ResourceExt};
-use machineos_build_lifecycle::{
-    BuildStatusUpdate, EventType, ObjectRef, PoolCondition, RegistryImage, Timestamp,
-};
+use machineos_build_lifecycle::{EventType, ObjectRef, PoolCondition, Timestamp};
 use machineos_diagnostics::{Classify, Retry};
 use serde_json::{Value, json};
-
-use crate::kinds;
-use crate::observe::build_phase;
-use crate::render::RenderPlan;
 
 /// Why an action failed.
 #[derive(Debug, thiserror::Error)]
@@ -197,7 +189,7 @@ pub fn conditions_of(status: &Value) -> Vec<Value> {
 
 /// `new` (a condition with its type and status) with its `lastTransitionTime`: that of the
 /// condition of the same type in `old` when the status did not change, else now.
-fn with_transition_time(old: &[Value], mut new: Value) -> Value {
+pub(crate) fn with_transition_time(old: &[Value], mut new: Value) -> Value {
     let kept = old
         .iter()
         .find(|o| o.get("type") == new.get("type"))
@@ -240,247 +232,6 @@ pub async fn set_annotation(
         what,
     )
     .await
-}
-
-/// Set pool conditions (one read-modify-write for all of them).
-pub async fn set_pool_conditions(
-    client: &Client,
-    pool: &str,
-    conds: &[PoolCondition],
-) -> Result<(), ExecError> {
-    let api = kinds::all(client, &kinds::pool());
-    edit_status(
-        &api,
-        pool,
-        format!("MachineConfigPool {pool}"),
-        |_, status| {
-            let mut list = conditions_of(status);
-            for c in conds {
-                list = set_condition(&list, c);
-            }
-            status["conditions"] = Value::Array(list);
-            true
-        },
-    )
-    .await
-    .map(|_| ())
-}
-
-/// Set one condition in a MachineOSConfig's `status.conditions` (metav1.Condition: the
-/// transition time moves only when the status does).
-pub async fn set_machine_os_config_condition(
-    client: &Client,
-    name: &str,
-    c: &PoolCondition,
-) -> Result<(), ExecError> {
-    let api = kinds::all(client, &kinds::machine_os_config());
-    edit_status(
-        &api,
-        name,
-        format!("MachineOSConfig {name}"),
-        |_, status| {
-            let list = set_condition(&conditions_of(status), c);
-            status["conditions"] = Value::Array(list);
-            true
-        },
-    )
-    .await
-    .map(|_| ())
-}
-
-/// Write a build's status if it is still in `u.from`. A Job-built build's
-/// `status.builder.job` names its Job in `namespace` (the CRD requires it for `Job`).
-pub async fn set_build_status(
-    client: &Client,
-    namespace: &str,
-    u: &BuildStatusUpdate,
-) -> Result<bool, ExecError> {
-    let api = kinds::all(client, &kinds::build());
-    edit_status(&api, &u.build, format!("MachineOSBuild {}", u.build), |obj, status| {
-        if build_phase(obj) != u.from {
-            tracing::info!(build = %u.build, want = ?u.from, "build moved on since the decision; skipping its status write");
-            return false;
-        }
-        let old = conditions_of(status);
-        let conditions: Vec<Value> = u
-            .conditions
-            .iter()
-            .map(|c| {
-                with_transition_time(
-                    &old,
-                    json!({
-                        "type": c.type_, "status": c.status, "reason": c.reason,
-                        "message": c.message, "observedGeneration": c.observed_generation,
-                    }),
-                )
-            })
-            .collect();
-        status["conditions"] = Value::Array(conditions);
-        if let Some(s) = u.build_start {
-            status["buildStart"] = json!(rfc3339(s));
-        }
-        if let Some(e) = u.build_end {
-            status["buildEnd"] = json!(rfc3339(e));
-        }
-        if let Some(d) = &u.digested_image {
-            status["digestedImagePushSpec"] = json!(d);
-        }
-        status["builder"] = json!({"imageBuilderType": u.builder.as_str()});
-        if u.builder == machineos_build_lifecycle::Backend::Job {
-            status["builder"]["job"] = json!({
-                "group": "batch",
-                "resource": "jobs",
-                "namespace": namespace,
-                "name": machineos_buildrequest::objects::names::job_name(&u.build),
-            });
-        }
-        true
-    })
-    .await
-}
-
-/// The MachineOSBuild object a CreateBuild action describes.
-#[allow(clippy::too_many_arguments)]
-pub fn build_object(
-    name: &str,
-    rendered_config: &str,
-    machine_os_config: &str,
-    push_spec: &str,
-    labels: &[(String, String)],
-    annotations: &[(String, String)],
-    owner: &ObjectRef,
-) -> Value {
-    let labels: BTreeMap<&str, &str> = labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let annotations: BTreeMap<&str, &str> = annotations
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineOSBuild",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": owner_refs(owner),
-        },
-        "spec": {
-            "machineConfig": {"name": rendered_config},
-            "machineOSConfig": {"name": machine_os_config},
-            "renderedImagePushSpec": push_spec,
-        }
-    })
-}
-
-fn owner_refs(owner: &ObjectRef) -> Value {
-    match &owner.uid {
-        Some(uid) if !uid.is_empty() => json!([{
-            "apiVersion": "machineconfiguration.openshift.io/v1",
-            "kind": owner.kind,
-            "name": owner.name,
-            "uid": uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]),
-        _ => json!([]),
-    }
-}
-
-/// The MachineOSImage record of a build.
-#[allow(clippy::too_many_arguments)]
-pub fn image_object(
-    name: &str,
-    pool: &str,
-    rendered_config: &str,
-    build: &str,
-    image: &RegistryImage,
-    base_image: &str,
-    extensions_image: Option<&str>,
-    owner: &ObjectRef,
-) -> Value {
-    let arches: Vec<Value> = image
-        .architectures
-        .iter()
-        .map(|(a, d)| json!({"architecture": a, "digest": d}))
-        .collect();
-    let mut spec = json!({
-        "machineConfigPool": {"name": pool},
-        "machineConfig": {"name": rendered_config},
-        "machineOSBuild": {"name": build},
-        "image": image.image,
-        "architectures": arches,
-        "baseImage": base_image,
-    });
-    if let Some(e) = extensions_image {
-        spec["extensionsImage"] = json!(e);
-    }
-    if let Some(v) = &image.variant {
-        let mut variant = json!({"kind": v.kind});
-        for (key, value) in [
-            ("id", &v.id),
-            ("versionID", &v.version_id),
-            ("variantID", &v.variant_id),
-        ] {
-            if !value.is_empty() {
-                variant[key] = json!(value);
-            }
-        }
-        spec["variant"] = variant;
-    }
-    json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
-        "kind": "MachineOSImage",
-        "metadata": {"name": name, "ownerReferences": owner_refs(owner)},
-        "spec": spec,
-    })
-}
-
-/// Carry out a render plan.
-pub async fn render(client: &Client, plan: &RenderPlan) -> Result<(), ExecError> {
-    let pools = kinds::all(client, &kinds::pool());
-    if let Some(mc) = &plan.create {
-        let name = mc
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        create(
-            &kinds::all(client, &kinds::machine_config()),
-            mc.clone(),
-            format!("MachineConfig {name}"),
-        )
-        .await?;
-    }
-    if let Some(c) = &plan.spec_configuration {
-        merge(
-            &pools,
-            &plan.pool,
-            json!({"spec": {"configuration": c}}),
-            format!("MachineConfigPool {}", plan.pool),
-        )
-        .await?;
-    }
-    if plan.status_configuration.is_some() || plan.condition.is_some() {
-        edit_status(
-            &pools,
-            &plan.pool,
-            format!("MachineConfigPool {}", plan.pool),
-            |_, status| {
-                if let Some(c) = &plan.status_configuration {
-                    status["configuration"] = c.clone();
-                }
-                if let Some(c) = &plan.condition {
-                    status["conditions"] = Value::Array(set_condition(&conditions_of(status), c));
-                }
-                true
-            },
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// Events: kube-runtime's recorder (events.k8s.io/v1, with series aggregation). Events about

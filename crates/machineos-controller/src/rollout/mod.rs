@@ -1,0 +1,133 @@
+//! The rollout sub-controller: moves the nodes of layered pools (and of MachineImages) onto
+//! their images, under `maxUnavailable`. Each pass, on the loop's one snapshot and the build
+//! sub-controller's view of which image each pool rolls:
+//!
+//! * **observe** — [`observe`] (pure), on a blocking thread;
+//! * **decide** — [`machineos_rollout::decide`] (pure);
+//! * **execute** — [`execute`]: node annotations, MachineConfigNodes, statuses, Events.
+//!
+//! **Expectations.** What this controller just wrote (node annotations, MachineConfigNodes)
+//! must be in the cache before the next decision, or that decision would count a targeted
+//! node available still (and could exceed `maxUnavailable`) and write again; until then the
+//! pass waits (stale expectations are dropped after 10 s). Time-dependent (the soak), so a
+//! pass asks to come back when the next soaking node's slot frees.
+
+pub(crate) mod execute;
+pub(crate) mod observe;
+mod plan;
+
+pub use plan::{plan_default_cluster, plan_from_cluster};
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+use crate::api;
+use crate::observe::Snapshot;
+use crate::pass::{Cx, Requeue};
+
+/// The rollout sub-controller's state between passes.
+#[derive(Default)]
+pub(crate) struct RolloutController {
+    /// Nodes just patched: the annotations the cache must show before the next decision,
+    /// and when.
+    expected: HashMap<String, (BTreeMap<&'static str, Option<String>>, Instant)>,
+    /// MachineConfigNodes just created, until the cache shows them.
+    mcn_expected: HashMap<String, Instant>,
+}
+
+impl RolloutController {
+    /// The rollout: observe (on the caches' current contents, which include what the
+    /// lifecycle just recorded), decide, apply. Time-dependent (the soak), so it requeues
+    /// itself for the moment the next soaking node's slot frees.
+    pub(crate) async fn pass(
+        &mut self,
+        cx: &Cx<'_>,
+        s: &Snapshot,
+        lifecycle: &machineos_build_lifecycle::Observed,
+    ) -> Requeue {
+        let mut requeue = Requeue::default();
+        // Expectations: what this controller just wrote (node annotations, MachineConfigNodes)
+        // must be in the cache before the next decision, or that decision would count a
+        // targeted node available still (and could exceed maxUnavailable) and write again.
+        // Stale ones (10 s) are dropped.
+        if !self.expected.is_empty() || !self.mcn_expected.is_empty() {
+            let nodes: HashMap<String, &Arc<Node>> =
+                s.nodes.iter().map(|n| (n.name_any(), n)).collect();
+            self.expected.retain(|node, (changes, at)| {
+                let seen = nodes.get(node).is_some_and(|n| {
+                    let a = n.annotations();
+                    changes.iter().all(|(k, v)| a.get(*k) == v.as_ref())
+                });
+                !seen && at.elapsed() < Duration::from_secs(10)
+            });
+            let mcns: std::collections::HashSet<String> = s
+                .machine_config_nodes
+                .iter()
+                .map(|m| m.name_any())
+                .collect();
+            self.mcn_expected
+                .retain(|name, at| !mcns.contains(name) && at.elapsed() < Duration::from_secs(10));
+        }
+        if !self.expected.is_empty() || !self.mcn_expected.is_empty() {
+            requeue.after(Duration::from_millis(100));
+            return requeue;
+        }
+        let now = api::now();
+        let (controller_node, min_ready) = (cx.opts.node_name.clone(), cx.opts.min_ready_seconds);
+        let (s, lifecycle) = (s.clone(), lifecycle.clone());
+        let decided = tokio::task::spawn_blocking(move || {
+            let o = observe::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
+            let d = machineos_rollout::decide(&o, now);
+            (s, o, d)
+        })
+        .await;
+        let Ok((s, o, d)) = decided else {
+            return requeue;
+        };
+        let done = execute::execute(cx.client, cx.events, &s, &o, &d).await;
+        let now_i = Instant::now();
+        for (node, changes) in done.patched {
+            self.expected.insert(node, (changes, now_i));
+        }
+        for name in done.created {
+            self.mcn_expected.insert(name, now_i);
+        }
+        for r in &d.pools {
+            cx.metrics.rollout(
+                &r.pool,
+                r.halted,
+                i64::from(r.counts.updated),
+                i64::from(r.counts.unavailable),
+                i64::from(r.counts.degraded),
+            );
+            cx.metrics
+                .rollout_targeted(&r.pool, r.targeted.len() as u64);
+        }
+        if !done.failures.is_empty() {
+            for e in &done.failures {
+                tracing::warn!(error = %e, "rollout write failed (retrying)");
+            }
+            requeue.after(Duration::from_secs(1));
+        }
+        // The next soaking node's slot frees at ready_since + minReadySeconds.
+        let views = machineos_rollout::decide::views(&o);
+        let soon = views
+            .iter()
+            .filter_map(|v| {
+                let min = v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
+                let since = v.node.ready_since?;
+                let left = since.saturating_add(min).saturating_sub(now);
+                (v.node.ready && left > 0).then_some(left)
+            })
+            .min();
+        if let Some(secs) = soon {
+            let secs = u64::try_from(secs).unwrap_or(0).min(86_400);
+            requeue.after(Duration::from_millis(secs * 1000 + 200));
+        }
+        requeue
+    }
+}

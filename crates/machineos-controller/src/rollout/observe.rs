@@ -1,0 +1,306 @@
+//! The rollout's observation: the caches (and the lifecycle's view of which pools are
+//! layered and which build each records) → [`machineos_rollout`]'s `Observed`, pure.
+//!
+//! * **Which image a pool rolls.** A pool is layered when the lifecycle sees it opt in (a
+//!   MachineOSConfig or the legacy label). Its image is the digested image of the
+//!   MachineOSBuild for the pool's current rendered config once that build Succeeded — and,
+//!   with a MachineOSConfig, once the MachineOSConfig records it as its current image (the
+//!   MCO's `canLayeredContinue`). Otherwise the pool's image is pending, with the reason.
+//! * `minReadySeconds` is the controller's `--min-ready-seconds`, overridden per pool by
+//!   its annotation [`MIN_READY_ANNOTATION`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use machineos_build_lifecycle::{OptIn, Phase};
+use machineos_rollout::{
+    ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations, NodeObserved, PoolImage,
+    PoolObserved, Selector, vocab,
+};
+use serde_json::{Value, json};
+
+use crate::observe::{self, Snapshot, str_at};
+
+/// Pool annotation: this pool's `minReadySeconds` (the soak before a slot frees).
+pub const MIN_READY_ANNOTATION: &str = "machineos.io/min-ready-seconds";
+
+/// A selector from its JSON (`None` when absent; an invalid one selects nothing).
+pub(crate) fn selector(v: Option<&Value>, path: &str) -> Option<Selector> {
+    let v = v.filter(|v| !v.is_null())?;
+    let labels: BTreeMap<String, String> = v
+        .get("matchLabels")
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or_default();
+    let exprs: Vec<(String, String, Vec<String>)> = v
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                    let values = e
+                        .get("values")
+                        .and_then(|v| serde_json::from_value(v.clone()).ok())
+                        .unwrap_or_default();
+                    (s("key"), s("operator"), values)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    match Selector::new(path, &labels, &exprs) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "invalid label selector: selects no node");
+            Some(Selector {
+                requirements: vec![machineos_rollout::selector::Requirement::In(
+                    String::new(),
+                    vec![],
+                )],
+            })
+        }
+    }
+}
+
+/// The statuses of an object's conditions (type → True).
+fn condition_map(obj: &Value) -> BTreeMap<String, bool> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| {
+                    Some((
+                        c.get("type")?.as_str()?.to_owned(),
+                        c.get("status")?.as_str()? == "True",
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A node, as the rollout reads it.
+pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    let annotations: BTreeMap<String, String> = n.annotations().clone();
+    let drain_blocked = mcn.and_then(|m| {
+        m.data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|c| {
+                c.get("type").and_then(Value::as_str) == Some(vocab::mcn::DRAINED)
+                    && c.get("status").and_then(Value::as_str) == Some("False")
+            })
+            .and_then(|c| c.get("message").and_then(Value::as_str))
+            .map(str::to_owned)
+    });
+    NodeObserved {
+        name: n.name_any(),
+        labels: n.labels().clone(),
+        created: n
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
+        ready: ready.is_some_and(|c| c.status == "True"),
+        // The soak runs from the later of Ready and the agent's `Updated`: a fast reboot may
+        // never flip Ready, and Ready usually comes before the agent is done.
+        ready_since: ready
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.as_second())
+            .max(mcn.and_then(updated_since)),
+        unschedulable: n
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        annotations: NodeAnnotations::from_map(&annotations),
+        drain_blocked,
+    }
+}
+
+/// When the MachineConfigNode's `Updated` condition last became True (the agent's "done").
+fn updated_since(mcn: &DynamicObject) -> Option<i64> {
+    mcn.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(vocab::mcn::UPDATED)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+        .and_then(|c| c.get("lastTransitionTime").and_then(Value::as_str))
+        .and_then(observe::parse_time)
+}
+
+/// The largest `minReadySeconds` accepted (a day); larger values are clamped.
+pub const MAX_MIN_READY_SECONDS: i64 = 86_400;
+
+/// The rollout's view of the caches. `lifecycle` is the lifecycle's observation of the same
+/// snapshot (which pools opt in, their builds).
+pub fn observe(
+    s: &Snapshot,
+    lifecycle: &machineos_build_lifecycle::Observed,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> machineos_rollout::Observed {
+    let pools = s
+        .pools
+        .iter()
+        .map(|p| {
+            let name = p.name_any();
+            let config = str_at(&p.data, "/spec/configuration/name")
+                .unwrap_or("")
+                .to_owned();
+            let image = match lifecycle.pools.iter().find(|lp| lp.pool.name == name) {
+                None => PoolImage::NotLayered,
+                Some(lp) => match &lp.opt_in {
+                    None => PoolImage::NotLayered,
+                    Some(_) if config.is_empty() => {
+                        PoolImage::Pending("the pool is not rendered yet".into())
+                    }
+                    Some(opt_in) => pool_image(lp, opt_in, &config),
+                },
+            };
+            PoolObserved {
+                node_selector: selector(p.data.pointer("/spec/nodeSelector"), "spec.nodeSelector"),
+                config,
+                image,
+                paused: p
+                    .data
+                    .pointer("/spec/paused")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                max_unavailable: p
+                    .data
+                    .pointer("/spec/maxUnavailable")
+                    .and_then(MaxUnavailable::parse),
+                min_ready_seconds: p
+                    .annotations()
+                    .get(MIN_READY_ANNOTATION)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(min_ready_seconds)
+                    .clamp(0, MAX_MIN_READY_SECONDS),
+                conditions: condition_map(&p.data),
+                name,
+            }
+        })
+        .collect();
+    let mcns: BTreeMap<String, &DynamicObject> = s
+        .machine_config_nodes
+        .iter()
+        .map(|m| (m.name_any(), m.as_ref()))
+        .collect();
+    let nodes = s
+        .nodes
+        .iter()
+        .map(|n| node_observed(n, mcns.get(&n.name_any()).copied()))
+        .collect();
+    let machine_images = s
+        .machine_images
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter_map(|m| machine_image(m, &s.namespace))
+        .collect();
+    machineos_rollout::Observed {
+        pools,
+        nodes,
+        machine_images,
+        controller_node: controller_node.map(str::to_owned),
+    }
+}
+
+/// The image a layered pool rolls, or why not yet.
+fn pool_image(
+    lp: &machineos_build_lifecycle::PoolObserved,
+    opt_in: &OptIn,
+    config: &str,
+) -> PoolImage {
+    let Some(build) = lp
+        .builds
+        .iter()
+        .filter(|b| b.rendered_config == config)
+        .max_by_key(|b| b.created)
+    else {
+        return PoolImage::Pending(format!("no MachineOSBuild for {config} yet"));
+    };
+    let digested = match (build.phase, &build.digested_image) {
+        (Phase::Succeeded, Some(d)) => d.clone(),
+        (phase, _) => {
+            return PoolImage::Pending(format!("MachineOSBuild {} is {phase:?}", build.name));
+        }
+    };
+    if let OptIn::MachineOSConfig(mosc) = opt_in
+        && mosc.current_image_pull_spec.as_deref() != Some(digested.as_str())
+    {
+        return PoolImage::Pending(format!(
+            "MachineOSConfig {} does not record {} as its current image yet",
+            mosc.name, build.name
+        ));
+    }
+    PoolImage::Built(digested)
+}
+
+/// A MachineImage, or `None` (logged) when its spec does not parse.
+fn machine_image(m: &DynamicObject, ns: &str) -> Option<MachineImageObserved> {
+    let name = m.name_any();
+    let spec = m.data.get("spec")?;
+    let image = spec.get("image").and_then(Value::as_str)?.to_owned();
+    let target = match (
+        spec.get("nodeName").and_then(Value::as_str),
+        spec.get("nodeSelector"),
+    ) {
+        (Some(n), None) => ImageTarget::Node(n.to_owned()),
+        (None, Some(sel)) => ImageTarget::Selector {
+            selector: selector(Some(sel), "spec.nodeSelector")?,
+            max_unavailable: spec.get("maxUnavailable").and_then(MaxUnavailable::parse),
+        },
+        _ => {
+            tracing::warn!(machine_image = %name, "spec: exactly one of nodeName and nodeSelector must be set; ignored");
+            return None;
+        }
+    };
+    Some(MachineImageObserved {
+        pull_secret: spec
+            .pointer("/pullSecret/name")
+            .and_then(Value::as_str)
+            .map(|s| format!("{ns}/{s}")),
+        conditions: condition_map(&m.data),
+        name,
+        image,
+        target,
+    })
+}
+
+/// The MachineConfigNode a pool member should have (spec only), or `None` when the node has
+/// no config to name yet.
+pub fn machine_config_node(node: &NodeObserved, pool: &str, pool_config: &str) -> Option<Value> {
+    let a = &node.annotations;
+    let desired = a
+        .desired_config
+        .clone()
+        .or_else(|| a.current_config.clone())
+        .unwrap_or_else(|| pool_config.to_owned());
+    if desired.is_empty() {
+        return None;
+    }
+    let mut spec = json!({
+        "node": {"name": node.name},
+        "pool": {"name": pool},
+        "configVersion": {"desired": desired},
+    });
+    if let Some(img) = a
+        .desired_image
+        .as_deref()
+        .filter(|i| observe::is_digested(i))
+    {
+        spec["configImage"] = json!({"desiredImage": img});
+    }
+    Some(spec)
+}

@@ -1,0 +1,83 @@
+//! `machineos rollout plan`: the rollout a pool would take, read from the API server with
+//! the controller's own observation and [`machineos_rollout::plan`] (nothing is written).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{Client, ResourceExt};
+
+use crate::api::{self};
+use crate::kinds;
+use crate::observe::{self, Snapshot};
+
+/// The rollout plan of `pool` as the controller would carry it out now, read from the API
+/// server (nothing is written): `machineos rollout plan`.
+pub async fn plan_from_cluster(
+    client: &Client,
+    namespace: &str,
+    pool: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<machineos_rollout::plan::Plan, String> {
+    use kube::api::ListParams;
+    let lp = ListParams::default();
+    let list = |ar: kube::api::ApiResource| {
+        let api = kinds::all(client, &ar);
+        let lp = lp.clone();
+        async move {
+            let kind = ar.kind.clone();
+            api.list(&lp)
+                .await
+                .map(|l| l.items.into_iter().map(Arc::new).collect::<Vec<_>>())
+                .map_err(|e| format!("listing {kind}s: {e}"))
+        }
+    };
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let mut s = Snapshot {
+        config_maps: config_maps
+            .list(&lp)
+            .await
+            .map_err(|e| format!("listing ConfigMaps in {namespace}: {e}"))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+        namespace: namespace.to_owned(),
+        pools: list(kinds::pool()).await?,
+        machine_os_configs: list(kinds::machine_os_config()).await?,
+        builds: list(kinds::build()).await?,
+        images: list(kinds::image()).await?,
+        machine_images: list(kinds::machine_image()).await?,
+        machine_config_nodes: list(kinds::machine_config_node()).await.unwrap_or_default(),
+        nodes: nodes
+            .list(&lp)
+            .await
+            .map_err(|e| format!("listing Nodes: {e}"))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+        ..Snapshot::default()
+    };
+    s.nodes.sort_by_key(|n| n.name_any());
+    s.machine_images.sort_by_key(|m| m.name_any());
+    let lifecycle = observe::observe(&s, &observe::Learnt::default());
+    let o = super::observe::observe(&s, &lifecycle, controller_node, min_ready_seconds);
+    machineos_rollout::plan(&o, pool, api::now()).map_err(|e| e.to_string())
+}
+
+/// [`plan_from_cluster`] on the cluster kubectl would use (in-cluster, `KUBECONFIG`,
+/// `~/.kube/config`).
+pub async fn plan_default_cluster(
+    namespace: &str,
+    pool: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<machineos_rollout::plan::Plan, String> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| format!("no cluster: {e}"))?;
+    plan_from_cluster(&client, namespace, pool, controller_node, min_ready_seconds).await
+}
