@@ -32,7 +32,8 @@ pub mod identity;
 pub mod observed;
 pub mod phase;
 pub mod retention;
-pub mod vocab;
+/// The names this crate reads and writes (see [`machineos_vocab::build`]).
+pub use machineos_vocab::build as vocab;
 
 pub use action::{Action, BuildStatusUpdate, EventType, ObjectRef, Requeue};
 pub use apply::apply;

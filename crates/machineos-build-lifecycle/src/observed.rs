@@ -16,8 +16,7 @@ use serde::Serialize;
 
 use crate::phase::Phase;
 
-/// Seconds since the Unix epoch (the executor converts `metav1.Time`).
-pub type Timestamp = i64;
+pub use machineos_vocab::Timestamp;
 
 /// Everything [`crate::decide()`] looks at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -40,8 +40,8 @@ pub const OS_IMAGE_URL_CONFIG_MAP: &str = "machine-config-osimageurl";
 
 /// Node annotations naming images a node runs or is moving to (MCO daemon constants).
 pub const NODE_IMAGE_ANNOTATIONS: [&str; 2] = [
-    "machineconfiguration.openshift.io/currentImage",
-    "machineconfiguration.openshift.io/desiredImage",
+    machineos_vocab::node::CURRENT_IMAGE,
+    machineos_vocab::node::DESIRED_IMAGE,
 ];
 
 /// Everything the caches hold, by kind.

@@ -147,39 +147,9 @@ pub struct Decision {
     pub events: Vec<Event>,
 }
 
-/// Condition types.
-pub mod condition {
-    /// Pool / MachineImage: every node runs what it should.
-    pub const UPDATED: &str = "Updated";
-    /// Pool / MachineImage: nodes are moving.
-    pub const UPDATING: &str = "Updating";
-    /// Pool: a node failed.
-    pub const NODE_DEGRADED: &str = "NodeDegraded";
-    /// Pool: any of NodeDegraded, RenderDegraded, ImageBuildDegraded. MachineImage: a node failed.
-    pub const DEGRADED: &str = "Degraded";
-    /// Pool: rendering failed (the render controller's).
-    pub const RENDER_DEGRADED: &str = "RenderDegraded";
-    /// Pool: the build failed (the BuildController's).
-    pub const IMAGE_BUILD_DEGRADED: &str = "ImageBuildDegraded";
-    /// MachineImage: another MachineImage matches some of its nodes.
-    pub const CONFLICT: &str = "Conflict";
-    /// MachineOSImage: nodes are moving to it.
-    pub const ROLLING_OUT: &str = "RollingOut";
-    /// MachineOSImage: every node of its pool runs it.
-    pub const ROLLED_OUT: &str = "RolledOut";
-    /// MachineOSImage: a node failed to move to it.
-    pub const ROLLOUT_FAILED: &str = "RolloutFailed";
-}
+pub use machineos_vocab::condition;
 
-/// Event reasons.
-pub mod reason {
-    /// A node was targeted (the MCO's node controller reason).
-    pub const SET_DESIRED_CONFIG: &str = "SetDesiredConfig";
-    /// A failed node stopped a rollout.
-    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
-    /// Two MachineImages match one node.
-    pub const MACHINE_IMAGE_CONFLICT: &str = "MachineImageConflict";
-}
+pub use machineos_vocab::reason;
 
 /// Who moves a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

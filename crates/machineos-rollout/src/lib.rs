@@ -13,7 +13,8 @@ pub mod decide;
 pub mod observed;
 pub mod plan;
 pub mod selector;
-pub mod vocab;
+/// The node-side names shared with the agent (see [`machineos_vocab::node`]).
+pub use machineos_vocab::node as vocab;
 
 pub use decide::{Decision, NodePatch, decide};
 pub use observed::{

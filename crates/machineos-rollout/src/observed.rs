@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use crate::selector::Selector;
 use crate::vocab::{self, NodeState};
 
-/// Seconds since the Unix epoch.
-pub type Timestamp = i64;
+pub use machineos_vocab::Timestamp;
 
 /// `maxUnavailable`: a count or a percentage of the nodes it applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

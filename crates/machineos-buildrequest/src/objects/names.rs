@@ -31,13 +31,12 @@ pub const EPHEMERAL_BUILD_OBJECT_LABEL: &str =
     "machineconfiguration.openshift.io/ephemeral-build-object";
 /// Label on every object on-cluster layering creates or manages (value `""`).
 pub const ON_CLUSTER_LAYERING_LABEL: &str = "machineconfiguration.openshift.io/on-cluster-layering";
-/// Label: the rendered MachineConfig the build builds.
-pub const RENDERED_MACHINE_CONFIG_LABEL: &str =
-    "machineconfiguration.openshift.io/rendered-machine-config";
-/// Label: the pool the build builds for.
-pub const TARGET_POOL_LABEL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
 /// Label and annotation: the build's MachineOSConfig.
-pub const MACHINE_OS_CONFIG_KEY: &str = "machineconfiguration.openshift.io/machine-os-config";
+pub use machineos_vocab::build::MACHINE_OS_CONFIG_LABEL as MACHINE_OS_CONFIG_KEY;
+/// Label: the rendered MachineConfig the build builds.
+pub use machineos_vocab::build::RENDERED_MACHINE_CONFIG_LABEL;
+/// Label: the pool the build builds for.
+pub use machineos_vocab::build::TARGET_POOL_LABEL;
 /// Label and annotation: the MachineOSBuild.
 pub const MACHINE_OS_BUILD_KEY: &str = "machineconfiguration.openshift.io/machine-os-build";
 

@@ -36,12 +36,9 @@ use machineos_build_lifecycle::PoolCondition;
 use machineos_render::{RenderDefaults, Selector};
 use serde_json::{Value, json};
 
-/// The MCO's condition for a pool that cannot be rendered.
-pub const RENDER_DEGRADED: &str = "RenderDegraded";
-/// The annotation the MCO puts on a rendered MachineConfig.
-pub const GENERATED_BY: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
-/// The node annotation naming the rendered config a node runs.
-pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+use machineos_api::GENERATED_BY_CONTROLLER_VERSION_ANNOTATION as GENERATED_BY;
+use machineos_vocab::condition::RENDER_DEGRADED;
+use machineos_vocab::node::CURRENT_CONFIG;
 
 /// What the render controller does for one pool.
 #[derive(Debug, Clone, Default, PartialEq)]

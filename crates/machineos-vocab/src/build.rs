@@ -54,8 +54,7 @@ pub const RETAIN_FAILED_SECONDS_ANNOTATION: &str = "machineos.io/retain-failed-b
 pub const BUILD_CONDITION_TYPES: [&str; 5] =
     ["Prepared", "Building", "Succeeded", "Failed", "Interrupted"];
 
-/// Pool condition: the image build of the pool is failing (reasons reuse the legacy types).
-pub const IMAGE_BUILD_DEGRADED: &str = "ImageBuildDegraded";
+pub use crate::condition::IMAGE_BUILD_DEGRADED;
 
 /// machineos' MachineOSConfig condition: the registry preflight before a build — the
 /// output repository answered with the push Secret and that Secret may push there (a blob
@@ -80,8 +79,8 @@ pub const LEGACY_POOL_CONDITIONS: [&str; 4] =
 /// Pool conditions that mean "degraded for another reason": no new build starts while one is
 /// True (MCO `reconciler.go`; `ImageBuildDegraded` itself does not block, so a retry can).
 pub const BLOCKING_POOL_CONDITIONS: [&str; 4] = [
-    "NodeDegraded",
-    "RenderDegraded",
+    crate::condition::NODE_DEGRADED,
+    crate::condition::RENDER_DEGRADED,
     "PinnedImageSetsDegraded",
     "PoolSynchronizerDegraded",
 ];
