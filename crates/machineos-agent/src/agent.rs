@@ -38,12 +38,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{
     Api, ApiResource, DynamicObject, EvictParams, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use machineos_api::v1::MachineConfigNode;
 use machineos_diagnostics::Backoff;
 use machineos_host::{Host, HostError, HostStatus};
+use machineos_kube::error::code;
+use machineos_kube::{Events, api_err, truncate, upsert_condition};
 use machineos_rollout::vocab::{CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -221,21 +222,6 @@ fn now_ms() -> Millis {
         })
 }
 
-fn api_err(op: &'static str, object: String) -> impl FnOnce(kube::Error) -> AgentError {
-    move |error| AgentError::Api {
-        op,
-        object,
-        error: Box::new(error),
-    }
-}
-
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
-}
-
 fn machine_configs() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("machineconfiguration.openshift.io", "v1", "MachineConfig"),
@@ -249,7 +235,7 @@ struct Agent {
     host: Arc<dyn Host>,
     opts: AgentOptions,
     policy: Policy,
-    recorder: Recorder,
+    events: Events,
     /// The resourceVersion of the agent's own last node write (the watch ignores it).
     written: Arc<Mutex<Option<String>>>,
     /// The previous pass's drain round.
@@ -275,19 +261,13 @@ fn op_key(op: HostOp) -> &'static str {
 
 impl Agent {
     fn new(client: Client, host: Arc<dyn Host>, opts: AgentOptions) -> Agent {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "machineos-agent".into(),
-                instance: Some(opts.node.clone()),
-            },
-        );
+        let events = Events::new(client.clone(), "machineos-agent", &opts.node);
         Agent {
             client,
             host,
             policy: opts.policy(),
             opts,
-            recorder,
+            events,
             written: Arc::new(Mutex::new(None)),
             drain: None,
             failure: None,
@@ -359,7 +339,7 @@ impl Agent {
         let mc = match api.get_opt(name).await {
             Ok(Some(mc)) => mc,
             Ok(None) => return Ok(None),
-            Err(e) => return Err(api_err("get", format!("MachineConfig/{name}"))(e)),
+            Err(e) => return Err(api_err("get", format!("MachineConfig/{name}"))(e).into()),
         };
         Ok(Some(rendered_of(&mc.data)))
     }
@@ -671,20 +651,7 @@ impl Agent {
                     last_transition_time: now.clone(),
                     observed_generation: mcn.metadata.generation,
                 };
-                match conds.iter_mut().find(|o| o.type_ == c.type_) {
-                    Some(o) => {
-                        let t = if o.status == new.status {
-                            o.last_transition_time.clone()
-                        } else {
-                            new.last_transition_time.clone()
-                        };
-                        *o = Condition {
-                            last_transition_time: t,
-                            ..new
-                        };
-                    }
-                    None => conds.push(new),
-                }
+                upsert_condition(&mut conds, new);
             }
             let mut status = json!({ "conditions": conds });
             if let Some(Action::SetMcnVersions {
@@ -720,7 +687,7 @@ impl Agent {
             {
                 Ok(_) => return Ok(()),
                 Err(e) if code(&e) == Some(409) => continue,
-                Err(e) => return Err(api_err("patch status", object)(e)),
+                Err(e) => return Err(api_err("patch status", object)(e).into()),
             }
         }
         Ok(())
@@ -734,20 +701,7 @@ impl Agent {
             uid: node.metadata.uid.clone(),
             ..ObjectReference::default()
         };
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(truncate(note, 1024)),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::warn!(node = %self.opts.node, reason, error = %e, "recording an Event failed");
-        }
+        self.events.publish(&reference, warning, reason, note).await;
     }
 }
 
@@ -811,17 +765,6 @@ async fn blocking<T: Send + 'static>(
             message: e.to_string(),
         }),
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 #[cfg(test)]

@@ -3,20 +3,15 @@
 
 use machineos_diagnostics::{Classify, Retry};
 use machineos_host::HostError;
+use machineos_kube::KubeError;
 
 /// Why one of the agent's operations failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The API server refused or failed.
-    #[error("{op} {object}: {error}")]
-    Api {
-        /// What was being done.
-        op: &'static str,
-        /// The object (`Kind/name` or `Kind/namespace/name`).
-        object: String,
-        /// The error.
-        error: Box<kube::Error>,
-    },
+    /// The API server refused or failed (the object is `Kind/name` or
+    /// `Kind/namespace/name`).
+    #[error("{0}")]
+    Api(KubeError),
     /// A host operation failed.
     #[error("host {op}: {error}")]
     Host {
@@ -47,27 +42,22 @@ impl AgentError {
     /// The HTTP status of an API error.
     pub fn code(&self) -> Option<u16> {
         match self {
-            AgentError::Api { error, .. } => match error.as_ref() {
-                kube::Error::Api(s) => Some(s.code),
-                _ => None,
-            },
+            AgentError::Api(e) => e.code(),
             _ => None,
         }
+    }
+}
+
+impl From<KubeError> for AgentError {
+    fn from(e: KubeError) -> AgentError {
+        AgentError::Api(e)
     }
 }
 
 impl Classify for AgentError {
     fn reason(&self) -> &'static str {
         match self {
-            AgentError::Api { .. } => match self.code() {
-                Some(409) => "Conflict",
-                Some(404) => "NotFound",
-                Some(400 | 422) => "Invalid",
-                Some(403) => "Forbidden",
-                Some(429) => "Throttled",
-                Some(c) if c >= 500 => "ApiServerError",
-                _ => "ApiError",
-            },
+            AgentError::Api(e) => e.reason(),
             AgentError::Host { error, .. } => error.reason(),
             AgentError::Task { .. } => "HostTaskFailed",
             AgentError::Missing { .. } => "MissingInput",
@@ -76,10 +66,7 @@ impl Classify for AgentError {
 
     fn retry(&self) -> Retry {
         match self {
-            AgentError::Api { .. } => match self.code() {
-                Some(400 | 403 | 422) => Retry::Permanent,
-                _ => Retry::Transient,
-            },
+            AgentError::Api(e) => e.retry(),
             AgentError::Host { error, .. } => error.retry(),
             AgentError::Task { .. } => Retry::Transient,
             // A Secret or node may appear (the controller creates them).
@@ -94,15 +81,13 @@ mod tests {
     use machineos_diagnostics::check_classified;
 
     fn api(code: u16) -> AgentError {
-        AgentError::Api {
-            op: "patch",
-            object: "Node/n1".into(),
-            error: Box::new(kube::Error::Api(
+        AgentError::Api(machineos_kube::api_err("patch", "Node/n1".into())(
+            kube::Error::Api(
                 kube::core::Status::failure("boom", "Reason")
                     .with_code(code)
                     .boxed(),
-            )),
-        }
+            ),
+        ))
     }
 
     #[test]

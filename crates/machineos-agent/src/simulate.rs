@@ -30,11 +30,13 @@ pub async fn run_simulated(
     shutdown: CancellationToken,
 ) -> Result<(), AgentError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.get(&opts.node).await.map_err(|e| AgentError::Api {
-        op: "reading",
-        object: format!("Node/{}", opts.node),
-        error: Box::new(e),
-    })?;
+    let node = nodes
+        .get(&opts.node)
+        .await
+        .map_err(machineos_kube::api_err(
+            "reading",
+            format!("Node/{}", opts.node),
+        ))?;
     let host = match node.annotations().get(vocab::CURRENT_IMAGE) {
         Some(image) => FakeHost::booted(image),
         None => FakeHost::default(),

@@ -162,6 +162,9 @@ pub fn resolve(observed: &Observed, p: &PoolObserved) -> Result<Option<Effective
                 message,
                 reason: vocab::REASON_INVALID_CONFIGURATION,
             };
+            if let Some((field, message)) = &m.unreadable {
+                return Err(err(field, message.clone()));
+            }
             let backend = match m.image_builder_type.as_str() {
                 "Native" => Backend::Native,
                 "Job" => Backend::Job,

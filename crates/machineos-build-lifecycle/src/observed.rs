@@ -201,6 +201,9 @@ pub struct MachineOSConfigObserved {
     pub current_build: Option<String>,
     /// status.observedGeneration.
     pub observed_generation: Option<i64>,
+    /// A field the controller could not read (its JSON path, what is wrong): the object
+    /// is reported as invalid at that field before anything else.
+    pub unreadable: Option<(String, String)>,
 }
 
 /// The legacy opt-in: the pool carries the layering label; the ConfigMap's data, if found.

@@ -598,6 +598,17 @@ fn configuration_errors_are_a_condition_and_an_event_naming_the_object_and_field
             "MachineOSConfig worker: spec.renderedImagePushSpec: \"registry.local/os@sha256:00\" has a digest",
         ),
         (
+            "unreadable field",
+            |o| {
+                mosc_mut(o, 0).unreadable = Some((
+                    "spec.containerFile[0].content".into(),
+                    "invalid type: integer `3`, expected a string".into(),
+                ))
+            },
+            "InvalidConfiguration",
+            "MachineOSConfig worker: spec.containerFile[0].content: invalid type: integer `3`, expected a string",
+        ),
+        (
             "unknown builder",
             |o| mosc_mut(o, 0).image_builder_type = "PodImageBuilder".into(),
             "InvalidConfiguration",

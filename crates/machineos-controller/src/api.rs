@@ -14,27 +14,22 @@
 //! * Errors are [`ExecError`]s that say whether retrying helps and carry a metric label.
 
 use k8s_openapi::api::core::v1::ObjectReference as CoreRef;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube::{Client, ResourceExt};
-use machineos_build_lifecycle::{EventType, ObjectRef, PoolCondition, Timestamp};
+use machineos_build_lifecycle::{EventType, ObjectRef, PoolCondition};
 use machineos_diagnostics::{Classify, Retry};
+use machineos_kube::error::code;
+use machineos_kube::{ConditionView, KubeError, api_err, upsert_condition};
 use serde_json::{Value, json};
+
+pub use machineos_kube::time::{now, rfc3339};
 
 /// Why an action failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The API server refused or failed.
-    #[error("{op} {object}: {error}")]
-    Api {
-        /// What was being done.
-        op: &'static str,
-        /// The object (kind/name).
-        object: String,
-        /// The error.
-        error: Box<kube::Error>,
-    },
+    #[error("{0}")]
+    Api(KubeError),
     /// A registry operation failed.
     #[error("{op} {object}: {message}")]
     Registry {
@@ -57,66 +52,27 @@ pub enum ExecError {
     },
 }
 
+impl From<KubeError> for ExecError {
+    fn from(e: KubeError) -> ExecError {
+        ExecError::Api(e)
+    }
+}
+
 impl Classify for ExecError {
     fn reason(&self) -> &'static str {
         match self {
-            ExecError::Api { error, .. } => match error.as_ref() {
-                kube::Error::Api(s) if s.code == 409 => "Conflict",
-                kube::Error::Api(s) if s.code == 404 => "NotFound",
-                kube::Error::Api(s) if s.code == 422 || s.code == 400 => "Invalid",
-                kube::Error::Api(s) if s.code >= 500 => "ApiServerError",
-                kube::Error::Api(s) if s.code == 429 => "Throttled",
-                _ => "ApiError",
-            },
+            ExecError::Api(e) => e.reason(),
             ExecError::Registry { .. } => "RegistryError",
             ExecError::Missing { .. } => "MissingInput",
         }
     }
     fn retry(&self) -> Retry {
         match self {
-            ExecError::Api { error, .. } => match error.as_ref() {
-                kube::Error::Api(s) if s.code == 422 || s.code == 400 || s.code == 403 => {
-                    Retry::Permanent
-                }
-                _ => Retry::Transient,
-            },
+            ExecError::Api(e) => e.retry(),
             ExecError::Registry { retry, .. } => *retry,
             ExecError::Missing { .. } => Retry::Transient,
         }
     }
-}
-
-fn api_err(op: &'static str, object: String) -> impl FnOnce(kube::Error) -> ExecError {
-    move |error| ExecError::Api {
-        op,
-        object,
-        error: Box::new(error),
-    }
-}
-
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
-}
-
-/// RFC 3339 of a timestamp (seconds).
-pub fn rfc3339(t: Timestamp) -> String {
-    k8s_openapi::jiff::Timestamp::from_second(t)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
-/// Now, in seconds since the Unix epoch (the lifecycle's [`Timestamp`]).
-pub fn now() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as Timestamp)
-}
-
-fn now_time() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// Create `obj` with `api`; AlreadyExists is success.
@@ -128,7 +84,7 @@ pub async fn create(api: &Api<DynamicObject>, obj: Value, what: String) -> Resul
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
         Err(e) if code(&e) == Some(409) => Ok(()),
-        Err(e) => Err(api_err("creating", what)(e)),
+        Err(e) => Err(api_err("creating", what)(e).into()),
     }
 }
 
@@ -137,7 +93,7 @@ pub async fn delete(api: &Api<DynamicObject>, name: &str, what: String) -> Resul
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(e) if code(&e) == Some(404) => Ok(()),
-        Err(e) => Err(api_err("deleting", what)(e)),
+        Err(e) => Err(api_err("deleting", what)(e).into()),
     }
 }
 
@@ -151,7 +107,7 @@ pub async fn merge(
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(api_err("patching", what))
+        .map_err(|e| api_err("patching", what)(e).into())
 }
 
 /// Read-modify-write a status with optimistic concurrency: `edit` gets the current object
@@ -175,44 +131,20 @@ pub async fn edit_status(
     api.replace_status(name, &PostParams::default(), &obj)
         .await
         .map(|_| true)
-        .map_err(api_err("writing the status of", what))
+        .map_err(|e| api_err("writing the status of", what)(e).into())
 }
 
-/// A status's `conditions` list (empty when it has none).
-pub fn conditions_of(status: &Value) -> Vec<Value> {
-    status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+/// A status's `conditions` list (empty when it has none), read leniently.
+pub fn conditions_of(status: &Value) -> Vec<ConditionView> {
+    ConditionView::list_of(status)
 }
 
-/// `new` (a condition with its type and status) with its `lastTransitionTime`: that of the
-/// condition of the same type in `old` when the status did not change, else now.
-pub(crate) fn with_transition_time(old: &[Value], mut new: Value) -> Value {
-    let kept = old
-        .iter()
-        .find(|o| o.get("type") == new.get("type"))
-        .filter(|o| o.get("status") == new.get("status"))
-        .and_then(|o| o.get("lastTransitionTime"))
-        .filter(|t| !t.is_null())
-        .cloned();
-    new["lastTransitionTime"] = kept.unwrap_or_else(|| json!(now_time()));
-    new
-}
-
-/// The conditions with `c` set: its `lastTransitionTime` moves only if its status changed.
-pub fn set_condition(conditions: &[Value], c: &PoolCondition) -> Vec<Value> {
-    let new = with_transition_time(
+/// Set `c` in `conditions`: its `lastTransitionTime` moves only if its status changed.
+pub fn set_condition(conditions: &mut Vec<ConditionView>, c: &PoolCondition) {
+    upsert_condition(
         conditions,
-        json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message}),
+        ConditionView::new(&c.type_, &c.status, &c.reason, &c.message),
     );
-    let mut out = conditions.to_vec();
-    match out.iter().position(|o| o.get("type") == new.get("type")) {
-        Some(i) => out[i] = new,
-        None => out.push(new),
-    }
-    out
 }
 
 /// Set (or, with `None`, remove) one annotation with a JSON merge patch.
@@ -234,24 +166,18 @@ pub async fn set_annotation(
     .await
 }
 
-/// Events: kube-runtime's recorder (events.k8s.io/v1, with series aggregation). Events about
+/// Events (see [`machineos_kube::Events`]) about the lifecycle's objects. Events about
 /// cluster-scoped objects go to namespace `default`: kube-apiserver refuses any other
 /// namespace for them (`legacyValidateEvent`: "does not match event.namespace").
 pub struct Events {
-    recorder: Recorder,
+    events: machineos_kube::Events,
 }
 
 impl Events {
     /// A recorder reporting as `machineos-controller` / `instance`.
     pub fn new(client: Client, instance: &str) -> Self {
         Events {
-            recorder: Recorder::new(
-                client,
-                kube::runtime::events::Reporter {
-                    controller: "machineos-controller".into(),
-                    instance: Some(instance.to_owned()),
-                },
-            ),
+            events: machineos_kube::Events::new(client, "machineos-controller", instance),
         }
     }
 
@@ -273,31 +199,9 @@ impl Events {
             uid: object.uid.clone(),
             ..CoreRef::default()
         };
-        let ev = Event {
-            type_: match type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            },
-            reason: reason.to_owned(),
-            note: Some(truncate(note, 1024)),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::warn!(object = %object.name, reason, error = %e, "recording an Event failed");
-        }
+        let warning = matches!(type_, EventType::Warning);
+        self.events.publish(&reference, warning, reason, note).await;
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 /// The uid of a named object in a list, if present.

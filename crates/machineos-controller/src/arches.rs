@@ -42,10 +42,10 @@ pub fn for_pool(
     let Some(pool) = pool else {
         return Vec::new();
     };
-    let Some(selector) = crate::rollout::observe::selector(
-        pool.data.pointer("/spec/nodeSelector"),
-        "spec.nodeSelector",
-    ) else {
+    let v: machineos_kube::mco::PoolView = crate::observe::view_of("MachineConfigPool", pool);
+    let Some(selector) =
+        crate::rollout::observe::selector(v.spec.node_selector.as_ref(), "spec.nodeSelector")
+    else {
         return Vec::new();
     };
     nodes

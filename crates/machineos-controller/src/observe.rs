@@ -4,8 +4,10 @@
 //! `machineos-api` structs, on purpose: one object a user wrote that does not deserialize
 //! (an unknown builder type, a malformed push spec) must become a condition naming its field
 //! (`machineos_build_lifecycle::config::resolve` does that from the raw strings), never a
-//! watch stream that fails forever. So this module reads fields by JSON path and leaves
-//! their validation to the lifecycle.
+//! watch stream that fails forever. So this module reads them through the lenient typed
+//! views of `machineos_kube::mco` (every field optional, enums as strings) and leaves their
+//! validation to the lifecycle; a MachineOSConfig field of the wrong JSON type reaches the
+//! lifecycle as `unreadable` (its path and why) and becomes the MachineOSConfig's condition.
 //!
 //! Which pools are observed: every pool that opts in (a MachineOSConfig names it, or it
 //! carries the legacy label) or has builds. A pool with both a MachineOSConfig and the
@@ -31,6 +33,10 @@ use machineos_build_lifecycle::{
     MachineOSImageObserved, ObjectRef, Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved,
     RegistryObservation, RenderedConfig, SecretState, Timestamp,
 };
+use machineos_kube::mco::{
+    ImageView, MachineConfigView, MachineOSBuildView, MachineOSConfigView, PoolView,
+};
+use machineos_kube::view;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -134,11 +140,15 @@ pub fn base_image_source(
     namespace: &str,
 ) -> BaseImageSource {
     if let Some(url) = rendered
-        .and_then(|r| str_at(&r.data, "/spec/osImageURL"))
+        .and_then(|r| {
+            view_of::<MachineConfigView>("MachineConfig", r)
+                .spec
+                .os_image_url
+        })
         .filter(|s| !s.is_empty())
     {
         return BaseImageSource {
-            reference: Some(url.to_owned()),
+            reference: Some(url),
             object: ObjectRef::cluster("MachineConfig", rendered_name),
             field: "spec.osImageURL",
         };
@@ -173,106 +183,96 @@ pub fn content_digest(rendered: &DynamicObject) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(&bytes)))
 }
 
-fn time(v: &Value, pointer: &str) -> Option<Timestamp> {
-    str_at(v, pointer).and_then(parse_time)
-}
-
 /// An RFC 3339 time (`metav1.Time`) in seconds since the epoch.
 pub fn parse_time(s: &str) -> Option<Timestamp> {
-    let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
-    Some(t.as_second())
+    machineos_kube::time::parse(s)
+}
+
+/// A lenient view of `obj`; a field it cannot read is logged (the API server's schema makes
+/// that rare) and the object observed as if the field were absent.
+pub(crate) fn view_of<T: serde::de::DeserializeOwned + Default>(
+    kind: &str,
+    obj: &DynamicObject,
+) -> T {
+    let (v, error) = view::<T>(kind, obj);
+    if let Some(e) = error {
+        tracing::warn!(error = %e, "a field of a cached object cannot be read; observed as absent");
+    }
+    v
 }
 
 fn pool_of(obj: &DynamicObject) -> Pool {
-    let conditions = obj
-        .data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .map(|c| PoolCondition {
-                    type_: str_at(c, "/type").unwrap_or_default().to_owned(),
-                    status: str_at(c, "/status").unwrap_or_default().to_owned(),
-                    reason: str_at(c, "/reason").unwrap_or_default().to_owned(),
-                    message: str_at(c, "/message").unwrap_or_default().to_owned(),
-                })
-                .collect()
+    let v: PoolView = view_of("MachineConfigPool", obj);
+    let conditions = v
+        .status
+        .conditions
+        .into_iter()
+        .map(|c| PoolCondition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
         })
-        .unwrap_or_default();
+        .collect();
     Pool {
         name: obj.name_any(),
         uid: obj.uid().unwrap_or_default(),
         labels: obj.labels().clone(),
         annotations: obj.annotations().clone(),
-        rendered_config: str_at(&obj.data, "/spec/configuration/name")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+        rendered_config: v.spec.configuration.get().map(str::to_owned),
         conditions,
     }
 }
 
+/// A MachineOSConfig as the lifecycle reads it: its user input raw (the lifecycle validates
+/// it); a field of the wrong type is passed on as `unreadable`, which the lifecycle reports
+/// on the MachineOSConfig.
 fn machine_os_config_of(obj: &DynamicObject) -> MachineOSConfigObserved {
-    let d = &obj.data;
-    let containerfiles = d
-        .pointer("/spec/containerFile")
-        .and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    (
-                        str_at(c, "/containerfileArch")
-                            .unwrap_or("NoArch")
-                            .to_owned(),
-                        str_at(c, "/content").unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (v, error) = view::<MachineOSConfigView>("MachineOSConfig", obj);
+    let (spec, status) = (v.spec, v.status);
     MachineOSConfigObserved {
         name: obj.name_any(),
         uid: obj.uid().unwrap_or_default(),
         generation: obj.metadata.generation.unwrap_or(1),
         annotations: obj.annotations().clone(),
-        image_builder_type: str_at(d, "/spec/imageBuilder/imageBuilderType")
-            .unwrap_or_default()
-            .to_owned(),
-        rendered_image_push_spec: str_at(d, "/spec/renderedImagePushSpec")
-            .unwrap_or_default()
-            .to_owned(),
-        rendered_image_push_secret: str_at(d, "/spec/renderedImagePushSecret/name")
-            .unwrap_or_default()
-            .to_owned(),
-        base_image_pull_secret: str_at(d, "/spec/baseImagePullSecret/name")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-        containerfiles,
-        current_image_pull_spec: str_at(d, "/status/currentImagePullSpec").map(str::to_owned),
-        current_build: str_at(d, "/status/machineOSBuild/name").map(str::to_owned),
-        observed_generation: d
-            .pointer("/status/observedGeneration")
-            .and_then(Value::as_i64),
+        image_builder_type: spec.image_builder.image_builder_type.unwrap_or_default(),
+        rendered_image_push_spec: spec.rendered_image_push_spec.unwrap_or_default(),
+        rendered_image_push_secret: spec.rendered_image_push_secret.name.unwrap_or_default(),
+        base_image_pull_secret: spec.base_image_pull_secret.get().map(str::to_owned),
+        containerfiles: spec
+            .container_file
+            .into_iter()
+            .map(|c| {
+                (
+                    c.containerfile_arch.unwrap_or_else(|| "NoArch".to_owned()),
+                    c.content.unwrap_or_default(),
+                )
+            })
+            .collect(),
+        current_image_pull_spec: status.current_image_pull_spec,
+        current_build: status.machine_os_build.name,
+        observed_generation: status.observed_generation,
+        unreadable: error.map(|e| (e.path, e.message)),
     }
 }
 
 /// A MachineOSBuild's phase from its conditions.
 pub fn build_phase(obj: &DynamicObject) -> Phase {
-    let conds = obj
-        .data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    Phase::from_conditions(conds.iter().map(|c| {
-        (
-            str_at(c, "/type").unwrap_or_default(),
-            str_at(c, "/status").unwrap_or_default(),
-        )
-    }))
+    let v: MachineOSBuildView = view_of("MachineOSBuild", obj);
+    phase_of(&v)
+}
+
+fn phase_of(v: &MachineOSBuildView) -> Phase {
+    Phase::from_conditions(
+        v.status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str())),
+    )
 }
 
 fn build_of(obj: &DynamicObject, learnt: &Learnt) -> BuildObserved {
-    let d = &obj.data;
+    let v: MachineOSBuildView = view_of("MachineOSBuild", obj);
     let name = obj.name_any();
     BuildObserved {
         backend: learnt.backend.get(&name).cloned(),
@@ -282,13 +282,11 @@ fn build_of(obj: &DynamicObject, learnt: &Learnt) -> BuildObserved {
             .creation_timestamp
             .as_ref()
             .map_or(0, |t| t.0.as_second()),
-        rendered_config: str_at(d, "/spec/machineConfig/name")
-            .unwrap_or_default()
-            .to_owned(),
-        phase: build_phase(obj),
-        build_start: time(d, "/status/buildStart"),
-        build_end: time(d, "/status/buildEnd"),
-        digested_image: str_at(d, "/status/digestedImagePushSpec").map(str::to_owned),
+        rendered_config: v.spec.machine_config.name.clone().unwrap_or_default(),
+        phase: phase_of(&v),
+        build_start: v.status.build_start.as_deref().and_then(parse_time),
+        build_end: v.status.build_end.as_deref().and_then(parse_time),
+        digested_image: v.status.digested_image_push_spec,
         name,
     }
 }
@@ -340,7 +338,8 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
         .map(|c| c.data.clone().unwrap_or_default());
     let mut moscs: BTreeMap<String, &DynamicObject> = BTreeMap::new();
     for m in &s.machine_os_configs {
-        if let Some(pool) = str_at(&m.data, "/spec/machineConfigPool/name") {
+        let v: MachineOSConfigView = view_of("MachineOSConfig", m);
+        if let Some(pool) = v.spec.machine_config_pool.name.as_deref() {
             // Two MachineOSConfigs for one pool: the older one (by creation, then name)
             // wins, deterministically; the API's own validation is what should prevent it.
             let key = (m.metadata.creation_timestamp.clone(), m.name_any());
@@ -348,7 +347,7 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
                 Some(prev)
                     if (prev.metadata.creation_timestamp.clone(), prev.name_any()) <= key => {}
                 _ => {
-                    moscs.insert(pool.to_owned(), m);
+                    moscs.insert(pool.to_owned(), m.as_ref());
                 }
             }
         }
@@ -386,9 +385,10 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
         let rendered_cfg = rendered_obj.map(|r| RenderedConfig {
             name: r.name_any(),
             content_digest: content_digest(r),
-            extensions_image: str_at(&r.data, "/spec/baseOSExtensionsContainerImage")
-                .filter(|s| is_digested(s))
-                .map(str::to_owned),
+            extensions_image: view_of::<MachineConfigView>("MachineConfig", r)
+                .spec
+                .base_os_extensions_container_image
+                .filter(|s| is_digested(s)),
         });
         let rendered_name = pool.rendered_config.as_deref().unwrap_or_default();
         let base_image =
@@ -428,15 +428,14 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
     o.machine_os_images = s
         .images
         .iter()
-        .map(|i| MachineOSImageObserved {
-            name: i.name_any(),
-            pool: str_at(&i.data, "/spec/machineConfigPool/name")
-                .unwrap_or_default()
-                .to_owned(),
-            build: str_at(&i.data, "/spec/machineOSBuild/name").map(str::to_owned),
-            image: str_at(&i.data, "/spec/image")
-                .unwrap_or_default()
-                .to_owned(),
+        .map(|i| {
+            let v: ImageView = view_of("MachineOSImage", i);
+            MachineOSImageObserved {
+                name: i.name_any(),
+                pool: v.spec.machine_config_pool.name.unwrap_or_default(),
+                build: v.spec.machine_os_build.name,
+                image: v.spec.image.unwrap_or_default(),
+            }
         })
         .collect();
     let mut in_use: BTreeSet<String> = BTreeSet::new();
@@ -462,8 +461,8 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
         }
     }
     for m in &s.machine_images {
-        if let Some(i) = str_at(&m.data, "/spec/image") {
-            in_use.insert(i.to_owned());
+        if let Some(i) = view_of::<ImageView>("MachineImage", m).spec.image {
+            in_use.insert(i);
         }
     }
     o.images_in_use = in_use.into_iter().collect();

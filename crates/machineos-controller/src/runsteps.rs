@@ -405,10 +405,8 @@ impl RunStepBackend {
         let api = kinds::all(&self.inner.client, &kinds::build());
         let object = format!("MachineOSBuild {build}");
         let b = retry_transient(|| async {
-            api.get(build).await.map_err(|e| api::ExecError::Api {
-                op: "reading",
-                object: object.clone(),
-                error: Box::new(e),
+            api.get(build).await.map_err(|e| {
+                api::ExecError::Api(machineos_kube::api_err("reading", object.clone())(e))
             })
         })
         .await?;
@@ -798,7 +796,14 @@ impl Builder for RunStepBackend {
                 .builds
                 .iter()
                 .find(|m| m.name_any() == build)
-                .and_then(|m| str_at(&m.data, "/status/digestedImagePushSpec").map(str::to_owned));
+                .and_then(|m| {
+                    crate::observe::view_of::<machineos_kube::mco::MachineOSBuildView>(
+                        "MachineOSBuild",
+                        m,
+                    )
+                    .status
+                    .digested_image_push_spec
+                });
             let push_secret = ann
                 .get(PUSH_SECRET_ANNOTATION)
                 .and_then(|n| s.dockerconfigjson(n));

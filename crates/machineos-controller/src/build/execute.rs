@@ -21,14 +21,14 @@ use machineos_diagnostics::{Classify, Retry};
 use serde_json::{Value, json};
 
 use super::Ctx;
-use crate::api::{
-    self, ExecError, conditions_of, edit_status, rfc3339, set_condition, with_transition_time,
-};
+use crate::api::{self, ExecError, conditions_of, edit_status, rfc3339, set_condition};
 use crate::builder::BuildRequest;
 use crate::kinds;
 use crate::metrics::ReconcileResult;
 use crate::observe::{self, Snapshot, build_phase};
 use crate::registry_ops;
+use machineos_kube::ConditionView;
+use machineos_kube::condition::Condition as _;
 
 /// What carrying out a pool's actions taught the controller.
 #[derive(Default)]
@@ -190,9 +190,16 @@ async fn execute(
                 };
                 let build_obj = s.builds.iter().find(|b| b.name_any() == build);
                 let machine_os_config = build_obj
-                    .and_then(|b| observe::str_at(&b.data, "/spec/machineOSConfig/name"))
-                    .unwrap_or(&p.pool.name)
-                    .to_owned();
+                    .and_then(|b| {
+                        observe::view_of::<machineos_kube::mco::MachineOSBuildView>(
+                            "MachineOSBuild",
+                            b,
+                        )
+                        .spec
+                        .machine_os_config
+                        .name
+                    })
+                    .unwrap_or_else(|| p.pool.name.clone());
                 let pool_obj = s.pools.iter().find(|o| o.name_any() == p.pool.name);
                 let mosc_obj = s
                     .machine_os_configs
@@ -407,9 +414,9 @@ pub async fn set_pool_conditions(
         |_, status| {
             let mut list = conditions_of(status);
             for c in conds {
-                list = set_condition(&list, c);
+                set_condition(&mut list, c);
             }
-            status["conditions"] = Value::Array(list);
+            status["conditions"] = ConditionView::to_json(&list);
             true
         },
     )
@@ -430,8 +437,9 @@ pub async fn set_machine_os_config_condition(
         name,
         format!("MachineOSConfig {name}"),
         |_, status| {
-            let list = set_condition(&conditions_of(status), c);
-            status["conditions"] = Value::Array(list);
+            let mut list = conditions_of(status);
+            set_condition(&mut list, c);
+            status["conditions"] = ConditionView::to_json(&list);
             true
         },
     )
@@ -452,21 +460,24 @@ pub async fn set_build_status(
             tracing::info!(build = %u.build, want = ?u.from, "build moved on since the decision; skipping its status write");
             return false;
         }
+        // The decided conditions, in the decided order, each keeping its transition time
+        // when its status did not change.
         let old = conditions_of(status);
-        let conditions: Vec<Value> = u
+        let conditions: Vec<ConditionView> = u
             .conditions
             .iter()
             .map(|c| {
-                with_transition_time(
-                    &old,
-                    json!({
-                        "type": c.type_, "status": c.status, "reason": c.reason,
-                        "message": c.message, "observedGeneration": c.observed_generation,
-                    }),
-                )
+                let mut new = ConditionView {
+                    observed_generation: Some(c.observed_generation),
+                    ..ConditionView::new(&c.type_, &c.status, &c.reason, &c.message)
+                };
+                if let Some(o) = old.iter().find(|o| o.type_ == c.type_ && o.status == c.status) {
+                    new.keep_transition_time(o);
+                }
+                new
             })
             .collect();
-        status["conditions"] = Value::Array(conditions);
+        status["conditions"] = ConditionView::to_json(&conditions);
         if let Some(s) = u.build_start {
             status["buildStart"] = json!(rfc3339(s));
         }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::plan::RenderPlan;
 use crate::api::{ExecError, conditions_of, create, edit_status, merge, set_condition};
 use crate::kinds;
+use machineos_kube::ConditionView;
 
 /// Carry out a render plan.
 pub(crate) async fn render(client: &Client, plan: &RenderPlan) -> Result<(), ExecError> {
@@ -44,7 +45,9 @@ pub(crate) async fn render(client: &Client, plan: &RenderPlan) -> Result<(), Exe
                     status["configuration"] = c.clone();
                 }
                 if let Some(c) = &plan.condition {
-                    status["conditions"] = Value::Array(set_condition(&conditions_of(status), c));
+                    let mut list = conditions_of(status);
+                    set_condition(&mut list, c);
+                    status["conditions"] = ConditionView::to_json(&list);
                 }
                 true
             },

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use crate::api::{self, Events, ExecError};
 use crate::kinds;
-use crate::observe::{Snapshot, str_at};
+use crate::observe::{Snapshot, view_of};
+use machineos_kube::mco::ImageView;
 
 /// The result of carrying a decision out.
 #[derive(Debug, Default)]
@@ -45,13 +46,11 @@ fn pool_condition(c: &Condition) -> PoolCondition {
 fn conditions_change(status: &Value, conds: &[Condition]) -> bool {
     let now = api::conditions_of(status);
     conds.iter().any(|c| {
-        let cur = now
-            .iter()
-            .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_));
+        let cur = now.iter().find(|o| o.type_ == c.type_);
         cur.is_none_or(|o| {
-            o.get("status").and_then(Value::as_str) != Some(if c.status { "True" } else { "False" })
-                || o.get("reason").and_then(Value::as_str) != Some(c.reason)
-                || o.get("message").and_then(Value::as_str).unwrap_or("") != c.message
+            o.status != if c.status { "True" } else { "False" }
+                || o.reason != c.reason
+                || o.message != c.message
         })
     })
 }
@@ -67,12 +66,7 @@ fn aggregate_degraded(status: &Value) -> Condition {
         condition::IMAGE_BUILD_DEGRADED,
     ]
     .into_iter()
-    .filter(|t| {
-        now.iter().any(|c| {
-            c.get("type").and_then(Value::as_str) == Some(*t)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-    })
+    .filter(|t| now.iter().any(|c| c.type_ == *t && c.is_true()))
     .collect();
     Condition {
         type_: condition::DEGRADED,
@@ -94,16 +88,12 @@ fn aggregate_degraded(status: &Value) -> Condition {
 fn set_conditions(status: &mut Value, conds: &[Condition], generation: Option<i64>) {
     let mut list = api::conditions_of(status);
     for c in conds {
-        list = api::set_condition(&list, &pool_condition(c));
-        if let (Some(g), Some(last)) = (
-            generation,
-            list.iter_mut()
-                .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_)),
-        ) {
-            last["observedGeneration"] = json!(g);
+        api::set_condition(&mut list, &pool_condition(c));
+        if let (Some(g), Some(last)) = (generation, list.iter_mut().find(|o| o.type_ == c.type_)) {
+            last.observed_generation = Some(g);
         }
     }
-    status["conditions"] = Value::Array(list);
+    status["conditions"] = machineos_kube::ConditionView::to_json(&list);
 }
 
 /// Carry `d` out against the API server. `o` is what it was decided from.
@@ -138,10 +128,10 @@ pub async fn execute(
                     )
                     .await
                     .map(|_| (name.clone(), changes))
-                    .map_err(|e| ExecError::Api {
-                        op: "patching",
-                        object: format!("Node {name}"),
-                        error: Box::new(e),
+                    .map_err(|e| {
+                        ExecError::Api(machineos_kube::api_err("patching", format!("Node {name}"))(
+                            e,
+                        ))
                     })
             }
         })
@@ -217,11 +207,10 @@ pub async fn execute(
                             Ok(())
                         }
                         Err(kube::Error::Api(ae)) if ae.code == 409 => Ok(()),
-                        Err(e) => Err(ExecError::Api {
-                            op: "creating",
-                            object: format!("MachineConfigNode {}", node.name),
-                            error: Box::new(e),
-                        }),
+                        Err(e) => Err(ExecError::Api(machineos_kube::api_err(
+                            "creating",
+                            format!("MachineConfigNode {}", node.name),
+                        )(e))),
                     },
                     Err(e) => {
                         tracing::warn!(node = %node.name, error = %e, "MachineConfigNode");
@@ -284,8 +273,9 @@ pub async fn execute(
         if let Some((image, conds)) = &r.image {
             let api = kinds::all(client, &kinds::image());
             let found = s.images.iter().find(|m| {
-                str_at(&m.data, "/spec/image") == Some(image.as_str())
-                    && str_at(&m.data, "/spec/machineConfigPool/name") == Some(r.pool.as_str())
+                let v: ImageView = view_of("MachineOSImage", m);
+                v.spec.image.as_deref() == Some(image.as_str())
+                    && v.spec.machine_config_pool.name.as_deref() == Some(r.pool.as_str())
             });
             if let Some(m) = found {
                 let status = m.data.get("status").cloned().unwrap_or_else(|| json!({}));

@@ -21,7 +21,9 @@ use machineos_rollout::{
 };
 use serde_json::{Value, json};
 
-use crate::observe::{self, Snapshot, str_at};
+use crate::observe::{self, Snapshot, view_of};
+use machineos_kube::ConditionView;
+use machineos_kube::mco::{ImageView, PoolView, StatusView};
 
 /// Pool annotation: this pool's `minReadySeconds` (the soak before a slot frees).
 pub const MIN_READY_ANNOTATION: &str = "machineos.io/min-ready-seconds";
@@ -64,20 +66,11 @@ pub(crate) fn selector(v: Option<&Value>, path: &str) -> Option<Selector> {
 }
 
 /// The statuses of an object's conditions (type → True).
-fn condition_map(obj: &Value) -> BTreeMap<String, bool> {
-    obj.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| {
-                    Some((
-                        c.get("type")?.as_str()?.to_owned(),
-                        c.get("status")?.as_str()? == "True",
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn condition_map(conditions: &[ConditionView]) -> BTreeMap<String, bool> {
+    conditions
+        .iter()
+        .map(|c| (c.type_.clone(), c.is_true()))
+        .collect()
 }
 
 /// A node, as the rollout reads it.
@@ -88,18 +81,17 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
     let annotations: BTreeMap<String, String> = n.annotations().clone();
-    let drain_blocked = mcn.and_then(|m| {
-        m.data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)?
-            .iter()
-            .find(|c| {
-                c.get("type").and_then(Value::as_str) == Some(vocab::mcn::DRAINED)
-                    && c.get("status").and_then(Value::as_str) == Some("False")
-            })
-            .and_then(|c| c.get("message").and_then(Value::as_str))
-            .map(str::to_owned)
-    });
+    let mcn_conditions = mcn
+        .map(|m| {
+            view_of::<StatusView>("MachineConfigNode", m)
+                .status
+                .conditions
+        })
+        .unwrap_or_default();
+    let drain_blocked = mcn_conditions
+        .iter()
+        .find(|c| c.type_ == vocab::mcn::DRAINED && c.status == "False")
+        .map(|c| c.message.clone());
     NodeObserved {
         name: n.name_any(),
         labels: n.labels().clone(),
@@ -114,7 +106,7 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
         ready_since: ready
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0.as_second())
-            .max(mcn.and_then(updated_since)),
+            .max(updated_since(&mcn_conditions)),
         unschedulable: n
             .spec
             .as_ref()
@@ -126,16 +118,11 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
 }
 
 /// When the MachineConfigNode's `Updated` condition last became True (the agent's "done").
-fn updated_since(mcn: &DynamicObject) -> Option<i64> {
-    mcn.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
+fn updated_since(conditions: &[ConditionView]) -> Option<i64> {
+    conditions
         .iter()
-        .find(|c| {
-            c.get("type").and_then(Value::as_str) == Some(vocab::mcn::UPDATED)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-        .and_then(|c| c.get("lastTransitionTime").and_then(Value::as_str))
+        .find(|c| c.type_ == vocab::mcn::UPDATED && c.is_true())
+        .and_then(|c| c.last_transition_time.as_ref()?.as_str())
         .and_then(observe::parse_time)
 }
 
@@ -155,9 +142,8 @@ pub fn observe(
         .iter()
         .map(|p| {
             let name = p.name_any();
-            let config = str_at(&p.data, "/spec/configuration/name")
-                .unwrap_or("")
-                .to_owned();
+            let v: PoolView = view_of("MachineConfigPool", p);
+            let config = v.spec.configuration.name.clone().unwrap_or_default();
             let image = match lifecycle.pools.iter().find(|lp| lp.pool.name == name) {
                 None => PoolImage::NotLayered,
                 Some(lp) => match &lp.opt_in {
@@ -169,17 +155,14 @@ pub fn observe(
                 },
             };
             PoolObserved {
-                node_selector: selector(p.data.pointer("/spec/nodeSelector"), "spec.nodeSelector"),
+                node_selector: selector(v.spec.node_selector.as_ref(), "spec.nodeSelector"),
                 config,
                 image,
-                paused: p
-                    .data
-                    .pointer("/spec/paused")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                max_unavailable: p
-                    .data
-                    .pointer("/spec/maxUnavailable")
+                paused: v.spec.paused.unwrap_or(false),
+                max_unavailable: v
+                    .spec
+                    .max_unavailable
+                    .as_ref()
                     .and_then(MaxUnavailable::parse),
                 min_ready_seconds: p
                     .annotations()
@@ -187,7 +170,7 @@ pub fn observe(
                     .and_then(|v| v.parse::<i64>().ok())
                     .unwrap_or(min_ready_seconds)
                     .clamp(0, MAX_MIN_READY_SECONDS),
-                conditions: condition_map(&p.data),
+                conditions: condition_map(&v.status.conditions),
                 name,
             }
         })
@@ -250,16 +233,17 @@ fn pool_image(
 /// A MachineImage, or `None` (logged) when its spec does not parse.
 fn machine_image(m: &DynamicObject, ns: &str) -> Option<MachineImageObserved> {
     let name = m.name_any();
-    let spec = m.data.get("spec")?;
-    let image = spec.get("image").and_then(Value::as_str)?.to_owned();
-    let target = match (
-        spec.get("nodeName").and_then(Value::as_str),
-        spec.get("nodeSelector"),
-    ) {
-        (Some(n), None) => ImageTarget::Node(n.to_owned()),
+    let v: ImageView = view_of("MachineImage", m);
+    let spec = v.spec;
+    let image = spec.image?;
+    let target = match (spec.node_name, spec.node_selector) {
+        (Some(n), None) => ImageTarget::Node(n),
         (None, Some(sel)) => ImageTarget::Selector {
-            selector: selector(Some(sel), "spec.nodeSelector")?,
-            max_unavailable: spec.get("maxUnavailable").and_then(MaxUnavailable::parse),
+            selector: selector(Some(&sel), "spec.nodeSelector")?,
+            max_unavailable: spec
+                .max_unavailable
+                .as_ref()
+                .and_then(MaxUnavailable::parse),
         },
         _ => {
             tracing::warn!(machine_image = %name, "spec: exactly one of nodeName and nodeSelector must be set; ignored");
@@ -267,11 +251,8 @@ fn machine_image(m: &DynamicObject, ns: &str) -> Option<MachineImageObserved> {
         }
     };
     Some(MachineImageObserved {
-        pull_secret: spec
-            .pointer("/pullSecret/name")
-            .and_then(Value::as_str)
-            .map(|s| format!("{ns}/{s}")),
-        conditions: condition_map(&m.data),
+        pull_secret: spec.pull_secret.name.map(|s| format!("{ns}/{s}")),
+        conditions: condition_map(&v.status.conditions),
         name,
         image,
         target,
