@@ -112,11 +112,6 @@ pub struct Learnt {
     pub supported_backends: Vec<machineos_build_lifecycle::Backend>,
 }
 
-/// A string at a JSON pointer.
-pub fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
 /// Where a pool's base image comes from: the rendered config's `spec.osImageURL` when it
 /// sets one, else the `machine-config-osimageurl` ConfigMap's `baseOSContainerImage` — the
 /// object and field to name when it is missing or unusable, and the reference, not yet
@@ -219,7 +214,12 @@ fn pool_of(obj: &DynamicObject) -> Pool {
         uid: obj.uid().unwrap_or_default(),
         labels: obj.labels().clone(),
         annotations: obj.annotations().clone(),
-        rendered_config: v.spec.configuration.get().map(str::to_owned),
+        rendered_config: v
+            .spec
+            .configuration
+            .as_ref()
+            .and_then(|c| c.get())
+            .map(str::to_owned),
         conditions,
     }
 }

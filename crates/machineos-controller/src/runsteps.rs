@@ -68,8 +68,9 @@ use crate::api::{self, now};
 use crate::builder::{BuildRequest, Builder};
 use crate::kinds;
 use crate::native::{NativeBackend, NativeJob};
-use crate::observe::{Snapshot, str_at};
+use crate::observe::{Snapshot, view_of};
 use crate::registry_ops::{self, RegistrySettings};
+use machineos_kube::mco::{PodView, RunnerView};
 
 /// Annotation on the Job/Build: the intermediate native image, `repo@sha256:…`.
 pub const NATIVE_IMAGE_ANNOTATION: &str = "machineos.io/native-image";
@@ -279,29 +280,25 @@ impl RunStepBackend {
                     .map(|p| to_value(p.as_ref()))
                     .collect();
                 let state = objects::job_state(value, &pods);
-                let complete = value["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| {
-                        (c["type"] == "Complete" || c["type"] == "SuccessCriteriaMet")
-                            && c["status"] == "True"
-                    });
-                let pod_succeeded = pods.iter().any(|p| p["status"]["phase"] == "Succeeded");
-                let pod_failed = pods.iter().any(|p| p["status"]["phase"] == "Failed");
-                // When the Job gave up: its Failed (or FailureTarget) condition's time.
-                let gave_up = value["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|c| {
-                        (c["type"] == "Failed" || c["type"] == "FailureTarget")
-                            && c["status"] == "True"
+                let job: RunnerView = view_of("Job", obj);
+                let complete = job.has_true(&["Complete", "SuccessCriteriaMet"]);
+                let phase = |want: &str| {
+                    pods.iter().any(|p| {
+                        serde_json::from_value::<PodView>(p.clone())
+                            .is_ok_and(|p| p.status.phase.as_deref() == Some(want))
                     })
-                    .filter_map(|c| parse_time(c["lastTransitionTime"].as_str()))
+                };
+                let (pod_succeeded, pod_failed) = (phase("Succeeded"), phase("Failed"));
+                // When the Job gave up: its Failed (or FailureTarget) condition's time.
+                let gave_up = job
+                    .status
+                    .conditions
+                    .iter()
+                    .filter(|c| (c.type_ == "Failed" || c.type_ == "FailureTarget") && c.is_true())
+                    .filter_map(|c| parse_time(c.last_transition_time.as_ref()?.as_str()))
                     .min();
                 let waiting = JobState::Running {
-                    since: str_at(value, "/status/startTime").map(str::to_owned),
+                    since: job.status.start_time.clone(),
                 };
                 match state {
                     // The cache has the Job's completion before its pod's: wait for it.
@@ -390,11 +387,12 @@ impl RunStepBackend {
         })??;
         let ns = self.inner.settings.namespace.as_str();
         for (ar, obj) in inputs {
-            let what = format!(
-                "{} {ns}/{}",
-                ar.kind,
-                str_at(&obj, "/metadata/name").unwrap_or_default()
-            );
+            let name = obj
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let what = format!("{} {ns}/{name}", ar.kind);
             self.create_with_retry(&ar, obj, what).await?;
         }
         Ok(())
@@ -695,29 +693,18 @@ impl Builder for RunStepBackend {
         let settings = &self.inner.settings;
         for (build, obj) in self.runner_objects(s) {
             let value = to_value(obj);
+            let runner: RunnerView = view_of(self.inner.runner.kind_name(), obj);
             let target = match self.inner.runner {
-                Runner::Job => value["spec"]["template"]["spec"]["containers"][0]["env"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|e| e["name"] == "TAG")
-                    .and_then(|e| e["value"].as_str())
-                    .unwrap_or_default()
-                    .to_owned(),
-                Runner::OpenShiftBuild => str_at(&value, "/spec/output/to/name")
-                    .unwrap_or_default()
-                    .to_owned(),
-            };
-            let arch = value
-                .pointer("/spec/template/spec/nodeSelector/kubernetes.io~1arch")
-                .or_else(|| value.pointer("/spec/nodeSelector/kubernetes.io~1arch"))
-                .and_then(Value::as_str)
+                Runner::Job => runner.env("TAG"),
+                Runner::OpenShiftBuild => runner.spec.output.to.get(),
+            }
+            .unwrap_or_default()
+            .to_owned();
+            let arch = runner
+                .node_selector(machineos_vocab::node::ARCH_LABEL)
                 .unwrap_or(&settings.arch)
                 .to_owned();
-            let finished_at = parse_time(
-                str_at(&value, "/status/completionTime")
-                    .or_else(|| str_at(&value, "/status/completionTimestamp")),
-            );
+            let finished_at = parse_time(runner.finished());
             let status = match self.state_of(s, obj, &value) {
                 JobState::Pending { detail } => BackendStatus::Pending { detail },
                 JobState::Running { since } => BackendStatus::Running {

@@ -3,6 +3,8 @@
 //! JSON (their own parsers judge them). Field names are the API's (openshift/api
 //! `machineconfiguration/v1` and machineos's `v1alpha1`).
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -38,15 +40,45 @@ pub struct PoolView {
     /// `spec`.
     pub spec: PoolSpec,
     /// `status`.
-    pub status: Conditions,
+    pub status: PoolStatus,
+}
+
+/// A pool's `configuration`: the rendered MachineConfig and the MachineConfigs it was
+/// rendered from.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Configuration {
+    /// `name`.
+    pub name: Option<String>,
+    /// `source`: the inputs (`{name}` each; kind and apiVersion not read).
+    pub source: Vec<NameRef>,
+}
+
+impl Configuration {
+    /// The name, when set and not empty.
+    pub fn get(&self) -> Option<&str> {
+        self.name.as_deref().filter(|n| !n.is_empty())
+    }
+}
+
+/// A MachineConfigPool's `status`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct PoolStatus {
+    /// `conditions`.
+    pub conditions: Vec<ConditionView>,
+    /// `configuration`: what every node of the pool runs.
+    pub configuration: Option<Configuration>,
 }
 
 /// A MachineConfigPool's `spec`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PoolSpec {
-    /// `configuration`: the rendered MachineConfig.
-    pub configuration: NameRef,
+    /// `configuration`: the rendered MachineConfig (`None`: not rendered yet).
+    pub configuration: Option<Configuration>,
+    /// `machineConfigSelector` (a label selector).
+    pub machine_config_selector: Option<Value>,
     /// `nodeSelector` (a label selector).
     pub node_selector: Option<Value>,
     /// `paused`.
@@ -206,6 +238,146 @@ pub struct MachineConfigSpec {
     /// `baseOSExtensionsContainerImage`.
     #[serde(rename = "baseOSExtensionsContainerImage")]
     pub base_os_extensions_container_image: Option<String>,
+}
+
+/// A build runner — a batch Job or an OpenShift Build — as the RUN-step backend reads it:
+/// where it pushes, on which architecture, and its progress.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RunnerView {
+    /// `spec`.
+    pub spec: RunnerSpec,
+    /// `status`.
+    pub status: RunnerStatus,
+}
+
+/// A runner's `spec`: a Job's pod template, a Build's node selector and output.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RunnerSpec {
+    /// Job: `template`.
+    pub template: PodTemplateView,
+    /// Build: `nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// Build: `output`.
+    pub output: BuildOutput,
+}
+
+/// A Job's pod template.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct PodTemplateView {
+    /// `spec`.
+    pub spec: PodSpecView,
+}
+
+/// A pod spec: its node selector and containers.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodSpecView {
+    /// `nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `containers`.
+    pub containers: Vec<ContainerView>,
+}
+
+/// A container: its environment.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ContainerView {
+    /// `env`.
+    pub env: Vec<EnvVarView>,
+}
+
+/// An environment variable.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct EnvVarView {
+    /// `name`.
+    pub name: String,
+    /// `value`.
+    pub value: Option<String>,
+}
+
+/// A Build's `output`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct BuildOutput {
+    /// `to` (`{kind: DockerImage, name: <pullspec>}`).
+    pub to: NameRef,
+}
+
+/// A runner's `status`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RunnerStatus {
+    /// Job: `conditions`.
+    pub conditions: Vec<ConditionView>,
+    /// Job: `startTime`.
+    pub start_time: Option<String>,
+    /// Job: `completionTime`.
+    pub completion_time: Option<String>,
+    /// Build: `completionTimestamp`.
+    pub completion_timestamp: Option<String>,
+}
+
+impl RunnerView {
+    /// The value of the first container's environment variable `name` (a Job's).
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.spec
+            .template
+            .spec
+            .containers
+            .first()?
+            .env
+            .iter()
+            .find(|e| e.name == name)?
+            .value
+            .as_deref()
+    }
+
+    /// The node selector's value for `key`: the Job's pod template's, else the Build's.
+    pub fn node_selector(&self, key: &str) -> Option<&str> {
+        self.spec
+            .template
+            .spec
+            .node_selector
+            .get(key)
+            .or_else(|| self.spec.node_selector.get(key))
+            .map(String::as_str)
+    }
+
+    /// When it finished: a Job's `completionTime`, a Build's `completionTimestamp`.
+    pub fn finished(&self) -> Option<&str> {
+        self.status
+            .completion_time
+            .as_deref()
+            .or(self.status.completion_timestamp.as_deref())
+    }
+
+    /// Whether a condition of one of `types` is True.
+    pub fn has_true(&self, types: &[&str]) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| types.contains(&c.type_.as_str()) && c.is_true())
+    }
+}
+
+/// A pod, for its phase.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct PodView {
+    /// `status`.
+    pub status: PodStatusView,
+}
+
+/// A pod's `status`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct PodStatusView {
+    /// `phase`.
+    pub phase: Option<String>,
 }
 
 #[cfg(test)]

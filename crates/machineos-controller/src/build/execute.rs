@@ -9,9 +9,9 @@
 //!   is skipped unless the build is still in the phase the decision saw (the lifecycle's
 //!   `from`); the CRD's own CEL rules refuse the rest.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
     Action, BuildStatusUpdate, ObjectRef, Observed, PoolCondition, PoolObserved, RegistryImage,
@@ -134,7 +134,11 @@ async fn execute(
                     &labels,
                     &annotations,
                     &owner,
-                );
+                )
+                .map_err(|e| ExecError::Missing {
+                    object: format!("MachineOSBuild {name}"),
+                    message: format!("encoding: {e}"),
+                })?;
                 api::create(
                     &kinds::all(ctx.client, &kinds::build()),
                     obj,
@@ -170,8 +174,11 @@ async fn execute(
                         object: format!("MachineConfig {rendered_name}"),
                         message: e.to_string(),
                     })?;
-                let rendered: machineos_api::v1::MachineConfig =
-                    serde_json::from_slice(&rendered_json).map_err(|e| ExecError::Missing {
+                let rendered: machineos_api::v1::MachineConfig = rendered_obj
+                    .as_ref()
+                    .clone()
+                    .try_parse()
+                    .map_err(|e| ExecError::Missing {
                         object: format!("MachineConfig {rendered_name}"),
                         message: e.to_string(),
                     })?;
@@ -502,7 +509,6 @@ pub async fn set_build_status(
 }
 
 /// The MachineOSBuild object a CreateBuild action describes.
-#[allow(clippy::too_many_arguments)]
 pub fn build_object(
     name: &str,
     rendered_config: &str,
@@ -511,43 +517,41 @@ pub fn build_object(
     labels: &[(String, String)],
     annotations: &[(String, String)],
     owner: &ObjectRef,
-) -> Value {
-    let labels: BTreeMap<&str, &str> = labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let annotations: BTreeMap<&str, &str> = annotations
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineOSBuild",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": owner_refs(owner),
+) -> Result<Value, serde_json::Error> {
+    use machineos_api::v1::{
+        MachineConfigReference, MachineOSBuild, MachineOSBuildSpec, MachineOSConfigReference,
+    };
+    let mut b = MachineOSBuild::new(
+        name,
+        MachineOSBuildSpec {
+            machine_config: MachineConfigReference {
+                name: rendered_config.to_owned(),
+            },
+            machine_os_config: MachineOSConfigReference {
+                name: machine_os_config.to_owned(),
+            },
+            rendered_image_push_spec: push_spec.to_owned(),
         },
-        "spec": {
-            "machineConfig": {"name": rendered_config},
-            "machineOSConfig": {"name": machine_os_config},
-            "renderedImagePushSpec": push_spec,
-        }
-    })
+    );
+    b.metadata.labels = Some(labels.iter().cloned().collect());
+    b.metadata.annotations = Some(annotations.iter().cloned().collect());
+    b.metadata.owner_references = Some(owner_refs(owner));
+    serde_json::to_value(&b)
 }
 
-fn owner_refs(owner: &ObjectRef) -> Value {
+/// The controller owner reference of an object owned by `owner` (none while its uid is
+/// unknown).
+fn owner_refs(owner: &ObjectRef) -> Vec<OwnerReference> {
     match &owner.uid {
-        Some(uid) if !uid.is_empty() => json!([{
-            "apiVersion": "machineconfiguration.openshift.io/v1",
-            "kind": owner.kind,
-            "name": owner.name,
-            "uid": uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]),
-        _ => json!([]),
+        Some(uid) if !uid.is_empty() => vec![OwnerReference {
+            api_version: "machineconfiguration.openshift.io/v1".into(),
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }],
+        _ => Vec::new(),
     }
 }
 

@@ -15,7 +15,8 @@ pub(crate) async fn render(client: &Client, plan: &RenderPlan) -> Result<(), Exe
     let pools = kinds::all(client, &kinds::pool());
     if let Some(mc) = &plan.create {
         let name = mc
-            .pointer("/metadata/name")
+            .get("metadata")
+            .and_then(|m| m.get("name"))
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();

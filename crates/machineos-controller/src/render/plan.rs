@@ -36,7 +36,9 @@ use machineos_build_lifecycle::PoolCondition;
 use machineos_render::{RenderDefaults, Selector};
 use serde_json::{Value, json};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use machineos_api::GENERATED_BY_CONTROLLER_VERSION_ANNOTATION as GENERATED_BY;
+use machineos_kube::mco::{Configuration, PoolView};
 use machineos_vocab::condition::RENDER_DEGRADED;
 use machineos_vocab::node::CURRENT_CONFIG;
 
@@ -86,20 +88,21 @@ pub fn is_rendered(mc: &DynamicObject) -> bool {
         .any(|o| o.kind == "MachineConfigPool" && o.controller == Some(true))
 }
 
+fn pool_view(pool: &DynamicObject) -> PoolView {
+    crate::observe::view_of("MachineConfigPool", pool)
+}
+
 fn current_condition(pool: &DynamicObject) -> Option<PoolCondition> {
-    pool.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(RENDER_DEGRADED))
-        .map(|c| {
-            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-            PoolCondition {
-                type_: RENDER_DEGRADED.into(),
-                status: s("status"),
-                reason: s("reason"),
-                message: s("message"),
-            }
+    pool_view(pool)
+        .status
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == RENDER_DEGRADED)
+        .map(|c| PoolCondition {
+            type_: RENDER_DEGRADED.into(),
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
         })
 }
 
@@ -166,21 +169,25 @@ pub fn plan(
         .name
         .clone()
         .unwrap_or_default();
-    let mut mc = match serde_json::to_value(&rendered.machine_config) {
+    // Owned by the pool, as the MCO does; the controller's version annotated.
+    let mut typed_mc = rendered.machine_config.clone();
+    typed_mc.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "machineconfiguration.openshift.io/v1".into(),
+        kind: "MachineConfigPool".into(),
+        name: name.clone(),
+        uid: pool.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    typed_mc
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(GENERATED_BY.to_owned(), controller_version.to_owned());
+    let mc = match serde_json::to_value(&typed_mc) {
         Ok(v) => v,
         Err(e) => return degraded(pool, &name, e.to_string()),
     };
-    mc["apiVersion"] = json!("machineconfiguration.openshift.io/v1");
-    mc["kind"] = json!("MachineConfig");
-    mc["metadata"]["ownerReferences"] = json!([{
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "name": name,
-        "uid": pool.uid().unwrap_or_default(),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }]);
-    mc["metadata"]["annotations"][GENERATED_BY] = json!(controller_version);
     let exists = machine_configs
         .iter()
         .any(|m| m.name_any() == rendered_name);
@@ -199,16 +206,20 @@ pub fn plan(
         })
         .collect();
     let want = json!({"name": rendered_name, "source": source});
-    let spec_now = pool.data.pointer("/spec/configuration").cloned();
-    if !same_configuration(spec_now.as_ref(), &want) {
+    let view = pool_view(pool);
+    if !same_configuration(
+        view.spec.configuration.as_ref(),
+        &rendered_name,
+        &rendered.source,
+    ) {
         out.spec_configuration = Some(want.clone());
     }
     // status.configuration: once every node of the pool runs the spec's config.
     // No usable nodeSelector selects no node: every node (of none) is updated.
     let all_updated = pool_nodes(pool, nodes)
         .all(|n| n.annotations().get(CURRENT_CONFIG) == Some(&rendered_name));
-    let status_now = pool.data.pointer("/status/configuration").cloned();
-    if all_updated && !same_configuration(status_now.as_ref(), &want) {
+    let status_now = view.status.configuration.as_ref();
+    if all_updated && !same_configuration(status_now, &rendered_name, &rendered.source) {
         out.status_configuration = Some(want);
     }
     if current_condition(pool).is_some_and(|c| c.status == "True") {
@@ -222,10 +233,9 @@ pub fn plan(
     out
 }
 
-fn selector_at(pool: &DynamicObject, pointer: &str) -> Option<Selector> {
-    let v = pool.data.pointer(pointer)?;
+fn selector_of(v: Option<&Value>) -> Option<Selector> {
     let s: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
-        serde_json::from_value(v.clone()).ok()?;
+        serde_json::from_value(v?.clone()).ok()?;
     Selector::parse(&s).ok()
 }
 
@@ -235,7 +245,7 @@ fn candidates<'a>(
     pool: &DynamicObject,
     machine_configs: &'a [Arc<DynamicObject>],
 ) -> impl Iterator<Item = &'a Arc<DynamicObject>> {
-    let selector = selector_at(pool, "/spec/machineConfigSelector");
+    let selector = selector_of(pool_view(pool).spec.machine_config_selector.as_ref());
     machine_configs
         .iter()
         .filter(move |m| !is_rendered(m) && selector.as_ref().is_none_or(|s| s.matches(m.labels())))
@@ -246,26 +256,27 @@ fn pool_nodes<'a>(
     pool: &DynamicObject,
     nodes: &'a [Arc<Node>],
 ) -> impl Iterator<Item = &'a Arc<Node>> {
-    let selector = selector_at(pool, "/spec/nodeSelector");
+    let selector = selector_of(pool_view(pool).spec.node_selector.as_ref());
     nodes
         .iter()
         .filter(move |n| selector.as_ref().is_some_and(|s| s.matches(n.labels())))
 }
 
-fn same_configuration(now: Option<&Value>, want: &Value) -> bool {
+/// Whether `now` names `name` rendered from the same MachineConfigs as `source` (in any
+/// order).
+fn same_configuration(
+    now: Option<&Configuration>,
+    name: &str,
+    source: &[k8s_openapi::api::core::v1::ObjectReference],
+) -> bool {
     let Some(now) = now else { return false };
-    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
-    let sources = |v: &Value| -> BTreeSet<String> {
-        v.get("source")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    name(now) == name(want) && sources(now) == sources(want)
+    let have: BTreeSet<&str> = now
+        .source
+        .iter()
+        .filter_map(|s| s.name.as_deref())
+        .collect();
+    let want: BTreeSet<&str> = source.iter().filter_map(|s| s.name.as_deref()).collect();
+    now.name.as_deref() == Some(name) && have == want
 }
 
 /// A cheap fingerprint of a pool's render inputs: its generation, labels, configuration and
@@ -283,14 +294,10 @@ pub fn fingerprint(
     let mut h = std::collections::hash_map::DefaultHasher::new();
     pool.metadata.generation.hash(&mut h);
     pool.metadata.labels.hash(&mut h);
-    pool.data
-        .pointer("/spec")
-        .map(Value::to_string)
-        .hash(&mut h);
-    pool.data
-        .pointer("/status/configuration")
-        .map(Value::to_string)
-        .hash(&mut h);
+    // The raw JSON: any change of the spec or of the status configuration counts.
+    let raw = |v: Option<&Value>| v.map(Value::to_string);
+    raw(pool.data.get("spec")).hash(&mut h);
+    raw(pool.data.get("status").and_then(|s| s.get("configuration"))).hash(&mut h);
     current_condition(pool)
         .map(|c| (c.status, c.message))
         .hash(&mut h);

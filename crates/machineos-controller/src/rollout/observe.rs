@@ -143,7 +143,12 @@ pub fn observe(
         .map(|p| {
             let name = p.name_any();
             let v: PoolView = view_of("MachineConfigPool", p);
-            let config = v.spec.configuration.name.clone().unwrap_or_default();
+            let config = v
+                .spec
+                .configuration
+                .as_ref()
+                .and_then(|c| c.name.clone())
+                .unwrap_or_default();
             let image = match lifecycle.pools.iter().find(|lp| lp.pool.name == name) {
                 None => PoolImage::NotLayered,
                 Some(lp) => match &lp.opt_in {
