@@ -1,11 +1,11 @@
 //! The controller's loop: wake-ups, leadership, requeues and per-pool backoff — and
-//! nothing else. Each pass takes one [`Snapshot`](crate::observe::Snapshot) of the caches
-//! ([`crate::caches`]) and runs the sub-controllers on it in order, each `observe → decide →
+//! nothing else. Each pass takes one `Snapshot` of the caches
+//! (`crate::caches`) and runs the sub-controllers on it in order, each `observe → decide →
 //! execute` with its executor beside it:
 //!
-//! 1. [`crate::render`] — pools' MachineConfigs → rendered MachineConfigs (off where the
+//! 1. `crate::render` — pools' MachineConfigs → rendered MachineConfigs (off where the
 //!    MCO renders);
-//! 2. [`crate::build`] — the MachineOSBuild lifecycle and the builder backends;
+//! 2. `crate::build` — the MachineOSBuild lifecycle and the builder backends;
 //! 3. [`crate::rollout`] — nodes onto their pool's (or MachineImage's) image.
 //!
 //! * **Level-triggered, one pass for everything.** The sub-controllers decide from the
@@ -14,7 +14,7 @@
 //!   each pass decides on the caches' current contents. What one sub-controller writes, the
 //!   others see on the next pass (the write's own watch event brings it).
 //! * **Outcomes are data.** A pass returns when it wants to run again
-//!   ([`Requeue`](crate::pass::Requeue)) and, per pool, whether the build executor's writes
+//!   (`Requeue`) and, per pool, whether the build executor's writes
 //!   failed; the loop keeps the clock: the soonest requeue, and a failed pool backed off
 //!   (1 s doubling to 32 s, [`POOL_BACKOFF`]) without holding up the other pools.
 //! * **Only the leader acts.** A standby keeps its caches warm, serves `/metrics` and

@@ -1,6 +1,6 @@
 //! The API resources the controller reads and writes, as kube `ApiResource`s, and `Api`
 //! handles on them. Every custom kind is handled as JSON ([`DynamicObject`]; see
-//! [`crate::observe`] for why); the resource names come from `machineos-api`'s types, so
+//! `crate::observe` for why); the resource names come from `machineos-api`'s types, so
 //! they cannot drift from the CRDs.
 
 use kube::Client;

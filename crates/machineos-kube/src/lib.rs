@@ -4,7 +4,7 @@
 //! * [`error`] — [`KubeError`], an API call that failed, naming the operation and the
 //!   object, classified ([`machineos_diagnostics::Classify`]: 409, 429, 5xx and transport
 //!   errors transient; 400, 403, 422 permanent);
-//! * [`view`] — lenient typed views of cached objects: a `DynamicObject`'s JSON read into a
+//! * [`mod@view`] — lenient typed views of cached objects: a `DynamicObject`'s JSON read into a
 //!   struct whose every field may be absent, so an object a user wrote badly still yields a
 //!   view and a [`ViewError`] naming its JSON path (which the caller turns into a
 //!   condition) — never a watch that fails forever;

@@ -1,4 +1,4 @@
-//! Lenient views ([`crate::view`]) of the MCO objects the controller reads from its caches:
+//! Lenient views ([`crate::view()`]) of the MCO objects the controller reads from its caches:
 //! the fields it reads, every one optional, enums as strings, selectors and quantities as
 //! JSON (their own parsers judge them). Field names are the API's (openshift/api
 //! `machineconfiguration/v1` and machineos's `v1alpha1`).

@@ -2,9 +2,9 @@
 //! their images, under `maxUnavailable`. Each pass, on the loop's one snapshot and the build
 //! sub-controller's view of which image each pool rolls:
 //!
-//! * **observe** — [`observe`] (pure), on a blocking thread;
-//! * **decide** — [`machineos_rollout::decide`] (pure);
-//! * **execute** — [`execute`]: node annotations, MachineConfigNodes, statuses, Events.
+//! * **observe** — `observe` (pure), on a blocking thread;
+//! * **decide** — [`machineos_rollout::decide()`] (pure);
+//! * **execute** — `execute`: node annotations, MachineConfigNodes, statuses, Events.
 //!
 //! **Expectations.** What this controller just wrote (node annotations, MachineConfigNodes)
 //! must be in the cache before the next decision, or that decision would count a targeted
