@@ -32,7 +32,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::observed::{ImageTarget, MaxUnavailable, NodeObserved, Observed, PoolImage, Timestamp};
+use crate::observed::{
+    ImageTarget, MachineImageObserved, MaxUnavailable, NodeObserved, Observed, PoolImage,
+    PoolObserved, Timestamp,
+};
 use crate::vocab::{self, NodeState};
 
 /// The keys the rollout writes on nodes.
@@ -357,17 +360,23 @@ fn kept_config(v: &NodeView<'_>, o: &Observed) -> Option<String> {
         .filter(|c| !c.is_empty())
 }
 
-/// Decide, at `now`.
+/// One decision's working state, shared by its parts: the node views, what each node's
+/// managed annotations should become (absent key: no opinion), the Events, and each pool's
+/// capacity left (its `maxUnavailable` less its members unavailable, whoever drives them).
+struct Pass<'a> {
+    o: &'a Observed,
+    views: Vec<NodeView<'a>>,
+    now: Timestamp,
+    want: Vec<BTreeMap<&'static str, Option<String>>>,
+    events: Vec<Event>,
+    capacity: Vec<i64>,
+}
+
+/// Decide, at `now`: MachineImages first (explicit intent, within their own limit and the
+/// pool's), then each layered pool, then nodes nobody drives.
 pub fn decide(o: &Observed, now: Timestamp) -> Decision {
     let views = views(o);
-    let controller = o.controller_node.as_deref();
-    let min_ready = |v: &NodeView<'_>| v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
-    // What each node's managed annotations should become (absent key: no opinion).
-    let mut want: Vec<BTreeMap<&'static str, Option<String>>> = vec![BTreeMap::new(); views.len()];
-    let mut events = Vec::new();
-
-    // Pool capacity, over all members whoever drives them.
-    let mut capacity: Vec<i64> = o
+    let capacity: Vec<i64> = o
         .pools
         .iter()
         .enumerate()
@@ -380,10 +389,43 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             MaxUnavailable::scaled(p.max_unavailable, members.len()) as i64 - unavailable as i64
         })
         .collect();
+    let mut pass = Pass {
+        o,
+        want: vec![BTreeMap::new(); views.len()],
+        views,
+        now,
+        events: Vec::new(),
+        capacity,
+    };
+    let machine_images = o
+        .machine_images
+        .iter()
+        .enumerate()
+        .map(|(i, mi)| pass.machine_image(i, mi))
+        .collect();
+    let pools = o
+        .pools
+        .iter()
+        .enumerate()
+        .filter_map(|(pi, p)| pass.pool(pi, p))
+        .collect();
+    pass.finish(pools, machine_images)
+}
 
-    // MachineImages first: explicit intent, within their own limit and the pool's.
-    let mut machine_images = Vec::new();
-    for (mi_index, mi) in o.machine_images.iter().enumerate() {
+impl Pass<'_> {
+    /// One MachineImage: its nodes targeted within its limit and their pools', its report.
+    fn machine_image(&mut self, mi_index: usize, mi: &MachineImageObserved) -> ImageReport {
+        let Pass {
+            o,
+            views,
+            now,
+            want,
+            events,
+            capacity,
+        } = self;
+        let (o, now, views): (&Observed, Timestamp, &[NodeView<'_>]) = (o, *now, views);
+        let controller = o.controller_node.as_deref();
+        let min_ready = |v: &NodeView<'_>| v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
         let members: Vec<usize> = (0..views.len())
             .filter(|&i| views[i].driver == Driver::Image(mi_index))
             .collect();
@@ -431,7 +473,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             }
         }
         if !halted {
-            for i in pick(&views, cands, controller, room, &mut capacity) {
+            for i in pick(views, cands, controller, room, capacity) {
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_IMAGE, Some(mi.image.clone()));
                 w.insert(vocab::DESIRED_CONFIG, kept_config(&views[i], o));
@@ -445,7 +487,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                 });
             }
         }
-        let counts = count(&views, &members, now, min_ready, |i| {
+        let counts = count(views, &members, now, min_ready, |i| {
             at_target(views[i].node, None, &mi.image)
         });
         let mut conditions = progress_conditions(&counts, "", &mi.image, None);
@@ -453,7 +495,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             type_: condition::DEGRADED,
             status: halted,
             reason: if halted { "NodeDegraded" } else { "AsExpected" },
-            message: degraded_message(&views, &failed),
+            message: degraded_message(views, &failed),
         });
         let conflict_message = conflicted
             .iter()
@@ -502,18 +544,29 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                 String::new()
             },
         });
-        machine_images.push(ImageReport {
+        ImageReport {
             name: mi.name.clone(),
             counts,
             conditions,
-        });
+        }
     }
 
-    // Then each layered pool.
-    let mut pools = Vec::new();
-    for (pi, p) in o.pools.iter().enumerate() {
+    /// One pool (`None` when it is not layered): its nodes targeted within its capacity,
+    /// its report.
+    fn pool(&mut self, pi: usize, p: &PoolObserved) -> Option<PoolReport> {
+        let Pass {
+            o,
+            views,
+            now,
+            want,
+            events,
+            capacity,
+        } = self;
+        let (o, now, views): (&Observed, Timestamp, &[NodeView<'_>]) = (o, *now, views);
+        let controller = o.controller_node.as_deref();
+        let min_ready = |v: &NodeView<'_>| v.pool.map_or(0, |p| o.pools[p].min_ready_seconds);
         if p.image == PoolImage::NotLayered {
-            continue;
+            return None;
         }
         let members: Vec<usize> = (0..views.len())
             .filter(|&i| views[i].pool == Some(pi))
@@ -564,7 +617,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                 .filter(|&i| candidate(views[i].node, Some(&p.config), img))
                 .collect();
             // The pool's own limit is its capacity: no further bound.
-            for i in pick(&views, cands, controller, i64::MAX, &mut capacity) {
+            for i in pick(views, cands, controller, i64::MAX, capacity) {
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_CONFIG, Some(p.config.clone()));
                 w.insert(vocab::DESIRED_IMAGE, Some(img.to_owned()));
@@ -586,11 +639,9 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             }
         }
         // Counts: a MachineImage's node is updated when it runs that image.
-        let counts = count(&views, &members, now, min_ready, |i| {
-            match views[i].driver {
-                Driver::Image(j) => at_target(views[i].node, None, &o.machine_images[j].image),
-                _ => image.is_some_and(|img| at_target(views[i].node, Some(&p.config), img)),
-            }
+        let counts = count(views, &members, now, min_ready, |i| match views[i].driver {
+            Driver::Image(j) => at_target(views[i].node, None, &o.machine_images[j].image),
+            _ => image.is_some_and(|img| at_target(views[i].node, Some(&p.config), img)),
         });
         let pending = match &p.image {
             PoolImage::Pending(why) => Some(why.as_str()),
@@ -612,7 +663,7 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
             }
         }
         let node_degraded = !all_failed.is_empty();
-        let mut nd_message = degraded_message(&views, &all_failed);
+        let mut nd_message = degraded_message(views, &all_failed);
         if halted {
             nd_message.push_str(&format!(
                 "; rollout halted: {} node(s) not yet targeted",
@@ -729,48 +780,56 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
                         type_: condition::ROLLOUT_FAILED,
                         status: halted,
                         reason: if halted { "NodeDegraded" } else { "AsExpected" },
-                        message: degraded_message(&views, &failed),
+                        message: degraded_message(views, &failed),
                     },
                 ],
             )
         });
-        pools.push(PoolReport {
+        Some(PoolReport {
             pool: p.name.clone(),
             counts,
             conditions,
             image: image_report,
             halted,
             targeted,
-        });
-    }
-
-    // Nodes nobody drives lose what the rollout staged or passed for them.
-    for (i, v) in views.iter().enumerate() {
-        if matches!(v.driver, Driver::Nobody) && (!in_flight(v.node) || degraded(v.node)) {
-            want[i].insert(vocab::STAGE_IMAGE, None);
-            want[i].insert(vocab::PULL_SECRET, None);
-        }
-    }
-
-    let node_patches = views
-        .iter()
-        .zip(want)
-        .filter_map(|(v, w)| {
-            let changes: BTreeMap<&'static str, Option<String>> = w
-                .into_iter()
-                .filter(|(k, val)| current(v.node, k) != val.as_deref())
-                .collect();
-            (!changes.is_empty()).then(|| NodePatch {
-                node: v.node.name.clone(),
-                annotations: changes,
-            })
         })
-        .collect();
-    Decision {
-        node_patches,
-        pools,
-        machine_images,
-        events,
+    }
+
+    /// Nodes nobody drives lose what the rollout staged or passed for them; the node
+    /// patches are what changes.
+    fn finish(self, pools: Vec<PoolReport>, machine_images: Vec<ImageReport>) -> Decision {
+        let Pass {
+            views,
+            mut want,
+            events,
+            ..
+        } = self;
+        for (i, v) in views.iter().enumerate() {
+            if matches!(v.driver, Driver::Nobody) && (!in_flight(v.node) || degraded(v.node)) {
+                want[i].insert(vocab::STAGE_IMAGE, None);
+                want[i].insert(vocab::PULL_SECRET, None);
+            }
+        }
+        let node_patches = views
+            .iter()
+            .zip(want)
+            .filter_map(|(v, w)| {
+                let changes: BTreeMap<&'static str, Option<String>> = w
+                    .into_iter()
+                    .filter(|(k, val)| current(v.node, k) != val.as_deref())
+                    .collect();
+                (!changes.is_empty()).then(|| NodePatch {
+                    node: v.node.name.clone(),
+                    annotations: changes,
+                })
+            })
+            .collect();
+        Decision {
+            node_patches,
+            pools,
+            machine_images,
+            events,
+        }
     }
 }
 
