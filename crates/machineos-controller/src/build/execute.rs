@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
-    Action, BuildStatusUpdate, ObjectRef, Observed, PoolCondition, PoolObserved, RegistryImage,
-    RegistryObservation, decide,
+    Action, BuildInputs, BuildStatusUpdate, ObjectRef, Observed, PoolCondition, PoolObserved,
+    PushTarget, RegistryImage, RegistryObservation, decide,
 };
 use machineos_diagnostics::{Classify, Retry};
 use serde_json::{Value, json};
@@ -160,78 +160,17 @@ async fn execute(
                     // The lifecycle only starts supported backends.
                     continue;
                 };
-                let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
-                let rendered_obj = s
-                    .machine_configs
-                    .iter()
-                    .find(|m| m.name_any() == rendered_name)
-                    .ok_or_else(|| ExecError::Missing {
-                        object: format!("MachineConfig {rendered_name}"),
-                        message: "not in the cache".into(),
-                    })?;
-                let rendered_json =
-                    serde_json::to_vec(rendered_obj.as_ref()).map_err(|e| ExecError::Missing {
-                        object: format!("MachineConfig {rendered_name}"),
-                        message: e.to_string(),
-                    })?;
-                let rendered: machineos_api::v1::MachineConfig = rendered_obj
-                    .as_ref()
-                    .clone()
-                    .try_parse()
-                    .map_err(|e| ExecError::Missing {
-                        object: format!("MachineConfig {rendered_name}"),
-                        message: e.to_string(),
-                    })?;
-                let bytes = |name: &str| {
-                    s.dockerconfigjson(name)
-                        .map(|(_, b)| (name.to_owned(), b))
-                        .ok_or_else(|| ExecError::Missing {
-                            object: format!("Secret {}/{name}", s.namespace),
-                            message: "not in the cache, or without .dockerconfigjson".into(),
-                        })
-                };
-                let push_secret = bytes(&push_secret)?;
-                let pull_secret = match &base_image_pull_secret {
-                    Some(n) => Some(bytes(n)?),
-                    None => None,
-                };
-                let build_obj = s.builds.iter().find(|b| b.name_any() == build);
-                let machine_os_config = build_obj
-                    .and_then(|b| {
-                        observe::view_of::<machineos_kube::mco::MachineOSBuildView>(
-                            "MachineOSBuild",
-                            b,
-                        )
-                        .spec
-                        .machine_os_config
-                        .name
-                    })
-                    .unwrap_or_else(|| p.pool.name.clone());
-                let pool_obj = s.pools.iter().find(|o| o.name_any() == p.pool.name);
-                let mosc_obj = s
-                    .machine_os_configs
-                    .iter()
-                    .find(|o| o.name_any() == machine_os_config);
-                let architectures = crate::arches::for_pool(
-                    pool_obj.map(AsRef::as_ref),
-                    mosc_obj.map(AsRef::as_ref),
-                    &s.nodes,
-                );
-                ctx.metrics.build_started(&p.pool.name);
-                builder.start(BuildRequest {
-                    architectures,
-                    namespace: s.namespace.clone(),
-                    build_uid: build_obj.and_then(|b| b.uid()).unwrap_or_default(),
+                let request = build_request(
+                    s,
+                    p,
                     build,
-                    machine_os_config,
-                    pool: p.pool.name.clone(),
-                    rendered,
-                    rendered_json,
                     inputs,
                     push,
-                    push_secret,
-                    pull_secret,
-                });
+                    &push_secret,
+                    base_image_pull_secret.as_deref(),
+                )?;
+                ctx.metrics.build_started(&p.pool.name);
+                builder.start(request);
             }
             Action::CancelBuild { build } => ctx.builders.cancel(&build),
             Action::SetBuildStatus(u) => {
@@ -405,6 +344,89 @@ async fn execute(
     ctx.metrics
         .reconcile(ReconcileResult::Ok, "", started.elapsed().as_secs_f64());
     Ok(done)
+}
+
+/// Everything a backend needs to run `build`, from the snapshot: the rendered MachineConfig
+/// (typed, and as stored for the MachineConfig ConfigMap), the Secrets' bytes, the
+/// MachineOSConfig, the architectures.
+#[allow(clippy::too_many_arguments)]
+fn build_request(
+    s: &Snapshot,
+    p: &PoolObserved,
+    build: String,
+    inputs: BuildInputs,
+    push: PushTarget,
+    push_secret: &str,
+    base_image_pull_secret: Option<&str>,
+) -> Result<BuildRequest, ExecError> {
+    let rendered_name = p.pool.rendered_config.clone().unwrap_or_default();
+    let rendered_obj = s
+        .machine_configs
+        .iter()
+        .find(|m| m.name_any() == rendered_name)
+        .ok_or_else(|| ExecError::Missing {
+            object: format!("MachineConfig {rendered_name}"),
+            message: "not in the cache".into(),
+        })?;
+    let rendered_json =
+        serde_json::to_vec(rendered_obj.as_ref()).map_err(|e| ExecError::Missing {
+            object: format!("MachineConfig {rendered_name}"),
+            message: e.to_string(),
+        })?;
+    let rendered: machineos_api::v1::MachineConfig = rendered_obj
+        .as_ref()
+        .clone()
+        .try_parse()
+        .map_err(|e| ExecError::Missing {
+            object: format!("MachineConfig {rendered_name}"),
+            message: e.to_string(),
+        })?;
+    let bytes = |name: &str| {
+        s.dockerconfigjson(name)
+            .map(|(_, b)| (name.to_owned(), b))
+            .ok_or_else(|| ExecError::Missing {
+                object: format!("Secret {}/{name}", s.namespace),
+                message: "not in the cache, or without .dockerconfigjson".into(),
+            })
+    };
+    let push_secret = bytes(push_secret)?;
+    let pull_secret = match &base_image_pull_secret {
+        Some(n) => Some(bytes(n)?),
+        None => None,
+    };
+    let build_obj = s.builds.iter().find(|b| b.name_any() == build);
+    let machine_os_config = build_obj
+        .and_then(|b| {
+            observe::view_of::<machineos_kube::mco::MachineOSBuildView>("MachineOSBuild", b)
+                .spec
+                .machine_os_config
+                .name
+        })
+        .unwrap_or_else(|| p.pool.name.clone());
+    let pool_obj = s.pools.iter().find(|o| o.name_any() == p.pool.name);
+    let mosc_obj = s
+        .machine_os_configs
+        .iter()
+        .find(|o| o.name_any() == machine_os_config);
+    let architectures = crate::arches::for_pool(
+        pool_obj.map(AsRef::as_ref),
+        mosc_obj.map(AsRef::as_ref),
+        &s.nodes,
+    );
+    Ok(BuildRequest {
+        architectures,
+        namespace: s.namespace.clone(),
+        build_uid: build_obj.and_then(|b| b.uid()).unwrap_or_default(),
+        build,
+        machine_os_config,
+        pool: p.pool.name.clone(),
+        rendered,
+        rendered_json,
+        inputs,
+        push,
+        push_secret,
+        pull_secret,
+    })
 }
 
 /// Set pool conditions (one read-modify-write for all of them).
