@@ -107,6 +107,18 @@ pub enum Action {
         /// The build.
         build: String,
     },
+    /// Start a build again after a transient failure: cancel it on its backend (which forgets
+    /// the failure) and record the retry on the MachineOSBuild
+    /// ([`crate::vocab::BUILD_RETRIES_ANNOTATION`] = `retries`,
+    /// [`crate::vocab::BUILD_RETRIED_AT_ANNOTATION`] = `at`); the next pass starts it.
+    RetryBuild {
+        /// The build.
+        build: String,
+        /// How many times it has now been started again.
+        retries: u32,
+        /// When.
+        at: Timestamp,
+    },
     /// Write a MachineOSBuild's status.
     SetBuildStatus(BuildStatusUpdate),
     /// Delete a MachineOSBuild (rebuild, or retention).

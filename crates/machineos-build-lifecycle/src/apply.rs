@@ -74,6 +74,15 @@ fn apply_one(o: &mut Observed, a: &Action, now: Timestamp) {
                 b.backend = None;
             }
         }
+        Action::RetryBuild { build, retries, at } => {
+            if let Some(b) = pool_of_build(o, build) {
+                b.backend = None;
+                b.retries = crate::observed::Retries {
+                    count: *retries,
+                    last_at: Some(*at),
+                };
+            }
+        }
         Action::SetBuildStatus(u) => {
             if let Some(b) = pool_of_build(o, &u.build)
                 && crate::phase::transition(b.phase, u.to).is_ok()

@@ -20,13 +20,19 @@
 //!    an error → wait, never rebuild on an auth or 5xx error, as the MCO). Present → follow
 //!    its backend through Prepared → Building → Succeeded | Failed with [`transition`];
 //!    a Succeeded build that the MachineOSConfig does not point at yet is checked in the
-//!    registry before it is adopted (gone → deleted and rebuilt).
+//!    registry before it is adopted (gone → deleted and rebuilt). A backend failure
+//!    classified transient (the registry or the API server unavailable) is retried —
+//!    cancelled and started again after [`TRANSIENT_RETRY_BACKOFF`], up to
+//!    [`TRANSIENT_ATTEMPTS`] attempts, the pool's condition saying which attempt failed and
+//!    when the next starts — before it is booked Failed; a permanent one is booked at once.
 //! 5. **Rebuild annotation**: a terminal target is deleted (and rebuilt on the next pass,
 //!    without reuse); the annotation is removed when the new build is created, or at once if
 //!    the target is already running.
-//! 6. **Gate**: while the pool is degraded for another reason (`NodeDegraded`,
-//!    `RenderDegraded`, `PinnedImageSetsDegraded`, `PoolSynchronizerDegraded`), nothing new is
-//!    created or started; running builds are still followed and recorded.
+//! 6. **Gate**: while the pool is degraded for another reason (`RenderDegraded`,
+//!    `PinnedImageSetsDegraded`, `PoolSynchronizerDegraded`), nothing new is created or
+//!    started; running builds are still followed and recorded. Unlike the MCO, `NodeDegraded`
+//!    does not gate: a node that failed its update is fixed by a new image, which re-targets
+//!    it, so a degraded node must not stop the build that would fix it.
 //! 7. **Records**: on success the MachineOSConfig status (or, legacy, the pool annotation
 //!    `newestImageEquivalentConfig`), a MachineOSImage, `ImageBuildDegraded=False`; on
 //!    failure `ImageBuildDegraded=True` with the MCO's message shape and Events
@@ -43,7 +49,9 @@
 //! deletion of their registry images on that path is the executor's (the MCO's
 //! `deleteMachineOSConfig`).
 
-use machineos_diagnostics::Retry;
+use std::time::Duration;
+
+use machineos_diagnostics::{Backoff, Retry};
 
 use crate::action::{Action, BuildStatusUpdate, EventType, ObjectRef, Requeue};
 use crate::config::{Effective, PoolContext, context};
@@ -736,20 +744,27 @@ fn follow(
                     &inputs.extensions_image,
                 );
             }
-            Some(finished @ BackendStatus::Failed { error, .. }) => {
+            Some(finished @ BackendStatus::Failed { error, at }) => {
+                if error.retry == Retry::Transient
+                    && retry_transient(o, eff, t, &error.message, error.reason, *at)
+                {
+                    return;
+                }
                 o.actions.extend(finished_status(t, finished, eff.backend));
                 // A transient failure says how to build again.
+                let attempts = t.retries.count + 1;
                 let hint = match (&o.p.opt_in, error.retry) {
                     (_, Retry::Permanent) => String::new(),
                     (Some(OptIn::MachineOSConfig(m)), Retry::Transient) => format!(
-                        " (transient, {}: annotate MachineOSConfig {} with {} to build again)",
+                        " (transient, {}, {attempts} attempt(s): annotate MachineOSConfig {} with {} to build again)",
                         error.reason,
                         m.name,
                         vocab::REBUILD_ANNOTATION
                     ),
-                    (_, Retry::Transient) => {
-                        format!(" (transient, {}: building again may succeed)", error.reason)
-                    }
+                    (_, Retry::Transient) => format!(
+                        " (transient, {}, {attempts} attempt(s): building again may succeed)",
+                        error.reason
+                    ),
                 };
                 o.event(
                     o.build_ref(name),
@@ -820,8 +835,79 @@ fn book_failure(o: &mut PoolOut<'_>, t: &BuildObserved) {
     }
 }
 
-/// When a build that failed transiently is looked at again.
+/// When a build that failed transiently, and is not retried any more, is looked at again.
 pub const TRANSIENT_FAILURE_RECHECK_SECONDS: u64 = 60;
+
+/// How many times a build is attempted, in all, while its failures are transient (the first
+/// attempt and the retries) before it is booked Failed.
+pub const TRANSIENT_ATTEMPTS: u32 = 5;
+
+/// The wait before each retry after a transient failure, counted from the failure: 10 s,
+/// doubling, at most 2 minutes (10, 20, 40, 80 s for [`TRANSIENT_ATTEMPTS`] = 5: a registry
+/// or API server back within about 2.5 minutes lets the build finish by itself).
+pub const TRANSIENT_RETRY_BACKOFF: Backoff =
+    Backoff::doubling(Duration::from_secs(10), Duration::from_secs(120));
+
+/// A build whose backend failed transiently: start it again after the backoff, while
+/// attempts remain (`true`: handled — waiting or retried, not booked); `false` when the
+/// attempts are used up and the failure is booked as usual.
+///
+/// While it waits the build keeps its phase and the pool's condition says what failed, the
+/// attempt and when the next one starts; the retry is a Warning Event `BuildRetrying` and
+/// [`Action::RetryBuild`]. A failure reported from before the last retry (a backend that has
+/// not forgotten it yet) is the one already retried, not a new one.
+fn retry_transient(
+    o: &mut PoolOut<'_>,
+    eff: &Effective,
+    t: &BuildObserved,
+    message: &str,
+    reason: &'static str,
+    failed_at: Timestamp,
+) -> bool {
+    let retries = t.retries;
+    if retries.last_at.is_some_and(|last| failed_at <= last) {
+        o.requeue("BuildRetrying", Retry::Transient, Some(1));
+        return true;
+    }
+    if retries.count + 1 >= TRANSIENT_ATTEMPTS {
+        return false;
+    }
+    let name = t.name.as_str();
+    let attempt = retries.count + 1;
+    let wait = TRANSIENT_RETRY_BACKOFF.delay(attempt).as_secs() as Timestamp;
+    let due = failed_at + wait;
+    if o.now < due {
+        let phase = match t.phase {
+            Phase::Initial | Phase::Prepared => Phase::Prepared,
+            _ => Phase::Building,
+        };
+        let detail = format!(
+            "attempt {attempt} of {TRANSIENT_ATTEMPTS} failed transiently ({reason}): {message}; \
+             retrying in {}s",
+            due - o.now
+        );
+        let conds = pool_conditions_for(&o.p.pool.name, eff, name, phase, &detail);
+        o.pool_conditions(conds);
+        o.requeue(reason, Retry::Transient, Some((due - o.now) as u64));
+        return true;
+    }
+    o.actions.push(Action::RetryBuild {
+        build: name.to_owned(),
+        retries: attempt,
+        at: o.now,
+    });
+    o.event(
+        o.build_ref(name),
+        EventType::Warning,
+        event::BUILD_RETRYING,
+        format!(
+            "MachineOSBuild {name} failed transiently ({reason}): {message}; starting attempt {} of {TRANSIENT_ATTEMPTS}",
+            attempt + 1
+        ),
+    );
+    o.requeue("BuildRetrying", Retry::Transient, Some(1));
+    true
+}
 
 fn failed_message(t: &BuildObserved) -> String {
     match &t.backend {

@@ -43,7 +43,8 @@ pub use identity::{BuildInputs, PushTarget, build_name};
 pub use observed::{
     Backend, BackendStatus, BaseImageError, BuildObserved, ImageVariant, LegacyOptIn,
     MachineOSConfigObserved, MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition,
-    PoolObserved, RegistryImage, RegistryObservation, RenderedConfig, SecretState, Timestamp,
+    PoolObserved, RegistryImage, RegistryObservation, RenderedConfig, Retries, SecretState,
+    Timestamp,
 };
 pub use phase::{Condition, Phase, TransitionError};
 pub use retention::retention;

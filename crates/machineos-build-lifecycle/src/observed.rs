@@ -255,6 +255,31 @@ pub struct BuildObserved {
     /// What its backend reports; `None` when no backend knows the build (never started, or
     /// the controller restarted and an in-process build is gone).
     pub backend: Option<BackendStatus>,
+    /// How often it was started again after a transient failure
+    /// ([`crate::vocab::BUILD_RETRIES_ANNOTATION`], [`crate::vocab::BUILD_RETRIED_AT_ANNOTATION`]).
+    pub retries: Retries,
+}
+
+/// The transient-failure retries of one build, as its annotations record them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Retries {
+    /// Times started again (0: the first attempt is running or ran).
+    pub count: u32,
+    /// When it was last started again.
+    pub last_at: Option<Timestamp>,
+}
+
+impl Retries {
+    /// Read from a MachineOSBuild's annotations; a missing or unreadable value counts as
+    /// none (the worst it costs is one more attempt).
+    pub fn from_annotations<'a>(mut get: impl FnMut(&str) -> Option<&'a str>) -> Retries {
+        Retries {
+            count: get(crate::vocab::BUILD_RETRIES_ANNOTATION)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            last_at: get(crate::vocab::BUILD_RETRIED_AT_ANNOTATION).and_then(|v| v.parse().ok()),
+        }
+    }
 }
 
 /// A builder backend's report on one build (MCO `MapJobStatusToBuildStatus` for Jobs).

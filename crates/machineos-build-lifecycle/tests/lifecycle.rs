@@ -353,6 +353,7 @@ fn a_succeeded_build_is_checked_in_the_registry_before_it_is_adopted() {
         build_end: Some(NOW - 50),
         digested_image: Some(image('f').image),
         backend: None,
+        retries: Retries::default(),
     });
     let a = decide(&o, NOW);
     assert!(matches!(mutations(&a)[..], [Action::CheckRegistry { .. }]));
@@ -442,7 +443,7 @@ fn nothing_new_starts_while_the_pool_is_degraded_for_another_reason() {
     converge(&mut o, 6);
     let t = target(&o, 0);
     o.pools[0].pool.conditions.push(PoolCondition {
-        type_: "NodeDegraded".into(),
+        type_: "RenderDegraded".into(),
         status: "True".into(),
         ..Default::default()
     });
@@ -455,6 +456,55 @@ fn nothing_new_starts_while_the_pool_is_degraded_for_another_reason() {
     assert_eq!(
         status_of(&decide(&o, NOW + 4), &t).map(|u| u.to),
         Some(Phase::Succeeded)
+    );
+}
+
+/// A node that failed its update (`NodeDegraded=True`, set by the rollout) does not stop the
+/// build that would fix it: a new rendered config builds, a rebuild is honoured, an
+/// interrupted build restarts (unlike the MCO, which gates on `NodeDegraded` too).
+#[test]
+fn a_degraded_node_does_not_block_the_build_that_fixes_it() {
+    let node_degraded = PoolCondition {
+        type_: "NodeDegraded".into(),
+        status: "True".into(),
+        reason: "NodeDegraded".into(),
+        message: "Node node-05 is reporting: booted the wrong image".into(),
+    };
+    assert!(!vocab::BLOCKING_POOL_CONDITIONS.contains(&"NodeDegraded"));
+    // A new rendered config: checked in the registry, created, started.
+    let mut o = world(vec![pool("worker", 1)]);
+    converge(&mut o, 6);
+    o.pools[0].pool.conditions.push(node_degraded.clone());
+    let old = target(&o, 0);
+    let next = pool("worker", 2);
+    o.pools[0].pool.rendered_config = next.pool.rendered_config;
+    o.pools[0].rendered = next.rendered;
+    let t = target(&o, 0);
+    assert_ne!(t, old);
+    let all = converge(&mut o, 6).concat();
+    assert!(creates(&all).contains(&t), "{all:#?}");
+    assert!(starts(&all).contains(&t), "{all:#?}");
+    assert!(!all.iter().any(|a| matches!(
+        a,
+        Action::Requeue(Requeue {
+            reason: "PoolDegraded",
+            ..
+        })
+    )));
+    // A rebuild of a failed target is honoured.
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+        error: Classified::permanent("InvalidConfig", "bad"),
+        at: NOW + 9,
+    });
+    let a = decide(&o, NOW + 10);
+    apply(&mut o, &a, NOW + 10);
+    mosc_mut(&mut o, 0)
+        .annotations
+        .insert(vocab::REBUILD_ANNOTATION.into(), String::new());
+    let a = decide(&o, NOW + 11);
+    assert!(
+        a.contains(&Action::DeleteBuild { build: t.clone() }),
+        "{a:#?}"
     );
 }
 
@@ -866,6 +916,11 @@ fn transient_and_permanent_build_failures_are_booked_apart() {
         let mut o = world(vec![pool("worker", 1)]);
         converge(&mut o, 6);
         let t = target(&o, 0);
+        // The transient failure of the last attempt (the retries are tested below).
+        build_mut(&mut o, &t).retries = Retries {
+            count: decide::TRANSIENT_ATTEMPTS - 1,
+            last_at: Some(NOW + 1),
+        };
         build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
             error: error.clone(),
             at: NOW + 4,
@@ -897,6 +952,144 @@ fn transient_and_permanent_build_failures_are_booked_apart() {
             Some(booked)
         );
     }
+}
+
+/// A transient failure is retried: the build keeps its phase, the pool's condition names the
+/// failed attempt and when the next starts, the retry cancels the backend's failure and
+/// starts the build again; a registry back in time lets it succeed without a rebuild
+/// annotation, and only the last attempt's failure is booked Failed.
+#[test]
+fn a_transient_failure_is_retried_with_backoff_before_it_is_booked() {
+    let outage = Classified {
+        message: "pushing registry.local:5000/os/worker: 503 Service Unavailable".into(),
+        reason: "RegistryUnavailable",
+        retry: Retry::Transient,
+    };
+    let mut o = world(vec![pool("worker", 1)]);
+    converge(&mut o, 6);
+    let t = target(&o, 0);
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Running { since: NOW + 2 });
+    let a = decide(&o, NOW + 3);
+    apply(&mut o, &a, NOW + 3);
+    assert_eq!(build_mut(&mut o, &t).phase, Phase::Building);
+
+    let mut now = NOW + 4;
+    for attempt in 1..decide::TRANSIENT_ATTEMPTS {
+        build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+            error: outage.clone(),
+            at: now,
+        });
+        let wait = decide::TRANSIENT_RETRY_BACKOFF.delay(attempt).as_secs() as i64;
+        // Waiting: no status write, no start; the condition says which attempt and when.
+        let a = decide(&o, now + 1);
+        assert!(status_of(&a, &t).is_none(), "attempt {attempt}: {a:#?}");
+        assert!(starts(&a).is_empty());
+        let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED)
+            .or_else(|| o.pools[0].pool.condition(vocab::IMAGE_BUILD_DEGRADED))
+            .unwrap()
+            .clone();
+        assert_eq!(c.status, "False", "{c:?}");
+        assert!(
+            c.message.contains(&format!(
+                "attempt {attempt} of {} failed transiently (RegistryUnavailable)",
+                decide::TRANSIENT_ATTEMPTS
+            )) && c.message.contains("503")
+                && c.message.contains(&format!("retrying in {}s", wait - 1)),
+            "{c:?}"
+        );
+        assert_eq!(
+            requeue(&a).map(|r| (r.reason, r.retry, r.after_seconds)),
+            Some((
+                "RegistryUnavailable",
+                Retry::Transient,
+                Some(wait as u64 - 1)
+            ))
+        );
+        apply(&mut o, &a, now + 1);
+        // Due: retried, with a Warning Event; the backend's failure is forgotten.
+        now += wait;
+        let a = decide(&o, now);
+        assert!(
+            a.contains(&Action::RetryBuild {
+                build: t.clone(),
+                retries: attempt,
+                at: now,
+            }),
+            "attempt {attempt}: {a:#?}"
+        );
+        assert!(status_of(&a, &t).is_none());
+        let ev = events(&a);
+        let (_, m) = ev.iter().find(|(r, _)| r == "BuildRetrying").unwrap();
+        assert!(
+            m.contains(&format!("starting attempt {}", attempt + 1)),
+            "{m}"
+        );
+        apply(&mut o, &a, now);
+        assert_eq!(
+            build_mut(&mut o, &t).retries,
+            Retries {
+                count: attempt,
+                last_at: Some(now)
+            }
+        );
+        // The failure, if still reported from before the retry, is not counted again.
+        let mut stale = o.clone();
+        build_mut(&mut stale, &t).backend = Some(BackendStatus::Failed {
+            error: outage.clone(),
+            at: now - 1,
+        });
+        let a = decide(&stale, now + 1);
+        assert!(mutations(&a).is_empty(), "{a:#?}");
+        // The next pass starts it again, still Building.
+        let a = decide(&o, now + 1);
+        assert_eq!(starts(&a), vec![t.clone()]);
+        apply(&mut o, &a, now + 1);
+        now += 2;
+    }
+    // The last attempt fails too: booked Failed, the Event counting the attempts.
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+        error: outage.clone(),
+        at: now,
+    });
+    let a = decide(&o, now + 1);
+    assert_eq!(status_of(&a, &t).unwrap().to, Phase::Failed);
+    let ev = events(&a);
+    let (_, m) = ev.iter().find(|(r, _)| r == "BuildFailed").unwrap();
+    assert!(
+        m.contains(&format!("{} attempt(s)", decide::TRANSIENT_ATTEMPTS)),
+        "{m}"
+    );
+
+    // Had the registry come back, the retried build succeeds by itself.
+    let mut o = world(vec![pool("worker", 1)]);
+    converge(&mut o, 6);
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+        error: outage.clone(),
+        at: NOW + 4,
+    });
+    let later = NOW + 4 + decide::TRANSIENT_RETRY_BACKOFF.delay(1).as_secs() as i64;
+    let a = decide(&o, later);
+    apply(&mut o, &a, later);
+    let a = decide(&o, later + 1);
+    assert_eq!(starts(&a), vec![t.clone()]);
+    apply(&mut o, &a, later + 1);
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Succeeded {
+        image: image('a'),
+        at: later + 2,
+    });
+    let a = decide(&o, later + 3);
+    assert_eq!(status_of(&a, &t).unwrap().to, Phase::Succeeded);
+
+    // A permanent failure is never retried.
+    let mut o = world(vec![pool("worker", 1)]);
+    converge(&mut o, 6);
+    build_mut(&mut o, &t).backend = Some(BackendStatus::Failed {
+        error: Classified::permanent("InvalidConfig", "bad"),
+        at: NOW + 4,
+    });
+    let a = decide(&o, NOW + 100);
+    assert!(!a.iter().any(|a| matches!(a, Action::RetryBuild { .. })));
+    assert_eq!(status_of(&a, &t).unwrap().to, Phase::Failed);
 }
 
 #[test]
@@ -968,6 +1161,7 @@ fn succeeded_build(name: &str, created: Timestamp, c: char) -> BuildObserved {
         build_end: Some(created + 10),
         digested_image: Some(format!("registry.local:5000/os/worker@{}", digest(c))),
         backend: None,
+        retries: Retries::default(),
     }
 }
 

@@ -170,6 +170,7 @@ fn build(
                 } else {
                     backend(*be, c)
                 },
+                retries: Retries::default(),
             });
         }
         if let Some(t) = &t {

@@ -31,7 +31,7 @@ use machineos_build_lifecycle::vocab;
 use machineos_build_lifecycle::{
     BackendStatus, BaseImageError, BuildObserved, LegacyOptIn, MachineOSConfigObserved,
     MachineOSImageObserved, ObjectRef, Observed, OptIn, Phase, Pool, PoolCondition, PoolObserved,
-    RegistryObservation, RenderedConfig, SecretState, Timestamp,
+    RegistryObservation, RenderedConfig, Retries, SecretState, Timestamp,
 };
 use machineos_kube::mco::{
     ImageView, MachineConfigView, MachineOSBuildView, MachineOSConfigView, PoolView,
@@ -287,6 +287,7 @@ fn build_of(obj: &DynamicObject, learnt: &Learnt) -> BuildObserved {
         build_start: v.status.build_start.as_deref().and_then(parse_time),
         build_end: v.status.build_end.as_deref().and_then(parse_time),
         digested_image: v.status.digested_image_push_spec,
+        retries: Retries::from_annotations(|k| obj.annotations().get(k).map(String::as_str)),
         name,
     }
 }

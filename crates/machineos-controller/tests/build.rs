@@ -396,3 +396,69 @@ async fn a_push_secret_that_may_not_push_is_reported_before_any_build() {
     assert_eq!(degraded["status"], "True");
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_outage_during_the_push_is_retried_and_the_build_succeeds() {
+    let c = Cluster::start_with(machineos_testkit::RegistryOptions::new()).await;
+    // The output registry answers 503 to the first manifest pushes: more of them than the
+    // registry client retries in one attempt, so the first build attempt fails, transiently.
+    let proxy = machineos_testkit::FaultProxy::start(
+        c.registry.addr(),
+        vec![
+            machineos_testkit::FaultRule::new(
+                "/manifests/",
+                machineos_testkit::FaultAction::Status(503),
+            )
+            .method("PUT")
+            .times(6),
+        ],
+    )
+    .expect("proxy");
+    let push = format!("{}/machineos/worker:latest", proxy.host());
+    c.secret(
+        "push-secret",
+        &dockerconfig(&proxy.host(), "anonymous", "none"),
+    )
+    .await;
+    c.setup(&push, "hello\n").await;
+    let ctl = c.controller().await;
+
+    // The same MachineOSBuild succeeds, without anyone asking for a rebuild: the lifecycle
+    // started it again after the transient failure and recorded that it did.
+    let builds = c
+        .until(&kinds::build(), "the build Succeeded after a retry", |l| {
+            succeeded(l).len() == 1
+        })
+        .await;
+    assert_eq!(builds.len(), 1, "one MachineOSBuild, retried in place");
+    let b = &builds[0];
+    let annotations = b.annotations();
+    assert_eq!(
+        annotations
+            .get(machineos_build_lifecycle::vocab::BUILD_RETRIES_ANNOTATION)
+            .map(String::as_str),
+        Some("1"),
+        "{annotations:?}"
+    );
+    assert!(
+        !annotations.contains_key(machineos_build_lifecycle::vocab::REBUILD_ANNOTATION),
+        "{annotations:?}"
+    );
+    assert!(proxy.count("PUT", "/manifests/") > 6);
+    let image = b.data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.until_recorded("the image recorded", "currentImagePullSpec", &image)
+        .await;
+    // What happened is on the record: a Warning Event for the retry.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::all(c.client.clone());
+    let evs = events.list(&Default::default()).await.unwrap().items;
+    let retrying = evs
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("BuildRetrying"))
+        .expect("a BuildRetrying Event");
+    let note = retrying.note.as_deref().unwrap_or_default();
+    assert!(note.contains("attempt 2 of 5"), "{note}");
+    ctl.stop().await;
+}

@@ -734,6 +734,45 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         })
     });
     assert!(failed, "no MachineOSImage RolloutFailed");
+    // The condition says the way out, naming the node that holds the pool.
+    let nd_message = nd["message"].as_str().unwrap_or_default();
+    assert!(nd_message.ends_with("re-targets node-05"), "{nd_message}");
+    // The way out: the cause is gone (the fake host's wrong boot was one-shot) and a new
+    // MachineConfig is applied. Its image is built although a node is degraded (the MCO
+    // would hold the build back until the node recovers, which it cannot without one),
+    // re-targets node-05, and the pool finishes on it.
+    let halted_on = n5
+        .annotations()
+        .get(vocab::DESIRED_IMAGE)
+        .cloned()
+        .unwrap_or_default();
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("10-worker-fix", "fix", "fixed"),
+    )
+    .await;
+    until_nodes(&c, "every node on the fixed image", EVENTUALLY, |ns| {
+        ns.iter().all(|n| {
+            let a = n.annotations();
+            let on = current_image(n);
+            on.is_some()
+                && on != Some(OLD)
+                && on != Some(halted_on.as_str())
+                && a.get(vocab::DESIRED_IMAGE).map(String::as_str) == on
+                && a.get(vocab::STATE).map(String::as_str) == Some("Done")
+        })
+    })
+    .await;
+    c.until(&kinds::pool(), "the pool Updated and not degraded", |ps| {
+        ps.iter().any(|p| {
+            let cs = p.data["status"]["conditions"].as_array();
+            let is = |t: &str, s: &str| {
+                cs.is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == s))
+            };
+            p.name_any() == "worker" && is("Updated", "True") && is("NodeDegraded", "False")
+        })
+    })
+    .await;
     fleet.shutdown().await;
     controller.stop().await;
 }

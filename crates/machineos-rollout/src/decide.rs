@@ -25,7 +25,8 @@
 //! * **Halt**: a node Degraded on the current target holds its slot and stops the rollout
 //!   (no new node is targeted or staged): `NodeDegraded=True` naming the node and reason,
 //!   a Warning Event on the change, the MachineOSImage `RolloutFailed`. A new target
-//!   (another build) re-targets degraded nodes as candidates.
+//!   (another build, which a degraded node does not hold back) re-targets degraded nodes as
+//!   candidates, and the condition says so: the way out is always a new image.
 //! * **Staging**: every node a (running) rollout targets and that does not run its image yet
 //!   gets [`vocab::STAGE_IMAGE`] at once, whatever its turn; the agent pulls it without
 //!   disruption. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
@@ -675,6 +676,15 @@ impl Pass<'_> {
                         img
                     )) && !degraded(views[i].node))
                     .count()
+            ));
+            let blocking: Vec<&str> = failed
+                .iter()
+                .map(|&i| views[i].node.name.as_str())
+                .collect();
+            nd_message.push_str(&format!(
+                "; to recover, fix the cause and apply a new MachineConfig to the pool: its \
+                 image is built while nodes are degraded and re-targets {}",
+                blocking.join(", ")
             ));
             if !p
                 .conditions

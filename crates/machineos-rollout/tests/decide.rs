@@ -221,6 +221,11 @@ fn a_failed_node_holds_its_slot_and_halts_the_rollout() {
         "{}",
         nd.message
     );
+    assert!(
+        nd.message.ends_with("re-targets n04"),
+        "the way out is said: {}",
+        nd.message
+    );
     assert!(cond(&d.pools[0].conditions, condition::DEGRADED).status);
     assert_eq!(d.pools[0].counts.degraded, 1);
     assert_eq!(d.pools[0].counts.updated, 2);

@@ -49,6 +49,13 @@ pub const RETAIN_SUCCEEDED_ANNOTATION: &str = "machineos.io/retain-succeeded-bui
 /// machineos' MachineOSConfig annotation: for how many seconds Failed and Interrupted builds
 /// are kept after they ended.
 pub const RETAIN_FAILED_SECONDS_ANNOTATION: &str = "machineos.io/retain-failed-builds-seconds";
+/// machineos' MachineOSBuild annotation: how many times the build was started again after a
+/// transient failure (absent: never).
+pub const BUILD_RETRIES_ANNOTATION: &str = "machineos.io/build-retries";
+/// machineos' MachineOSBuild annotation: when (Unix seconds) it was last started again after
+/// a transient failure; a failure its backend reports from before then is the one already
+/// retried.
+pub const BUILD_RETRIED_AT_ANNOTATION: &str = "machineos.io/build-retried-at";
 
 /// MachineOSBuild condition types, in the order the MCO writes them.
 pub const BUILD_CONDITION_TYPES: [&str; 5] =
@@ -78,8 +85,11 @@ pub const LEGACY_POOL_CONDITIONS: [&str; 4] =
     [BUILD_PENDING, BUILDING, BUILD_SUCCESS, BUILD_FAILED];
 /// Pool conditions that mean "degraded for another reason": no new build starts while one is
 /// True (MCO `reconciler.go`; `ImageBuildDegraded` itself does not block, so a retry can).
-pub const BLOCKING_POOL_CONDITIONS: [&str; 4] = [
-    crate::condition::NODE_DEGRADED,
+///
+/// `NodeDegraded` is not among them, unlike the MCO: a node that failed its update is fixed
+/// by a new image (which re-targets it), so refusing to build while a node is degraded would
+/// leave the pool stuck for good.
+pub const BLOCKING_POOL_CONDITIONS: [&str; 3] = [
     crate::condition::RENDER_DEGRADED,
     "PinnedImageSetsDegraded",
     "PoolSynchronizerDegraded",
@@ -121,4 +131,6 @@ pub mod event {
     pub const BUILD_DEGRADED: &str = "BuildDegraded";
     /// The pool's image build recovered.
     pub const BUILD_RECOVERED: &str = "BuildRecovered";
+    /// machineos' own: a build that failed transiently is started again.
+    pub const BUILD_RETRYING: &str = "BuildRetrying";
 }

@@ -173,6 +173,25 @@ async fn execute(
                 builder.start(request);
             }
             Action::CancelBuild { build } => ctx.builders.cancel(&build),
+            Action::RetryBuild { build, retries, at } => {
+                // Recorded first: a retry whose record failed is not made, so the attempts
+                // stay bounded whatever fails.
+                use machineos_build_lifecycle::vocab::{
+                    BUILD_RETRIED_AT_ANNOTATION, BUILD_RETRIES_ANNOTATION,
+                };
+                api::merge(
+                    &kinds::all(ctx.client, &kinds::build()),
+                    &build,
+                    serde_json::json!({"metadata": {"annotations": {
+                        BUILD_RETRIES_ANNOTATION: retries.to_string(),
+                        BUILD_RETRIED_AT_ANNOTATION: at.to_string(),
+                    }}}),
+                    format!("MachineOSBuild {build}"),
+                )
+                .await?;
+                ctx.builders.cancel(&build);
+                tracing::warn!(pool = %p.pool.name, build = %build, retries, "build started again after a transient failure");
+            }
             Action::SetBuildStatus(u) => {
                 if set_build_status(ctx.client, &ctx.opts.namespace, &u).await? {
                     tracing::info!(pool = %p.pool.name, build = %u.build, from = ?u.from, to = ?u.to, "build status");
