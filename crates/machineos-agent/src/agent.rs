@@ -116,11 +116,8 @@ impl AgentOptions {
 
 /// `config` made fit for the agent: no automatic retry of 429/503/504 responses (an
 /// eviction's 429 is a PodDisruptionBudget's answer, which the drain reports and retries
-/// itself).
-pub fn client_config(mut config: kube::Config) -> kube::Config {
-    config.default_retry = false;
-    config
-}
+/// itself). The controller's client is built the same way.
+pub use machineos_kube::client_config;
 
 /// The annotation marking a mirror (static) pod.
 const MIRROR: &str = "kubernetes.io/config.mirror";

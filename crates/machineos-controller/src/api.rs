@@ -52,6 +52,16 @@ pub enum ExecError {
     },
 }
 
+impl ExecError {
+    /// How long the API server asked to be left alone (a 429's `retryAfterSeconds`).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ExecError::Api(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
 impl From<KubeError> for ExecError {
     fn from(e: KubeError) -> ExecError {
         ExecError::Api(e)

@@ -1,5 +1,6 @@
 //! The whole controller process: finds the cluster as kubectl does (in-cluster config, else
-//! `KUBECONFIG`, else `~/.kube/config`: kube's `Client::try_default`), serves `/metrics`,
+//! `KUBECONFIG`, else `~/.kube/config`: kube's `Config::infer`; no retries inside a request,
+//! see `machineos_kube::client_config`), serves `/metrics`,
 //! `/healthz`, `/readyz`, runs leader election (unless told not to) and the controller loop,
 //! and shuts down gracefully when `shutdown` is cancelled: the loop stops and cancels its
 //! builds, and the leader releases its Lease so a standby takes over at once.
@@ -28,9 +29,14 @@ pub const LIVENESS_STALENESS: Duration = Duration::from_secs(120);
 
 /// Run until `shutdown` is cancelled (or the caches cannot start).
 pub async fn run(opts: ControllerOptions, shutdown: CancellationToken) -> Result<(), String> {
-    let client = kube::Client::try_default().await.map_err(|e| {
+    let found = |e: &dyn std::fmt::Display| {
         format!("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config): {e}")
-    })?;
+    };
+    // Nothing retried inside a request: a throttled call fails fast and only its own work
+    // waits (`machineos_kube::client_config`).
+    let config = kube::Config::infer().await.map_err(|e| found(&e))?;
+    let client =
+        kube::Client::try_from(machineos_kube::client_config(config)).map_err(|e| found(&e))?;
     run_with(client, opts, shutdown).await
 }
 

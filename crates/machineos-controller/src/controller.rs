@@ -16,10 +16,17 @@
 //! * **Outcomes are data.** A pass returns when it wants to run again
 //!   (`Requeue`) and, per pool, whether the build executor's writes
 //!   failed; the loop keeps the clock: the soonest requeue, and a failed pool backed off
-//!   (1 s doubling to 32 s, [`POOL_BACKOFF`]) without holding up the other pools.
+//!   (1 s doubling to 32 s, [`POOL_BACKOFF`], or longer when the API server asked for
+//!   it with a 429's Retry-After, at most [`MAX_RETRY_AFTER`]: [`pool_wait`]) without
+//!   holding up the other pools. No request waits inside the client: it retries nothing
+//!   by itself (`machineos_kube::client_config`), so a throttled write costs one failed
+//!   call and its pool a requeue, not the pass.
 //! * **Only the leader acts.** A standby keeps its caches warm, serves `/metrics` and
 //!   `/readyz`, and runs no pass (see [`crate::leader`]); a replica that stops being the
-//!   leader stops its builds, which the new leader adopts.
+//!   leader — also in the middle of a pass, which is then abandoned before its next write —
+//!   stops its builds, which the new leader adopts. Node writes are conditional on the
+//!   resourceVersion they were decided from and status writes are read-modify-write with
+//!   it, so what a stale view decided is refused rather than applied.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,6 +53,17 @@ pub use crate::options::{ControllerOptions, DEFAULT_INDEX_MEMORY};
 /// A pool whose actions failed is tried again after 1 s, doubling, at most 32 s.
 pub const POOL_BACKOFF: Backoff =
     Backoff::doubling(Duration::from_secs(1), Duration::from_secs(32));
+
+/// The longest wait a server's Retry-After imposes on a pool (a bigger one is capped: the
+/// pool is tried again then, and throttled again if the server still wants it).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How long a pool waits after its `failures`-th consecutive failed pass: the backoff, or
+/// what the API server asked for if that is longer (bounded). Pure.
+pub fn pool_wait(failures: u32, retry_after: Option<Duration>) -> Duration {
+    let backoff = POOL_BACKOFF.delay(failures);
+    retry_after.map_or(backoff, |r| backoff.max(r.min(MAX_RETRY_AFTER)))
+}
 
 /// The loop's state: the sub-controllers, and what the loop itself needs.
 struct Loop {
@@ -130,7 +148,18 @@ pub async fn run(
         // Coalesce a burst of watch events into one pass.
         tokio::time::sleep(Duration::from_millis(5)).await;
         let started = Instant::now();
-        state.pass().await;
+        // A pass is fenced by leadership: when the Lease is lost (or not renewed within its
+        // deadline) mid-pass, the pass is dropped at its next await — no write it has not
+        // sent yet goes out — and the builds stop, as a standby's do.
+        let stepped_down = tokio::select! {
+            () = state.pass() => false,
+            () = leadership.lost() => true,
+        };
+        if stepped_down {
+            tracing::warn!("leadership lost during a pass: the pass is abandoned");
+            state.build.cancel_all();
+            continue;
+        }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "pass");
     }
     state.build.cancel_all();
@@ -177,7 +206,7 @@ impl Loop {
                 }
                 Err(e) => {
                     let n = self.backoff.get(&pool).map_or(0, |(n, _)| *n) + 1;
-                    let wait = POOL_BACKOFF.delay(n);
+                    let wait = pool_wait(n, e.retry_after());
                     tracing::warn!(pool = %pool, error = %e, retry = ?e.retry(), "action failed; pool requeued");
                     cx.metrics
                         .reconcile(ReconcileResult::Error, e.reason(), 0.0);
@@ -191,6 +220,27 @@ impl Loop {
         }
         if let Some(d) = requeue.0 {
             self.requeue_in(d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_waits_its_backoff_or_what_the_server_asked_for_bounded() {
+        let s = Duration::from_secs;
+        let cases = [
+            (1, None, s(1)),
+            (3, None, s(4)),
+            (1, Some(s(5)), s(5)),
+            (3, Some(s(2)), s(4)),
+            (1, Some(s(1000)), MAX_RETRY_AFTER),
+            (20, None, s(32)),
+        ];
+        for (n, retry_after, want) in cases {
+            assert_eq!(pool_wait(n, retry_after), want, "{n} {retry_after:?}");
         }
     }
 }

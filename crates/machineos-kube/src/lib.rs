@@ -27,6 +27,6 @@ pub mod time;
 pub mod view;
 
 pub use condition::{ConditionView, upsert_condition};
-pub use error::{KubeError, api_err};
+pub use error::{KubeError, api_err, client_config};
 pub use events::{Events, truncate};
 pub use view::{ViewError, view};

@@ -1,6 +1,7 @@
 //! The rollout's executor: a [`Decision`] → API writes, thin.
 //!
-//! Node annotations by JSON merge patch (only the keys that change); one MachineConfigNode
+//! Node annotations by JSON merge patch (only the keys that change), conditional on the
+//! resourceVersion the decision saw (a 409 is decided again); one MachineConfigNode
 //! per pool member, created by the controller, whose spec mirrors the node's desired
 //! annotations (its status is the agent's); pool status counts and conditions,
 //! MachineOSImage and MachineImage conditions — each written only when it changes; Events
@@ -106,6 +107,14 @@ pub async fn execute(
 ) -> Executed {
     let mut out = Executed::default();
     let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    // The resourceVersion each node was decided from: its patch is conditional on it, so a
+    // decision about a node that changed since (or a replica's that no longer leads, whose
+    // view has gone stale) is refused with a 409 and decided again from the new state.
+    let decided_from: BTreeMap<String, String> = s
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.name_any(), n.resource_version()?)))
+        .collect();
     // Node annotations.
     let patches: Vec<_> = d
         .node_patches
@@ -119,12 +128,16 @@ pub async fn execute(
             let nodes = nodes.clone();
             let name = p.node.clone();
             let changes = p.annotations.clone();
+            let mut metadata = json!({"annotations": annotations});
+            if let Some(rv) = decided_from.get(&name) {
+                metadata["resourceVersion"] = json!(rv);
+            }
             async move {
                 nodes
                     .patch(
                         &name,
                         &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+                        &Patch::Merge(json!({ "metadata": metadata })),
                     )
                     .await
                     .map(|_| (name.clone(), changes))

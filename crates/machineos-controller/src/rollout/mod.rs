@@ -109,7 +109,13 @@ impl RolloutController {
         }
         if !done.failures.is_empty() {
             for e in &done.failures {
-                tracing::warn!(error = %e, "rollout write failed (retrying)");
+                if matches!(e, api::ExecError::Api(k) if k.code() == Some(409)) {
+                    // A node changed since the decision (its patch is conditional): decided
+                    // again on the next pass, which its watch event brings.
+                    tracing::debug!(error = %e, "rollout write conflicted (deciding again)");
+                } else {
+                    tracing::warn!(error = %e, "rollout write failed (retrying)");
+                }
             }
             requeue.after(Duration::from_secs(1));
         }

@@ -42,7 +42,8 @@ pub async fn client_of(server: &Server) -> Client {
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .unwrap();
-    Client::try_from(cfg).unwrap()
+    // As the controller builds its client in production: nothing retried inside a request.
+    Client::try_from(machineos_kube::client_config(cfg)).unwrap()
 }
 
 fn base_layout(dir: &Path, platforms: &[&str]) -> std::path::PathBuf {
