@@ -516,15 +516,10 @@ impl Agent {
                 object: object.clone(),
                 message: "the pull secret does not exist".into(),
             })?;
-        let data = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(".dockerconfigjson"))
-            .map(|b| b.0.clone())
-            .ok_or_else(|| AgentError::Missing {
+        let data =
+            machineos_kube::secret::registry_auth(&secret).map_err(|why| AgentError::Missing {
                 object: object.clone(),
-                message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
-                    .into(),
+                message: why,
             })?;
         let host = self.host.clone();
         let path = blocking("write pull secret", move || host.write_pull_secret(&data)).await?;

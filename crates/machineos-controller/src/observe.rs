@@ -85,15 +85,16 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The `.dockerconfigjson` of Secret `name` in the controller's namespace, with a name
+    /// The registry credentials (`config.json` bytes; a legacy `.dockercfg` converted, see
+    /// `machineos_kube::secret`) of Secret `name` in the controller's namespace, with a name
     /// for messages (`Secret <ns>/<name>`).
     pub fn dockerconfigjson(&self, name: &str) -> Option<(String, Vec<u8>)> {
         let sec = self
             .secrets
             .iter()
             .find(|x| x.metadata.name.as_deref() == Some(name))?;
-        let bytes = sec.data.as_ref()?.get(".dockerconfigjson")?;
-        Some((format!("Secret {}/{name}", self.namespace), bytes.0.clone()))
+        let bytes = machineos_kube::secret::registry_auth(sec).ok()?;
+        Some((format!("Secret {}/{name}", self.namespace), bytes))
     }
 }
 
@@ -300,19 +301,20 @@ pub fn build_pool(obj: &DynamicObject) -> Option<&str> {
 }
 
 fn secret_state(s: &Secret) -> SecretState {
-    const TYPE: &str = "kubernetes.io/dockerconfigjson";
-    if s.type_.as_deref() != Some(TYPE) {
-        return SecretState::Invalid(format!(
-            "has type {:?}, not {TYPE:?}",
-            s.type_.as_deref().unwrap_or("")
-        ));
-    }
-    let Some(bytes) = s.data.as_ref().and_then(|d| d.get(".dockerconfigjson")) else {
-        return SecretState::Invalid("has no .dockerconfigjson key".into());
+    let bytes = match machineos_kube::secret::registry_auth(s) {
+        Ok(b) => b,
+        Err(why) => return SecretState::Invalid(why),
     };
-    match machineos_image::auth::AuthFile::parse(&bytes.0) {
+    match machineos_image::auth::AuthFile::parse(&bytes) {
         Ok(_) => SecretState::Usable,
-        Err(e) => SecretState::Invalid(format!(".dockerconfigjson: {e}")),
+        Err(e) => {
+            let key = if s.type_.as_deref() == Some(machineos_kube::secret::DOCKER_CFG.0) {
+                machineos_kube::secret::DOCKER_CFG.1
+            } else {
+                machineos_kube::secret::DOCKER_CONFIG_JSON.1
+            };
+            SecretState::Invalid(format!("{key}: {e}"))
+        }
     }
 }
 

@@ -462,3 +462,49 @@ async fn a_registry_outage_during_the_push_is_retried_and_the_build_succeeds() {
     assert!(note.contains("attempt 2 of 5"), "{note}");
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_dockercfg_push_secret_is_converted_and_pushes() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, PostParams};
+    // The TLS + htpasswd registry: the push needs the credentials.
+    let c = Cluster::start().await;
+    let (user, pass) = c.registry.credentials().expect("an htpasswd registry");
+    // OpenShift's `builder-dockercfg-*` kind of Secret: type kubernetes.io/dockercfg, key
+    // .dockercfg holding the auths map alone.
+    let config: Value =
+        serde_json::from_slice(&dockerconfig(&c.registry.host(), user, pass)).unwrap();
+    let legacy = serde_json::to_vec(&config["auths"]).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), NS);
+    secrets
+        .delete("push-secret", &DeleteParams::default())
+        .await
+        .unwrap();
+    let s: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "push-secret"},
+        "type": "kubernetes.io/dockercfg",
+        "data": {".dockercfg": base64_encode(&legacy)},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    c.setup(
+        &format!("{}/machineos/worker:latest", c.registry.host()),
+        "hello\n",
+    )
+    .await;
+    let ctl = c.controller().await;
+    let builds = c
+        .until(&kinds::build(), "one Succeeded build", |l| {
+            succeeded(l).len() == 1
+        })
+        .await;
+    let image = builds[0].data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        layer_file(&c, &image, "/etc/motd").await.as_deref(),
+        Some("hello\n")
+    );
+    ctl.stop().await;
+}

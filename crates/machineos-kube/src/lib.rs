@@ -11,8 +11,10 @@
 //! * [`mco`] — the views of the MCO objects the controller reads;
 //! * [`condition`] — one [`upsert_condition`] for `metav1.Condition`s and the MCO's pool
 //!   conditions alike: `lastTransitionTime` moves only when the status does;
-//! * [`events`] — [`Events`], kube-runtime's recorder with the notes bounded and failures
-//!   logged (Events are best effort);
+//! * [`events`] — [`Events`], the Event recorder: a series per message (a changed message
+//!   is a new Event), notes bounded, failures logged (Events are best effort);
+//! * [`secret`] — registry credentials from a Secret of either type Kubernetes defines
+//!   (`dockerconfigjson`, and the legacy `dockercfg`, converted);
 //! * [`time`] — the API's times (RFC 3339 seconds) and this machine's clock.
 //!
 //! Hand-written on top of kube-rs: what kube-rs leaves to each controller (a status
@@ -23,6 +25,7 @@ pub mod condition;
 pub mod error;
 pub mod events;
 pub mod mco;
+pub mod secret;
 pub mod time;
 pub mod view;
 

@@ -325,7 +325,7 @@ impl Running {
     }
 }
 
-fn base64_encode(b: &[u8]) -> String {
+pub fn base64_encode(b: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
