@@ -1,7 +1,8 @@
 //! What the store knows about each resource: the [`Registry`] of [`ResourceInfo`]s.
 //!
 //! Built in are the kinds issue 13 names (Namespace, ConfigMap, Secret, Node, Pod, Event in
-//! core/v1 and events.k8s.io/v1, ServiceAccount, Lease, Job, PodDisruptionBudget, the
+//! core/v1 and events.k8s.io/v1, ServiceAccount, Lease, the RBAC kinds (Role, RoleBinding,
+//! ClusterRole, ClusterRoleBinding), Job, PodDisruptionBudget, the
 //! CustomResourceDefinition itself, and build.openshift.io/v1 Build served like a custom
 //! resource), each with its scope, names, whether it has a `status` subresource, whether it
 //! tracks `metadata.generation`, its name rule, the field selectors it supports, whether it
@@ -377,6 +378,32 @@ impl Registry {
                 ]);
             }),
             b("coordination.k8s.io", "v1", "Lease", "leases"),
+            // RBAC: what the server authorizes ServiceAccounts' requests by (crate::http::rbac).
+            b("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+            b(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "RoleBinding",
+                "rolebindings",
+            ),
+            with(
+                b(
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "ClusterRole",
+                    "clusterroles",
+                ),
+                &|r| r.namespaced = false,
+            ),
+            with(
+                b(
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "ClusterRoleBinding",
+                    "clusterrolebindings",
+                ),
+                &|r| r.namespaced = false,
+            ),
             with(b("batch", "v1", "Job", "jobs"), &|r| {
                 r.status_subresource = true;
                 r.tracks_generation = true;
@@ -494,6 +521,28 @@ mod tests {
             ("events.k8s.io", "events", "Event", true, false),
             ("", "serviceaccounts", "ServiceAccount", true, false),
             ("coordination.k8s.io", "leases", "Lease", true, false),
+            ("rbac.authorization.k8s.io", "roles", "Role", true, false),
+            (
+                "rbac.authorization.k8s.io",
+                "rolebindings",
+                "RoleBinding",
+                true,
+                false,
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterroles",
+                "ClusterRole",
+                false,
+                false,
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                false,
+            ),
             ("batch", "jobs", "Job", true, true),
             (
                 "policy",

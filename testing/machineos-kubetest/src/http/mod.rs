@@ -29,6 +29,7 @@
 //! | [`watch`] | `?watch=true` streaming responses |
 //! | [`protobuf`] | the protobuf request bodies of kubectl's typed clients |
 //! | [`tls`] | certificates, bearer token, authentication, kubeconfig |
+//! | [`rbac`] | what a ServiceAccount's token may do: Roles, ClusterRoles, their bindings |
 //! | [`body`] | response bodies, query strings, request-body limits, YAML bodies |
 //! | [`table`] | server-side `Table` rendering for `kubectl get` |
 //! | [`openapi`] | `/openapi/v3` documents kubectl's field validation and apply read |
@@ -39,11 +40,13 @@ pub mod discovery;
 pub mod eviction;
 pub mod openapi;
 pub mod protobuf;
+pub mod rbac;
 pub mod rest;
 pub mod table;
 pub mod tls;
 pub mod watch;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -103,6 +106,8 @@ pub struct Shared {
     controls: Controls,
     tls: Option<TlsIdentity>,
     anonymous_auth: bool,
+    /// ServiceAccount tokens minted for tests, by token.
+    service_accounts: Mutex<HashMap<String, rbac::ServiceAccount>>,
 }
 
 impl Shared {
@@ -148,25 +153,31 @@ async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
             .headers()
             .get(hyper::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        match tls::authenticate(header, &id.token, s.anonymous_auth) {
-            Auth::User => {}
-            Auth::Anonymous if tls::anonymous_allowed(&info.method, &info.path) => {}
-            Auth::Anonymous => {
-                let a = tls::Attributes {
-                    verb: &info.verb,
-                    path: &info.path,
-                    resource: info.rbac_resource.as_ref().map(|r| {
-                        (
-                            info.group.as_str(),
-                            r.clone(),
-                            info.namespace.as_deref(),
-                            info.name.as_deref(),
-                        )
-                    }),
-                };
-                return json_response(403, &tls::forbidden_status(&a));
+        if let Some(sa) = service_account(&s, header) {
+            if let Some(denied) = authorize(&s, &sa, &info) {
+                return denied;
             }
-            Auth::Unauthorized => return json_response(401, &tls::unauthorized_status()),
+        } else {
+            match tls::authenticate(header, &id.token, s.anonymous_auth) {
+                Auth::User => {}
+                Auth::Anonymous if tls::anonymous_allowed(&info.method, &info.path) => {}
+                Auth::Anonymous => {
+                    let a = tls::Attributes {
+                        verb: &info.verb,
+                        path: &info.path,
+                        resource: info.rbac_resource.as_ref().map(|r| {
+                            (
+                                info.group.as_str(),
+                                r.clone(),
+                                info.namespace.as_deref(),
+                                info.name.as_deref(),
+                            )
+                        }),
+                    };
+                    return json_response(403, &tls::forbidden_status(&a));
+                }
+                Auth::Unauthorized => return json_response(401, &tls::unauthorized_status()),
+            }
         }
     }
     let d = s.controls.on_request(&info);
@@ -183,6 +194,68 @@ async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
         return r;
     }
     rest::handle(&s, req).await
+}
+
+/// The ServiceAccount whose minted token the `Authorization` header carries, if any.
+fn service_account(s: &Shared, header: Option<&[u8]>) -> Option<rbac::ServiceAccount> {
+    let h = std::str::from_utf8(header?).ok()?;
+    let (scheme, token) = h.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let map = s.service_accounts.lock().unwrap_or_else(|e| e.into_inner());
+    map.get(token.trim()).cloned()
+}
+
+/// RBAC for a ServiceAccount's request: `None` when allowed, else the 403 response.
+fn authorize(
+    s: &Shared,
+    sa: &rbac::ServiceAccount,
+    info: &control::RequestInfo,
+) -> Option<Response<RespBody>> {
+    let req = match &info.rbac_resource {
+        Some(resource) => rbac::Request::Resource {
+            verb: &info.verb,
+            group: &info.group,
+            resource,
+            namespace: info.namespace.as_deref(),
+            name: info.name.as_deref(),
+        },
+        None => rbac::Request::NonResource {
+            verb: &info.verb,
+            path: &info.path,
+        },
+    };
+    let allowed = {
+        let rbac_objects: Vec<serde_json::Value> = {
+            let store = s.lock();
+            store
+                .objects()
+                .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        rbac::allowed(sa, &req, rbac_objects.iter())
+    };
+    if allowed {
+        return None;
+    }
+    let a = tls::Attributes {
+        verb: &info.verb,
+        path: &info.path,
+        resource: info.rbac_resource.as_ref().map(|r| {
+            (
+                info.group.as_str(),
+                r.clone(),
+                info.namespace.as_deref(),
+                info.name.as_deref(),
+            )
+        }),
+    };
+    Some(json_response(
+        403,
+        &tls::forbidden_status_for(&a, &sa.user()),
+    ))
 }
 
 impl Server {
@@ -236,6 +309,7 @@ impl Server {
             controls: Controls::default(),
             tls,
             anonymous_auth: opts.anonymous_auth,
+            service_accounts: Mutex::default(),
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
@@ -307,6 +381,35 @@ impl Server {
                 .as_ref()
                 .map(|t| (t.ca_pem.as_str(), t.token.as_str())),
         )
+    }
+
+    /// A bearer token for ServiceAccount `namespace`/`name` (TLS only): requests with it are
+    /// that ServiceAccount's, authorized by the RBAC objects in the store ([`rbac`]), as a
+    /// pod running under it would be.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> Option<String> {
+        self.shared.tls.as_ref()?;
+        let token = tls::random_token().ok()?;
+        let mut map = self
+            .shared
+            .service_accounts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        map.insert(
+            token.clone(),
+            rbac::ServiceAccount {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            },
+        );
+        Some(token)
+    }
+
+    /// A kubeconfig like [`Server::kubeconfig`] for ServiceAccount `namespace`/`name`
+    /// ([`Server::service_account_token`]; TLS only).
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> Option<String> {
+        let token = self.service_account_token(namespace, name)?;
+        let ca = self.shared.tls.as_ref()?.ca_pem.clone();
+        Some(tls::kubeconfig(&self.url(), Some((&ca, &token))))
     }
 
     /// Writes [`Server::kubeconfig`] to `path` atomically (temporary file and rename in

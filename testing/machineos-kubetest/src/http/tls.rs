@@ -17,9 +17,13 @@
 //!   `/readyz` (and their sub-paths) and nothing else: every other request is 403
 //!   `Forbidden` worded as RBAC's `forbiddenMessage` (`responsewriters/errors.go`).
 //!   Without anonymous auth every such request is 401.
-//! * Simplifications: one identity with every permission (no RBAC, no
-//!   `SelfSubjectReview`), no client certificates or token files; a test harness, not a
-//!   security boundary (the token is still compared without an early exit).
+//! * ServiceAccount tokens minted by [`crate::http::Server::service_account_token`] are
+//!   that ServiceAccount, authorized by RBAC ([`crate::http::rbac`]); a refusal is the same
+//!   403 worded for that user.
+//! * Simplifications: the generated token is one identity with every permission
+//!   (`system:masters`), no `SelfSubjectReview`, no client certificates or token files; a
+//!   test harness, not a security boundary (the admin token is still compared without an
+//!   early exit).
 //!
 //! The certificate work is `rcgen`'s and the TLS is rustls'; what is written here is the
 //! glue and the decisions above, which no crate makes.
@@ -200,11 +204,15 @@ pub struct Attributes<'a> {
 /// The 403 `Status` of `system:anonymous` being refused, worded as RBAC's
 /// `forbiddenMessage` wrapped by `errors.NewForbidden`.
 pub fn forbidden_status(a: &Attributes<'_>) -> Value {
-    const USER: &str = "system:anonymous";
+    forbidden_status_for(a, "system:anonymous")
+}
+
+/// The 403 `Status` of user `user` being refused (see [`forbidden_status`]).
+pub fn forbidden_status_for(a: &Attributes<'_>, user: &str) -> Value {
     let (message, details) = match &a.resource {
         None => (
             format!(
-                "forbidden: User {USER:?} cannot {} path {:?}",
+                "forbidden: User {user:?} cannot {} path {:?}",
                 a.verb, a.path
             ),
             json!({}),
@@ -221,7 +229,7 @@ pub fn forbidden_status(a: &Attributes<'_>) -> Value {
                 None => "at the cluster scope".to_string(),
             };
             let what = format!(
-                "User {USER:?} cannot {} resource {resource:?} in API group {group:?} {scope}",
+                "User {user:?} cannot {} resource {resource:?} in API group {group:?} {scope}",
                 a.verb
             );
             let message = match name {
