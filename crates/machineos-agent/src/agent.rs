@@ -493,34 +493,59 @@ impl Agent {
         }
     }
 
-    /// The pull Secret named by the node's annotation (else the default) onto the host.
+    /// The pull credentials onto the host: for a Secret the node's annotation names (a
+    /// MachineImage's `pullSecret`), its copy in the controller's
+    /// [`NODE_PULL_SECRETS`](machineos_rollout::vocab::NODE_PULL_SECRETS) — the agent may
+    /// read no other Secret but its default pull Secret (`--pull-secret`), read as it is.
     async fn write_pull_secret(&mut self, observed: &Observed) -> Result<(), AgentError> {
         let named = observed
             .annotations
             .get(PULL_SECRET)
             .filter(|v| !v.is_empty())
-            .map(|v| match v.split_once('/') {
-                Some((ns, name)) => (ns.to_owned(), name.to_owned()),
-                None => (self.opts.namespace.clone(), v.clone()),
+            .map(|v| {
+                v.rsplit_once('/')
+                    .map_or(v.as_str(), |(_, name)| name)
+                    .to_owned()
             });
-        let Some((ns, name)) = named.or_else(|| self.opts.pull_secret.clone()) else {
-            return Ok(());
-        };
-        let object = format!("Secret/{ns}/{name}");
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-        let secret = api
-            .get_opt(&name)
-            .await
-            .map_err(api_err("get", object.clone()))?
-            .ok_or_else(|| AgentError::Missing {
-                object: object.clone(),
-                message: "the pull secret does not exist".into(),
-            })?;
-        let data =
+        let data = if let Some(name) = named {
+            let ns = self.opts.namespace.clone();
+            let copy = machineos_rollout::vocab::NODE_PULL_SECRETS;
+            let object = format!("Secret/{ns}/{copy}");
+            let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+            let secret = api
+                .get_opt(copy)
+                .await
+                .map_err(api_err("get", object.clone()))?;
+            secret
+                .and_then(|s| s.data)
+                .and_then(|mut d| d.remove(&name))
+                .map(|b| b.0)
+                .ok_or_else(|| AgentError::Missing {
+                    object: object.clone(),
+                    message: format!(
+                        "no key {name:?}: the controller has not copied pull Secret {name:?} \
+                         (yet; does it exist, with registry credentials?)"
+                    ),
+                })?
+        } else {
+            let Some((ns, name)) = self.opts.pull_secret.clone() else {
+                return Ok(());
+            };
+            let object = format!("Secret/{ns}/{name}");
+            let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+            let secret = api
+                .get_opt(&name)
+                .await
+                .map_err(api_err("get", object.clone()))?
+                .ok_or_else(|| AgentError::Missing {
+                    object: object.clone(),
+                    message: "the pull secret does not exist".into(),
+                })?;
             machineos_kube::secret::registry_auth(&secret).map_err(|why| AgentError::Missing {
                 object: object.clone(),
                 message: why,
-            })?;
+            })?
+        };
         let host = self.host.clone();
         let path = blocking("write pull secret", move || host.write_pull_secret(&data)).await?;
         self.auth = Some(path);

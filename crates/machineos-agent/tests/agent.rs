@@ -124,8 +124,13 @@ impl Cluster {
     }
 
     fn start_agent(&self, opts: AgentOptions) -> Running {
+        self.start_agent_as(self.client.clone(), opts)
+    }
+
+    /// The agent with `client`'s identity (a ServiceAccount's, for the RBAC test).
+    fn start_agent_as(&self, client: Client, opts: AgentOptions) -> Running {
         let stop = CancellationToken::new();
-        let (client, host, token) = (self.client.clone(), self.host.clone(), stop.clone());
+        let (host, token) = (self.host.clone(), stop.clone());
         let task = tokio::spawn(async move {
             run(client, Arc::new(host), opts, token).await.unwrap();
         });
@@ -597,5 +602,113 @@ async fn staging_pulls_without_cordoning_and_retries_transient_failures() {
         c.mcn_condition("ImagePulledFromRegistry").await,
         Some(("True".into(), "Staged".into()))
     );
+    agent.stop().await;
+}
+
+/// A Secret of registry credentials (`config.json` bytes under `key`).
+fn creds_secret(name: &str, type_: &str, key: &str, bytes: &[u8]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some(type_.into()),
+        data: Some([(key.to_owned(), k8s_openapi::ByteString(bytes.to_vec()))].into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_updates_with_the_rbac_of_deploy_and_cannot_read_the_push_secret() {
+    let c = Cluster::start().await;
+    // deploy/agent.yaml's RBAC objects, created as `kubectl apply` would.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agent.yaml");
+    let yaml = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let mut applied = 0;
+    for doc in docs {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        let plural = match kind.as_str() {
+            "ClusterRole" => "clusterroles",
+            "ClusterRoleBinding" => "clusterrolebindings",
+            "Role" => "roles",
+            "RoleBinding" => "rolebindings",
+            _ => continue,
+        };
+        let gvk = kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(c.client.clone(), ns, &ar),
+            None => Api::all_with(c.client.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await.unwrap();
+        applied += 1;
+    }
+    assert_eq!(
+        applied, 4,
+        "ClusterRole, ClusterRoleBinding, Role, RoleBinding"
+    );
+    // The namespace's Secrets: the registry push Secret, and the controller's copy of a
+    // MachineImage's pull Secret.
+    let pull = br#"{"auths":{"quay.io":{"auth":"bWk6cHVsbA=="}}}"#;
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), NS);
+    for s in [
+        creds_secret(
+            "push-secret",
+            "kubernetes.io/dockerconfigjson",
+            ".dockerconfigjson",
+            b"{}",
+        ),
+        creds_secret(
+            "mi-pull",
+            "kubernetes.io/dockerconfigjson",
+            ".dockerconfigjson",
+            pull,
+        ),
+        creds_secret(NODE_PULL_SECRETS, "Opaque", "mi-pull", pull),
+    ] {
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+
+    // The agent's ServiceAccount, as its pod runs.
+    let kc = c
+        .server
+        .service_account_kubeconfig(NS, "machineos-agent")
+        .unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&kc).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let agent_client = Client::try_from(machineos_agent::client_config(cfg)).unwrap();
+    let as_agent: Api<Secret> = Api::namespaced(agent_client.clone(), NS);
+    let code = |r: Result<Secret, kube::Error>| match r {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(code(as_agent.get("push-secret").await), 403);
+    assert_eq!(code(as_agent.get("mi-pull").await), 403);
+    assert_eq!(code(as_agent.get(NODE_PULL_SECRETS).await), 200);
+    assert!(matches!(
+        as_agent.list(&Default::default()).await,
+        Err(kube::Error::Api(s)) if s.code == 403
+    ));
+
+    // A full update with those permissions, pulling with the MachineImage's credentials.
+    c.pod("apps", "web-0", json!({"app": "web"}), json!({}))
+        .await;
+    c.annotate(&[(PULL_SECRET, Some("machineos/mi-pull"))])
+        .await;
+    let agent = c.start_agent_as(agent_client.clone(), options());
+    c.desire(B).await;
+    c.until_reboot_requested().await;
+    assert!(!c.pod_exists("apps", "web-0").await, "evicted");
+    agent.stop().await;
+    c.host.boot();
+    let agent = c.start_agent_as(agent_client, options());
+    c.until_state("Done").await;
+    assert_eq!(c.annotation(CURRENT_IMAGE).await.as_deref(), Some(B));
+    assert_eq!(c.host.lock().pull_secret.as_deref(), Some(&pull[..]));
     agent.stop().await;
 }

@@ -371,14 +371,26 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     )
     .await
     .unwrap();
-    // A canary MachineImage pins one node of zone-c to another image.
+    // A canary MachineImage pins one node of zone-c to another image, pulled with a legacy
+    // dockercfg Secret: its node's agent gets the controller's copy, converted.
+    let canary_auths = json!({"quay.io": {"auth": "Y2FuYXJ5OnB1bGw="}});
+    let legacy: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "canary-pull"},
+        "type": "kubernetes.io/dockercfg",
+        "data": {".dockercfg": base64_encode(canary_auths.to_string().as_bytes())},
+    }))
+    .unwrap();
+    Api::namespaced(c.client.clone(), NS)
+        .create(&PostParams::default(), &legacy)
+        .await
+        .unwrap();
     c.apply(
         &kinds::machine_image(),
         json!({
             "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
             "kind": "MachineImage",
             "metadata": {"name": "canary"},
-            "spec": {"image": CANARY, "nodeName": "node-47"},
+            "spec": {"image": CANARY, "nodeName": "node-47", "pullSecret": {"name": "canary-pull"}},
         }),
     )
     .await;
@@ -557,6 +569,9 @@ async fn fifty_nodes_in_three_zones_move_in_zone_then_age_batches() {
     assert_eq!(st["degradedMachineCount"], 0, "{st}");
     let mi = c.get(&kinds::machine_image()).get("canary").await.unwrap();
     assert_eq!(mi.data["status"]["updatedMachineCount"], 1, "{}", mi.data);
+    let pulled_with = fleet.host("node-47").await.lock().pull_secret.clone();
+    let pulled_with: Value = serde_json::from_slice(&pulled_with.unwrap_or_default()).unwrap();
+    assert_eq!(pulled_with, json!({"auths": canary_auths}));
     fleet.shutdown().await;
     if let Some(r) = controller.take() {
         r.stop().await;

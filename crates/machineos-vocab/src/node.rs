@@ -29,8 +29,15 @@ pub const STAGE_IMAGE: &str = "machineos.io/stage-image";
 /// Node annotation (agent, machineos): the image (by digest) the node has pulled and staged.
 pub const STAGED_IMAGE: &str = "machineos.io/staged-image";
 /// Node annotation (controller, machineos): `namespace/name` of the Secret the agent pulls
-/// with (a MachineImage's `pullSecret`); absent: the agent's default pull secret.
+/// with (a MachineImage's `pullSecret`); absent: the agent's default pull secret. The agent
+/// does not read that Secret itself: it reads its copy, the key `name` of
+/// [`NODE_PULL_SECRETS`].
 pub const PULL_SECRET: &str = "machineos.io/pull-secret";
+/// Secret (controller, machineos; in the controller's namespace): the registry credentials
+/// of every Secret a MachineImage names as `pullSecret`, one key per Secret name, each a
+/// `config.json`. The agents may read this Secret and their default pull Secret only
+/// (`resourceNames`), never the push Secret or any other.
+pub const NODE_PULL_SECRETS: &str = "machineos-node-pull-secrets";
 /// Node annotation (controller, machineos): who drives this node's desired image —
 /// `MachineConfigPool/<name>` or `MachineImage/<name>`.
 pub const DRIVEN_BY: &str = "machineos.io/driven-by";

@@ -116,8 +116,13 @@ const AGENT_CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
     (MCO, "machineconfigs", &["get", "list", "watch"]),
 ];
 
-/// The agent's Role in the controller's namespace: the pull Secrets.
-const AGENT_NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[("", "secrets", &["get"])];
+/// The agent's Role in the controller's namespace: the default pull Secret and the
+/// controller's copy of the MachineImages' pull Secrets, by name (`resource:name` is a rule
+/// with `resourceNames`) — never the push Secret.
+const AGENT_NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
+    ("", "secrets:pull-secret", &["get"]),
+    ("", "secrets:machineos-node-pull-secrets", &["get"]),
+];
 
 /// The Role's grants in the controller's namespace: (apiGroup, resource, verbs).
 const NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
@@ -127,6 +132,8 @@ const NAMESPACED_RULES: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch", "create", "delete"],
     ),
     ("", "secrets", &["get", "list", "watch", "create", "delete"]),
+    // The agents' copy of the MachineImages' pull Secrets, kept current.
+    ("", "secrets:machineos-node-pull-secrets", &["update"]),
     ("", "pods", &["get", "list", "watch"]),
     (
         "batch",
@@ -498,16 +505,23 @@ fn table(rules: &[(&str, &str, &[&str])]) -> Grants {
         .collect()
 }
 
-/// What `rules` grant, expanded to (apiGroup, resource, verb); refuses wildcards,
-/// resourceNames and nonResourceURLs (nothing here needs them).
+/// What `rules` grant, expanded to (apiGroup, resource, verb) — a rule with
+/// `resourceNames` as `resource:name` per name; refuses wildcards and nonResourceURLs
+/// (nothing here needs them).
 fn grants(what: &str, rules: &[PolicyRule]) -> Grants {
     let mut out = Grants::new();
     for (i, rule) in rules.iter().enumerate() {
         let groups = rule.api_groups.clone().unwrap_or_default();
-        let resources = rule.resources.clone().unwrap_or_default();
+        let mut resources = rule.resources.clone().unwrap_or_default();
+        if let Some(names) = rule.resource_names.as_ref().filter(|n| !n.is_empty()) {
+            resources = resources
+                .iter()
+                .flat_map(|r| names.iter().map(move |n| format!("{r}:{n}")))
+                .collect();
+        }
         assert!(
-            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-            "{what} rule {i}: resourceNames/nonResourceURLs are not expected"
+            rule.non_resource_urls.is_none(),
+            "{what} rule {i}: nonResourceURLs are not expected"
         );
         assert!(
             !groups.is_empty() && !resources.is_empty() && !rule.verbs.is_empty(),

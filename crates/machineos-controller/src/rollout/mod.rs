@@ -4,7 +4,8 @@
 //!
 //! * **observe** — `observe` (pure), on a blocking thread;
 //! * **decide** — [`machineos_rollout::decide()`] (pure);
-//! * **execute** — `execute`: node annotations, MachineConfigNodes, statuses, Events.
+//! * **execute** — `execute`: node annotations, MachineConfigNodes, statuses, Events;
+//!   and before it `secrets`: the agents' copy of the MachineImages' pull Secrets.
 //!
 //! **Expectations.** What this controller just wrote (node annotations, MachineConfigNodes)
 //! must be in the cache before the next decision, or that decision would count a targeted
@@ -15,6 +16,7 @@
 pub(crate) mod execute;
 pub(crate) mod observe;
 mod plan;
+mod secrets;
 
 pub use plan::{plan_default_cluster, plan_from_cluster};
 
@@ -88,7 +90,12 @@ impl RolloutController {
         let Ok((s, o, d)) = decided else {
             return requeue;
         };
-        let done = execute::execute(cx.client, cx.events, &s, &o, &d).await;
+        // The pull credentials a node will be told to use are in the agents' copy first.
+        let copied = secrets::sync(cx.client, &s).await;
+        let mut done = execute::execute(cx.client, cx.events, &s, &o, &d).await;
+        if let Err(e) = copied {
+            done.failures.push(e);
+        }
         let now_i = Instant::now();
         for (node, changes) in done.patched {
             self.expected.insert(node, (changes, now_i));
