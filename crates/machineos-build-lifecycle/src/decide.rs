@@ -1,5 +1,5 @@
 //! [`decide()`]: for each pool, what should happen next — the MCO BuildController's
-//! reconcile (MCO `pkg/controller/build/reconciler.go`, reference §2.2–§2.7) as a pure
+//! reconcile (MCO `pkg/controller/build/reconciler.go`, `docs/mco-behaviour.md` §2.2–§2.7) as a pure
 //! function of [`Observed`] state.
 //!
 //! Per pool, in order:
@@ -622,7 +622,7 @@ fn follow(
                     architectures: registry_arches(o.p, name),
                     variant: None,
                 },
-                // Not adopted yet: the image must still be in the registry (MCO §2.7).
+                // Not adopted yet: the image must still be in the registry (`docs/mco-behaviour.md` §2.7).
                 _ => match o.p.registry.get(name) {
                     None => {
                         o.actions.push(Action::CheckRegistry {

@@ -12,7 +12,7 @@
 //! `containerfiles` is keyed by `containerfileArch` (`NoArch` when empty) and sorted by key,
 //! so the order the user wrote them in does not matter. The name is the pool's name, `-`, and
 //! the first 32 hex digits (128 bits) of the hash — the length of the MCO's name, which is
-//! `<mosc>-<md5 hex>` (MCO `getHashedName`, reference §1.2).
+//! `<mosc>-<md5 hex>` (MCO `getHashedName`, `docs/mco-behaviour.md` §1.2).
 //!
 //! Differences from the MCO, on purpose: the MCO hashes the MachineOSConfig's whole spec, so
 //! renaming the push *Secret* gives a new build; here secret names are left out (they do not

@@ -320,7 +320,7 @@ pub enum RegistryObservation {
     Present(RegistryImage),
     /// 404.
     Absent,
-    /// Anything else (auth denied, 5xx): never a reason to rebuild (MCO §2.7).
+    /// Anything else (auth denied, 5xx): never a reason to rebuild (`docs/mco-behaviour.md` §2.7).
     Error {
         /// The error, without credentials.
         message: String,

@@ -1,6 +1,6 @@
 //! Retention: which MachineOSBuilds, MachineOSImages and registry images of a pool to delete.
 //!
-//! The MCO has no retention policy (reference §2.7: builds accumulate, images go only when a
+//! The MCO has no retention policy (`docs/mco-behaviour.md` §2.7: builds accumulate, images go only when a
 //! MachineOSBuild is deleted by hand); machineos adds one per MachineOSConfig, set by two
 //! annotations ([`crate::vocab::RETAIN_SUCCEEDED_ANNOTATION`],
 //! [`crate::vocab::RETAIN_FAILED_SECONDS_ANNOTATION`]): keep the newest N Succeeded builds

@@ -374,7 +374,7 @@ fn a_succeeded_build_is_checked_in_the_registry_before_it_is_adopted() {
     apply(&mut o, &a, NOW);
     let a = decide(&o, NOW);
     assert_eq!(starts(&a), vec![t]);
-    // A registry error is never a reason to rebuild (MCO §2.7).
+    // A registry error is never a reason to rebuild (`docs/mco-behaviour.md` §2.7).
     let mut denied = present.clone();
     let td = target(&denied, 0);
     denied.pools[0].registry.insert(

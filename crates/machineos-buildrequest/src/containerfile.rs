@@ -1,6 +1,6 @@
 //! The Containerfile a RUN-step backend (a buildah Job, an OpenShift Build) builds, and its
 //! validation — the MCO's `Containerfile.on-cluster-build-template` stages 3–7
-//! (`mco-layering.md` §2.4), re-done on top of machineos's native image.
+//! (`docs/mco-behaviour.md` §2.4), re-done on top of machineos's native image.
 //!
 //! **What needs RUN.** [`RunSteps::new`] reads a rendered MachineConfig (`spec.extensions`,
 //! `spec.kernelType`), the MachineOSConfig's `containerFile` entries and the target
