@@ -163,7 +163,21 @@ fn apply_one(o: &mut Observed, a: &Action, now: Timestamp) {
                 p.pool.annotations.insert(key.clone(), value.clone());
             }
         }
-        // MachineOSConfig conditions are reported, not read back by the lifecycle.
-        Action::SetMachineOSConfigCondition { .. } | Action::Event { .. } | Action::Requeue(_) => {}
+        Action::SetMachineOSConfigCondition {
+            machine_os_config,
+            condition,
+        } => {
+            for p in o.pools.iter_mut() {
+                if let Some(OptIn::MachineOSConfig(m)) = &mut p.opt_in
+                    && &m.name == machine_os_config
+                {
+                    match m.conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+                        Some(c) => *c = condition.clone(),
+                        None => m.conditions.push(condition.clone()),
+                    }
+                }
+            }
+        }
+        Action::Event { .. } | Action::Requeue(_) => {}
     }
 }

@@ -226,7 +226,36 @@ fn decide_pool(
         requeue: None,
     };
     match ctx {
-        PoolContext::NotOptedIn => {}
+        PoolContext::NotOptedIn => {
+            // The build conditions go with the opt-in: a MachineOSConfig deleted mid-build
+            // leaves no "Image Build In Progress" behind (no Event: nothing recovered).
+            let pool = &p.pool;
+            let mut want = Vec::new();
+            if pool.condition(vocab::IMAGE_BUILD_DEGRADED).is_some() {
+                want.push(cond(
+                    vocab::IMAGE_BUILD_DEGRADED,
+                    false,
+                    vocab::REASON_NOT_LAYERED,
+                    format!(
+                        "Pool {} is not layered: no MachineOSConfig (or layering label) opts it in",
+                        pool.name
+                    ),
+                ));
+            }
+            for t in vocab::LEGACY_POOL_CONDITIONS {
+                if pool.condition(t).is_some_and(|c| c.status == "True") {
+                    want.push(cond(t, false, t, String::new()));
+                }
+            }
+            for c in want {
+                if pool.condition(&c.type_) != Some(&c) {
+                    o.actions.push(Action::SetPoolCondition {
+                        pool: pool.name.clone(),
+                        condition: c,
+                    });
+                }
+            }
+        }
         PoolContext::Invalid(e) => {
             let c = cond(vocab::IMAGE_BUILD_DEGRADED, true, e.reason, e.to_string());
             if p.pool.condition(vocab::IMAGE_BUILD_DEGRADED) != Some(&c) {
@@ -502,7 +531,38 @@ fn registry_error(
     transient: bool,
 ) {
     if transient {
-        o.requeue("RegistryUnavailable", Retry::Transient, Some(30));
+        // Unreachable, 5xx, timeout: not the user's fault and not degraded yet, but said —
+        // on the MachineOSConfig (not `RegistryAccess=True` about a repository that was
+        // never checked) and in one Warning Event per message.
+        if let Some(OptIn::MachineOSConfig(m)) = &o.p.opt_in {
+            let c = cond(
+                vocab::REGISTRY_ACCESS,
+                false,
+                vocab::REASON_REGISTRY_UNAVAILABLE,
+                format!(
+                    "{} did not answer the check with Secret {}/{} (checked again every 30 s): {message}",
+                    push.repository, o.observed.namespace, eff.push_secret
+                ),
+            );
+            if m.condition(vocab::REGISTRY_ACCESS) != Some(&c) {
+                let msg = c.message.clone();
+                o.actions.push(Action::SetMachineOSConfigCondition {
+                    machine_os_config: eff.machine_os_config.clone(),
+                    condition: c,
+                });
+                o.event(
+                    eff.owner.clone(),
+                    EventType::Warning,
+                    vocab::REASON_REGISTRY_UNAVAILABLE,
+                    msg,
+                );
+            }
+        }
+        o.requeue(
+            vocab::REASON_REGISTRY_UNAVAILABLE,
+            Retry::Transient,
+            Some(30),
+        );
         return;
     }
     let c = cond(

@@ -201,9 +201,18 @@ pub struct MachineOSConfigObserved {
     pub current_build: Option<String>,
     /// status.observedGeneration.
     pub observed_generation: Option<i64>,
+    /// status.conditions (type, status, reason, message).
+    pub conditions: Vec<PoolCondition>,
     /// A field the controller could not read (its JSON path, what is wrong): the object
     /// is reported as invalid at that field before anything else.
     pub unreadable: Option<(String, String)>,
+}
+
+impl MachineOSConfigObserved {
+    /// The condition of type `type_`, if set.
+    pub fn condition(&self, type_: &str) -> Option<&PoolCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
 }
 
 /// The legacy opt-in: the pool carries the layering label; the ConfigMap's data, if found.

@@ -407,9 +407,35 @@ fn a_succeeded_build_is_checked_in_the_registry_before_it_is_adopted() {
             transient: true,
         },
     );
+    // A registry that does not answer (unreachable, 5xx) is not a degraded pool, but it is
+    // said: RegistryAccess=False on the MachineOSConfig and one Warning Event, not repeated.
     let a = decide(&flaky, NOW);
-    assert!(mutations(&a).is_empty());
+    let [
+        Action::SetMachineOSConfigCondition { condition, .. },
+        Action::Event { .. },
+    ] = mutations(&a)[..]
+    else {
+        panic!("{a:#?}")
+    };
+    assert_eq!(
+        (
+            condition.type_.as_str(),
+            condition.status.as_str(),
+            condition.reason.as_str()
+        ),
+        (
+            vocab::REGISTRY_ACCESS,
+            "False",
+            vocab::REASON_REGISTRY_UNAVAILABLE
+        )
+    );
+    assert!(condition.message.ends_with(": 503"), "{condition:?}");
+    assert!(a.iter().any(|a| matches!(a, Action::Event { reason, .. }
+        if reason == vocab::REASON_REGISTRY_UNAVAILABLE)));
     assert_eq!(requeue(&a).unwrap().retry, Retry::Transient);
+    apply(&mut flaky, &a, NOW);
+    let a = decide(&flaky, NOW);
+    assert!(mutations(&a).is_empty(), "not repeated: {a:#?}");
 }
 
 #[test]
@@ -506,6 +532,55 @@ fn a_degraded_node_does_not_block_the_build_that_fixes_it() {
         a.contains(&Action::DeleteBuild { build: t.clone() }),
         "{a:#?}"
     );
+}
+
+/// A MachineOSConfig deleted mid-build: the pool's build conditions do not keep saying
+/// "Image Build In Progress" forever — they are set False (`NotLayered`), once, and a pool
+/// that never had them gets none.
+#[test]
+fn a_pool_no_longer_opted_in_has_its_build_conditions_cleared() {
+    let mut o = world(vec![pool("worker", 1)]);
+    for _ in 0..3 {
+        let a = decide(&o, NOW);
+        apply(&mut o, &a, NOW);
+    }
+    let building = o.pools[0]
+        .pool
+        .condition(vocab::IMAGE_BUILD_DEGRADED)
+        .cloned();
+    assert!(building.is_some(), "the pool has its build condition");
+    o.pools[0].opt_in = None;
+    let a = decide(&o, NOW);
+    let set: Vec<&PoolCondition> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetPoolCondition { condition, .. } => Some(condition),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(set.len(), 1, "{a:#?}");
+    assert_eq!(
+        (
+            set[0].type_.as_str(),
+            set[0].status.as_str(),
+            set[0].reason.as_str()
+        ),
+        (
+            vocab::IMAGE_BUILD_DEGRADED,
+            "False",
+            vocab::REASON_NOT_LAYERED
+        )
+    );
+    assert!(
+        a.iter().all(|a| !matches!(a, Action::Event { .. })),
+        "nothing recovered: {a:#?}"
+    );
+    apply(&mut o, &a, NOW);
+    assert!(mutations(&decide(&o, NOW)).is_empty(), "written once");
+    // Never opted in: no condition appears.
+    let mut o = world(vec![pool("plain", 1)]);
+    o.pools[0].opt_in = None;
+    assert!(mutations(&decide(&o, NOW)).is_empty());
 }
 
 #[test]

@@ -253,6 +253,16 @@ fn machine_os_config_of(obj: &DynamicObject) -> MachineOSConfigObserved {
         current_image_pull_spec: status.current_image_pull_spec,
         current_build: status.machine_os_build.name,
         observed_generation: status.observed_generation,
+        conditions: status
+            .conditions
+            .into_iter()
+            .map(|c| PoolCondition {
+                type_: c.type_,
+                status: c.status,
+                reason: c.reason,
+                message: c.message,
+            })
+            .collect(),
         unreadable: error.map(|e| (e.path, e.message)),
     }
 }

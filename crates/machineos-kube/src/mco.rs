@@ -144,6 +144,8 @@ pub struct MachineOSConfigStatus {
     pub machine_os_build: NameRef,
     /// `observedGeneration`.
     pub observed_generation: Option<i64>,
+    /// `conditions`.
+    pub conditions: Vec<ConditionView>,
 }
 
 /// A MachineOSBuild.

@@ -492,6 +492,20 @@ impl Pass<'_> {
             at_target(views[i].node, None, &mi.image)
         });
         let mut conditions = progress_conditions(&counts, "", &mi.image, None);
+        if !conflicted.is_empty()
+            && let Some(u) = conditions
+                .iter_mut()
+                .find(|c| c.type_ == condition::UPDATED && c.status)
+        {
+            // Nodes it matches but may not move (another MachineImage matches them too) are
+            // not updated with its image: not Updated, whatever its uncontested nodes run.
+            u.status = false;
+            u.reason = "Conflict";
+            u.message = format!(
+                "{} node(s) it matches are also matched by another MachineImage and not moved",
+                conflicted.len()
+            );
+        }
         conditions.push(Condition {
             type_: condition::DEGRADED,
             status: halted,
@@ -639,11 +653,26 @@ impl Pass<'_> {
                 });
             }
         }
-        // Counts: a MachineImage's node is updated when it runs that image.
+        // Counts: a node a MachineImage holds is updated only when it also runs the pool's
+        // config (it keeps the config it had, so after a config change it is not): the pool
+        // is Updated only when every node runs its config, which its `status.configuration`
+        // waits for too. Held nodes are named in the conditions either way.
         let counts = count(views, &members, now, min_ready, |i| match views[i].driver {
-            Driver::Image(j) => at_target(views[i].node, None, &o.machine_images[j].image),
+            Driver::Image(j) => {
+                at_target(views[i].node, Some(&p.config), &o.machine_images[j].image)
+            }
             _ => image.is_some_and(|img| at_target(views[i].node, Some(&p.config), img)),
         });
+        let held: Vec<String> = members
+            .iter()
+            .filter_map(|&i| match views[i].driver {
+                Driver::Image(j) => Some(format!(
+                    "{} (MachineImage {})",
+                    views[i].node.name, o.machine_images[j].name
+                )),
+                _ => None,
+            })
+            .collect();
         let pending = match &p.image {
             PoolImage::Pending(why) => Some(why.as_str()),
             _ => None,
@@ -653,6 +682,19 @@ impl Pass<'_> {
             None => format!("MachineConfig {}", p.config),
         };
         let mut conditions = progress_conditions(&counts, &what, "", pending);
+        if !held.is_empty() {
+            for c in conditions.iter_mut().filter(|c| !c.message.is_empty()) {
+                let what = if c.type_ == condition::UPDATED {
+                    "the pool's config, their own image"
+                } else {
+                    "their config until their MachineImage lets go"
+                };
+                c.message.push_str(&format!(
+                    "; held by MachineImages ({what}): {}",
+                    held.join(", ")
+                ));
+            }
+        }
         if let Some(c) = conditions
             .iter_mut()
             .find(|c| c.type_ == condition::UPDATING)

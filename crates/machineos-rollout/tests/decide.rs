@@ -605,3 +605,73 @@ fn pick_orders_candidates_and_charges_the_driver_and_the_pool() {
     let picked = d_::pick(&views, vec![0, 1], None, 1, &mut capacity);
     assert_eq!(names(&picked), ["n01"]);
 }
+
+/// A node a MachineImage holds keeps the config it had: after the pool's config changed it
+/// does not run the pool's config, so the pool is not Updated (its `status.configuration`
+/// waits for that node too), and the conditions name the node and the MachineImage. Once it
+/// runs the pool's config, the pool is Updated — still naming it as held.
+#[test]
+fn a_node_held_by_a_machine_image_is_reported_as_held_not_updated() {
+    let mut o = cluster(3, None);
+    o.machine_images.push(canary_image(
+        "canary",
+        ImageTarget::Node("n01".into()),
+        CANARY,
+    ));
+    for n in &mut o.nodes {
+        let held = n.name == "n01";
+        if held {
+            // On the canary image, with the config it had before the pool moved.
+            n.annotations.desired_image = Some(CANARY.into());
+            n.annotations.driven_by = Some("MachineImage/canary".into());
+        } else {
+            n.annotations.desired_config = Some("rendered-worker-new".into());
+            n.annotations.desired_image = Some(NEW.into());
+            n.annotations.driven_by = Some("MachineConfigPool/worker".into());
+        }
+        finish(n, 0);
+    }
+    let d = decide(&o, NOW);
+    let r = &d.pools[0];
+    assert_eq!((r.counts.machine, r.counts.updated), (3, 2));
+    let updated = cond(&r.conditions, condition::UPDATED);
+    assert!(!updated.status, "{updated:?}");
+    let updating = cond(&r.conditions, condition::UPDATING);
+    assert!(
+        updating.message.ends_with("held by MachineImages (their config until their MachineImage lets go): n01 (MachineImage canary)"),
+        "{updating:?}"
+    );
+    // The held node on the pool's config: Updated, and still said to be held.
+    let n1 = o.nodes.iter_mut().find(|n| n.name == "n01").unwrap();
+    n1.annotations.current_config = Some("rendered-worker-new".into());
+    n1.annotations.desired_config = Some("rendered-worker-new".into());
+    let d = decide(&o, NOW);
+    let r = &d.pools[0];
+    assert_eq!(r.counts.updated, 3);
+    let updated = cond(&r.conditions, condition::UPDATED);
+    assert!(updated.status, "{updated:?}");
+    assert!(
+        updated.message.ends_with(
+            "held by MachineImages (the pool's config, their own image): n01 (MachineImage canary)"
+        ),
+        "{updated:?}"
+    );
+}
+
+/// MachineImages in conflict over a node are not Updated, even with nothing else to move.
+#[test]
+fn machine_images_in_conflict_are_not_updated() {
+    let mut o = cluster(3, Some(MaxUnavailable::Count(3)));
+    o.machine_images
+        .push(canary_image("one", ImageTarget::Node("n01".into()), CANARY));
+    o.machine_images
+        .push(canary_image("two", ImageTarget::Node("n01".into()), NEW));
+    let d = decide(&o, NOW);
+    for mi in &d.machine_images {
+        assert_eq!(mi.counts.machine, 0, "{}", mi.name);
+        let u = cond(&mi.conditions, condition::UPDATED);
+        assert!(!u.status, "{}: {u:?}", mi.name);
+        assert_eq!(u.reason, "Conflict");
+        assert!(cond(&mi.conditions, condition::CONFLICT).status);
+    }
+}

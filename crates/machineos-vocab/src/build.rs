@@ -101,6 +101,12 @@ pub const REASON_INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 /// machineos' `ImageBuildDegraded` reason: no base image is named, or the registry says the
 /// named one does not exist or refuses the credentials.
 pub const REASON_BASE_IMAGE_UNAVAILABLE: &str = "BaseImageUnavailable";
+/// machineos' `RegistryAccess` reason: the push registry did not answer the check (a
+/// transient failure: unreachable, 5xx, timeout); checked again until it does.
+pub const REASON_REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
+/// machineos' `ImageBuildDegraded` reason: the pool is not layered (any more): nothing opts it
+/// in, so no build concerns it — what its build conditions said is over.
+pub const REASON_NOT_LAYERED: &str = "NotLayered";
 /// machineos' `ImageBuildDegraded` reason: the builder type names a backend this controller
 /// does not run yet.
 pub const REASON_BUILDER_NOT_SUPPORTED: &str = "BuilderNotSupported";
