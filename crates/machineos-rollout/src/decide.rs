@@ -703,6 +703,11 @@ impl Pass<'_> {
                 c.message.push_str("; rollout halted by a failed node");
             } else if p.paused && c.status {
                 c.message.push_str("; the pool is paused");
+            } else if p.max_unavailable == Some(MaxUnavailable::Invalid) && c.status {
+                c.message.push_str(&format!(
+                    "; no node is targeted: {}",
+                    MaxUnavailable::INVALID
+                ));
             }
         }
         let node_degraded = !all_failed.is_empty();

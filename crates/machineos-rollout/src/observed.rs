@@ -10,37 +10,85 @@ use crate::vocab::{self, NodeState};
 
 pub use machineos_vocab::Timestamp;
 
-/// `maxUnavailable`: a count or a percentage of the nodes it applies to.
+/// `maxUnavailable`: a count or a percentage of the nodes it applies to — or a value that is
+/// neither, which moves no node (it is not silently read as 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxUnavailable {
     /// A number of nodes.
     Count(i64),
     /// A percentage, rounded down.
     Percent(i64),
+    /// Set, but not a non-negative integer or a non-negative percentage (`"abc"`, `-1`,
+    /// `"-50%"`, `"3"`: an int-or-string's string must be a percentage, as kube's
+    /// `GetScaledValueFromIntOrPercent` requires).
+    Invalid,
 }
 
 impl MaxUnavailable {
-    /// Parse the int-or-string form (`2`, `"10%"`, `"3"`); `None` for anything else.
+    /// The words of a condition about an [`MaxUnavailable::Invalid`] value.
+    pub const INVALID: &str =
+        "spec.maxUnavailable is not a non-negative integer or percentage (\"25%\")";
+
+    /// Parse the int-or-string form (`2`, `"10%"`); anything else set is
+    /// [`MaxUnavailable::Invalid`]; `null` is `None` (the default, 1).
     pub fn parse(v: &serde_json::Value) -> Option<MaxUnavailable> {
-        match v {
+        let valid = match v {
+            serde_json::Value::Null => return None,
             serde_json::Value::Number(n) => n.as_i64().map(MaxUnavailable::Count),
-            serde_json::Value::String(s) => match s.strip_suffix('%') {
-                Some(p) => p.parse().ok().map(MaxUnavailable::Percent),
-                None => s.parse().ok().map(MaxUnavailable::Count),
-            },
+            serde_json::Value::String(s) => s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .map(MaxUnavailable::Percent),
             _ => None,
-        }
+        };
+        Some(match valid {
+            Some(MaxUnavailable::Count(n) | MaxUnavailable::Percent(n)) if n < 0 => {
+                MaxUnavailable::Invalid
+            }
+            Some(m) => m,
+            None => MaxUnavailable::Invalid,
+        })
     }
 
     /// How many of `total` nodes may be unavailable: scaled and rounded down, at least 1
-    /// (the MCO's `maxUnavailable`: 0 becomes 1).
+    /// (the MCO's `maxUnavailable`: 0 becomes 1); 0 for an invalid value.
     pub fn scaled(limit: Option<MaxUnavailable>, total: usize) -> usize {
         let n = match limit {
             None => 1,
             Some(MaxUnavailable::Count(c)) => c,
             Some(MaxUnavailable::Percent(p)) => p.saturating_mul(total as i64) / 100,
+            Some(MaxUnavailable::Invalid) => return 0,
         };
         usize::try_from(n).unwrap_or(0).max(1)
+    }
+}
+
+#[cfg(test)]
+mod max_unavailable_tests {
+    use super::MaxUnavailable::{self, *};
+    use serde_json::json;
+
+    #[test]
+    fn int_or_percentage_else_invalid_and_invalid_moves_nothing() {
+        let cases = [
+            (json!(2), Some(Count(2))),
+            (json!(0), Some(Count(0))),
+            (json!("10%"), Some(Percent(10))),
+            (json!(null), None),
+            (json!("abc"), Some(Invalid)),
+            (json!(-1), Some(Invalid)),
+            (json!("-50%"), Some(Invalid)),
+            (json!("3"), Some(Invalid)),
+            (json!(1.5), Some(Invalid)),
+            (json!(true), Some(Invalid)),
+        ];
+        for (v, want) in cases {
+            assert_eq!(MaxUnavailable::parse(&v), want, "{v}");
+        }
+        assert_eq!(MaxUnavailable::scaled(Some(Invalid), 10), 0);
+        assert_eq!(MaxUnavailable::scaled(Some(Count(0)), 10), 1);
+        assert_eq!(MaxUnavailable::scaled(Some(Percent(25)), 10), 2);
+        assert_eq!(MaxUnavailable::scaled(None, 10), 1);
     }
 }
 

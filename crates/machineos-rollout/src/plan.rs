@@ -162,6 +162,9 @@ pub fn plan(o: &Observed, pool: &str, now: Timestamp) -> Result<Plan, PlanError>
         (PoolImage::Pending(why), _, _) => Some(format!("waiting for the image: {why}")),
         (_, true, _) => Some("the pool is paused".to_owned()),
         (_, _, true) => Some("halted: a node failed on this image (see NodeDegraded)".to_owned()),
+        _ if p.max_unavailable == Some(MaxUnavailable::Invalid) => {
+            Some(MaxUnavailable::INVALID.to_owned())
+        }
         _ if first.is_empty() && !rest.is_empty() => Some(format!(
             "no capacity now: {} of {} members unavailable, maxUnavailable {limit}",
             out.unavailable.len(),

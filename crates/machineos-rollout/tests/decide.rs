@@ -33,6 +33,8 @@ fn capacity_is_max_unavailable_scaled_down_at_least_one_minus_unavailable() {
         (50, Some(MaxUnavailable::Percent(10)), 5, 0),
         (50, Some(MaxUnavailable::Percent(10)), 7, 0),
         (3, Some(MaxUnavailable::Count(10)), 0, 3),
+        // Not silently 1: an invalid value moves nothing.
+        (10, Some(MaxUnavailable::Invalid), 0, 0),
     ];
     for (n, max, down, want) in cases {
         let mut o = cluster(n, max);
@@ -41,6 +43,13 @@ fn capacity_is_max_unavailable_scaled_down_at_least_one_minus_unavailable() {
         }
         assert_eq!(targeted(&o).len(), want, "{n} nodes, {max:?}, {down} down");
     }
+    // And the pool says why.
+    let d = decide(&cluster(4, Some(MaxUnavailable::Invalid)), NOW);
+    let updating = cond(&d.pools[0].conditions, condition::UPDATING);
+    assert!(
+        updating.status && updating.message.ends_with(MaxUnavailable::INVALID),
+        "{updating:?}"
+    );
 }
 
 #[test]
