@@ -237,6 +237,8 @@ struct Agent {
     written: Arc<Mutex<Option<String>>>,
     /// The previous pass's drain round.
     drain: Option<DrainOutcome>,
+    /// The last drain round that finished (kept across passes, for messages).
+    last_drain: Option<DrainOutcome>,
     /// The previous pass's host failure.
     failure: Option<HostFailure>,
     /// Consecutive failures per host operation.
@@ -267,6 +269,7 @@ impl Agent {
             events,
             written: Arc::new(Mutex::new(None)),
             drain: None,
+            last_drain: None,
             failure: None,
             failures: HashMap::new(),
             auth: None,
@@ -297,6 +300,7 @@ impl Agent {
             annotations,
             host,
             drain: self.drain.take(),
+            last_drain: self.last_drain.clone(),
             failure: self.failure.take(),
             ..Observed::default()
         };
@@ -429,7 +433,9 @@ impl Agent {
         let auth = self.auth.clone();
         let (op, result) = match a {
             Action::Drain => {
-                self.drain = Some(self.drain_round().await);
+                let round = self.drain_round().await;
+                self.last_drain = Some(round.clone());
+                self.drain = Some(round);
                 return Ok(());
             }
             Action::WritePullSecret => (HostOp::PullSecret, self.write_pull_secret(observed).await),

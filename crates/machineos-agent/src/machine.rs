@@ -194,6 +194,9 @@ pub struct Observed {
     pub current_kargs: Vec<String>,
     /// The previous pass's drain round, if it ran one.
     pub drain: Option<DrainOutcome>,
+    /// The last drain round that finished, in any earlier pass (for what a failed drain
+    /// says when the pass that notices the timeout ran no round of its own).
+    pub last_drain: Option<DrainOutcome>,
     /// The previous pass's failed host operation, if one failed.
     pub failure: Option<HostFailure>,
 }
@@ -742,7 +745,22 @@ fn drain(
                 event(false, "Drained", "every evictable pod is gone".into()),
             ];
         }
-        None => "no drain round has finished yet".to_owned(),
+        None => match &o.last_drain {
+            Some(DrainOutcome::Blocked { pods }) => format!(
+                "the last round's evictions were refused: {}",
+                pods.iter()
+                    .map(|p| format!("{}: {}", p.pod, p.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Some(DrainOutcome::Waiting { pods }) => format!(
+                "after the last round, waiting for {} evicted pod(s): {}",
+                pods.len(),
+                pods.join(", ")
+            ),
+            Some(DrainOutcome::Error { message }) => format!("the last round failed: {message}"),
+            Some(DrainOutcome::Drained) | None => "no drain round has finished yet".to_owned(),
+        },
         Some(DrainOutcome::Waiting { pods }) => {
             format!(
                 "waiting for {} evicted pod(s): {}",

@@ -300,6 +300,33 @@ fn a_blocked_drain_reports_each_pod_and_retries_within_the_window() {
     assert!(has(&decide(&o, &policy(), NOW + 6000), |a| *a == Action::Drain));
 }
 
+/// The pass that notices the timeout may have run no round of its own: the failure then says
+/// what the last finished round met (a PodDisruptionBudget), not "no round has finished".
+#[test]
+fn a_timed_out_drain_says_what_the_last_round_met() {
+    let mut o = ours(at(asked(), draining(NOW, 1, None)));
+    o.drain = None;
+    o.last_drain = Some(DrainOutcome::Blocked {
+        pods: vec![BlockedPod {
+            pod: "default/web-0".into(),
+            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+        }],
+    });
+    let a = decide(&o, &policy(), NOW + 61_000);
+    let msg = a
+        .iter()
+        .find_map(|a| match a {
+            Action::Event { reason, note, .. } if *reason == "DrainFailed" => Some(note.clone()),
+            _ => None,
+        })
+        .expect("a DrainFailed Event");
+    assert!(
+        msg.contains("the last round's evictions were refused: default/web-0: Cannot evict pod"),
+        "{msg}"
+    );
+    assert!(!msg.contains("no drain round has finished"), "{msg}");
+}
+
 #[test]
 fn a_timed_out_drain_never_proceeds_keeps_the_cordon_and_backs_off() {
     for outcome in [

@@ -7,7 +7,9 @@
 //!
 //! Contract: the fake host starts booted into the node's `currentImage` annotation (none:
 //! an unknown image); it writes the Node's `Ready` condition through the status
-//! subresource, which a real agent never does (the kubelet owns it).
+//! subresource, which a real agent never does (the kubelet owns it) — and, like a kubelet
+//! that keeps reporting, tries again after a failed write (a 409 from a concurrent writer, a
+//! 5xx), so a machine never stays NotReady because one status write lost a race.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,16 +68,43 @@ pub async fn run_simulated(
         stop.cancel();
         let _ = agent.await;
         tracing::info!(node = %opts.node, "simulated reboot");
-        set_ready(&nodes, &opts.node, false).await;
+        set_ready(&nodes, &opts.node, false, &shutdown).await;
         tokio::time::sleep(down).await;
         host.boot();
-        set_ready(&nodes, &opts.node, true).await;
+        set_ready(&nodes, &opts.node, true, &shutdown).await;
     }
 }
 
-/// Set the Node's `Ready` condition (best effort: a failure is logged; the simulation goes on).
-async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool) {
-    let result = async {
+/// How a failed `Ready` write is repeated: 100 ms doubling to 2 s.
+const READY_RETRY: machineos_diagnostics::Backoff =
+    machineos_diagnostics::Backoff::doubling(Duration::from_millis(100), Duration::from_secs(2));
+
+/// Set the Node's `Ready` condition, trying again (read, modify, write) until it is written,
+/// the error is permanent (logged; the simulation goes on), or `shutdown`.
+async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool, shutdown: &CancellationToken) {
+    use machineos_diagnostics::Classify as _;
+    let mut failures = 0;
+    loop {
+        let Err(e) = write_ready(nodes, name, ready).await else {
+            return;
+        };
+        let e = machineos_kube::api_err("setting Ready on", format!("Node/{name}"))(e);
+        failures += 1;
+        if e.retry() == machineos_diagnostics::Retry::Permanent {
+            tracing::warn!(node = name, ready, error = %e, "setting the simulated Node's Ready condition");
+            return;
+        }
+        tracing::debug!(node = name, ready, error = %e, failures, "setting Ready again");
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(READY_RETRY.delay(failures)) => {}
+        }
+    }
+}
+
+/// One read-modify-write of the Node's `Ready` condition.
+async fn write_ready(nodes: &Api<Node>, name: &str, ready: bool) -> Result<(), kube::Error> {
+    async {
         let mut node = nodes.get_status(name).await?;
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::now(),
@@ -113,8 +142,44 @@ async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool) {
             .await
             .map(|_| ())
     }
-    .await;
-    if let Err(e) = result {
-        tracing::warn!(node = name, ready, error = %e, "setting the simulated Node's Ready condition");
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_kubetest::control::{Fault, RequestMatch};
+    use machineos_kubetest::hooks::ensure_node;
+    use machineos_kubetest::http::{Server, new_store};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ready_write_that_conflicts_is_made_again() {
+        let server = Server::start_tls(new_store(), 0).await.unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        let client = Client::try_from(crate::client_config(cfg)).unwrap();
+        ensure_node(server.shared(), "n1").unwrap();
+        // The next two status writes lose to a concurrent writer.
+        server.controls().fail_next(
+            RequestMatch::path("/api/v1/nodes/n1/status").method("PUT"),
+            2,
+            Fault {
+                code: 409,
+                retry_after: None,
+            },
+        );
+        let nodes: Api<Node> = Api::all(client);
+        set_ready(&nodes, "n1", false, &CancellationToken::new()).await;
+        let node = nodes.get_status("n1").await.unwrap();
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status);
+        assert_eq!(ready.as_deref(), Some("False"));
+        assert_eq!(server.controls().counts().get("update", "nodes/status"), 3);
     }
 }
