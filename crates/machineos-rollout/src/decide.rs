@@ -682,6 +682,36 @@ impl Pass<'_> {
             None => format!("MachineConfig {}", p.config),
         };
         let mut conditions = progress_conditions(&counts, &what, "", pending);
+        // Nodes this pool selects that belong to no pool (another custom pool selects them
+        // too: the MCO's rule gives them to neither): said, not silently dropped.
+        let ambiguous: Vec<String> = views
+            .iter()
+            .filter(|v| v.pool.is_none())
+            .filter_map(|v| {
+                let matching: Vec<&str> = o
+                    .pools
+                    .iter()
+                    .filter(|q| q.name != "worker")
+                    .filter(|q| {
+                        q.node_selector
+                            .as_ref()
+                            .is_some_and(|s| s.matches(&v.node.labels))
+                    })
+                    .map(|q| q.name.as_str())
+                    .collect();
+                (matching.len() > 1 && matching.contains(&p.name.as_str()))
+                    .then(|| format!("{} (pools {})", v.node.name, matching.join(", ")))
+            })
+            .collect();
+        if !ambiguous.is_empty() {
+            for c in conditions.iter_mut().filter(|c| !c.message.is_empty()) {
+                c.message.push_str(&format!(
+                    "; selected by more than one custom pool, so in none until a selector \
+                     excludes it: {}",
+                    ambiguous.join(", ")
+                ));
+            }
+        }
         if !held.is_empty() {
             for c in conditions.iter_mut().filter(|c| !c.message.is_empty()) {
                 let what = if c.type_ == condition::UPDATED {

@@ -684,3 +684,30 @@ fn machine_images_in_conflict_are_not_updated() {
         assert!(cond(&mi.conditions, condition::CONFLICT).status);
     }
 }
+
+/// A node two custom pools select belongs to neither (the MCO's rule) — and both pools say so.
+#[test]
+fn a_node_selected_by_two_custom_pools_is_named_by_both() {
+    let mut o = cluster(2, None);
+    let ml: BTreeMap<String, String> = [("custom".to_owned(), "yes".to_owned())].into();
+    for name in ["infra", "gpu"] {
+        o.pools.push(PoolObserved {
+            name: name.into(),
+            node_selector: Some(Selector::new("spec.nodeSelector", &ml, &[]).unwrap()),
+            ..pool(None, PoolImage::Built(NEW.into()))
+        });
+    }
+    o.nodes[0].labels.insert("custom".into(), "yes".into());
+    assert_eq!(d_::membership(&o, &o.nodes[0]), None);
+    let d = decide(&o, NOW);
+    for name in ["infra", "gpu"] {
+        let r = d.pools.iter().find(|r| r.pool == name).unwrap();
+        let c = r.conditions.iter().find(|c| !c.message.is_empty()).unwrap();
+        assert!(
+            c.message
+                .ends_with("in none until a selector excludes it: n00 (pools infra, gpu)"),
+            "{name}: {c:?}"
+        );
+    }
+    assert!(d.node_patches.iter().all(|p| p.node != "n00"));
+}
