@@ -711,4 +711,11 @@ async fn the_agent_updates_with_the_rbac_of_deploy_and_cannot_read_the_push_secr
     assert_eq!(c.annotation(CURRENT_IMAGE).await.as_deref(), Some(B));
     assert_eq!(c.host.lock().pull_secret.as_deref(), Some(&pull[..]));
     agent.stop().await;
+    // Nothing the agent asked for was refused: only the test's own probes.
+    let denied = c.server.denied();
+    assert_eq!(denied.len(), 3, "{denied:#?}");
+    assert!(
+        denied.iter().all(|d| d.contains(" secrets.")),
+        "{denied:#?}"
+    );
 }

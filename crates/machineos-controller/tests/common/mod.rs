@@ -223,6 +223,11 @@ impl Cluster {
 
     pub async fn controller_with(&self, opts: ControllerOptions) -> Running {
         let client = client_of(&self.server).await;
+        self.controller_as(client, opts).await
+    }
+
+    /// The controller with `client`'s identity (a ServiceAccount's, for the RBAC test).
+    pub async fn controller_as(&self, client: Client, opts: ControllerOptions) -> Running {
         let shutdown = CancellationToken::new();
         let (leadership, leader) = Leadership::manual(true);
         let task = tokio::spawn(run(

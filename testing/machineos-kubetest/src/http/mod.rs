@@ -108,6 +108,8 @@ pub struct Shared {
     anonymous_auth: bool,
     /// ServiceAccount tokens minted for tests, by token.
     service_accounts: Mutex<HashMap<String, rbac::ServiceAccount>>,
+    /// Every request RBAC refused: `user verb resource namespace/name` (or the path).
+    denied: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -240,6 +242,21 @@ fn authorize(
     if allowed {
         return None;
     }
+    s.denied
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(match &info.rbac_resource {
+            Some(r) => format!(
+                "{} {} {}.{} {}/{}",
+                sa.user(),
+                info.verb,
+                r,
+                info.group,
+                info.namespace.as_deref().unwrap_or("-"),
+                info.name.as_deref().unwrap_or("-")
+            ),
+            None => format!("{} {} {}", sa.user(), info.verb, info.path),
+        });
     let a = tls::Attributes {
         verb: &info.verb,
         path: &info.path,
@@ -310,6 +327,7 @@ impl Server {
             tls,
             anonymous_auth: opts.anonymous_auth,
             service_accounts: Mutex::default(),
+            denied: Mutex::default(),
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
@@ -402,6 +420,16 @@ impl Server {
             },
         );
         Some(token)
+    }
+
+    /// Every request RBAC refused so far (`user verb resource.group namespace/name`, or the
+    /// path of a non-resource request): what a component's Role lacks.
+    pub fn denied(&self) -> Vec<String> {
+        self.shared
+            .denied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A kubeconfig like [`Server::kubeconfig`] for ServiceAccount `namespace`/`name`
