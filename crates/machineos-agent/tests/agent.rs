@@ -621,32 +621,12 @@ fn creds_secret(name: &str, type_: &str, key: &str, bytes: &[u8]) -> Secret {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_updates_with_the_rbac_of_deploy_and_cannot_read_the_push_secret() {
     let c = Cluster::start().await;
-    // deploy/agent.yaml's RBAC objects, created as `kubectl apply` would.
+    // deploy/agent.yaml's RBAC objects, as `kubectl apply` would create them.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agent.yaml");
     let yaml = std::fs::read_to_string(path).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
-    let mut applied = 0;
-    for doc in docs {
-        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-        let plural = match kind.as_str() {
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            "Role" => "roles",
-            "RoleBinding" => "rolebindings",
-            _ => continue,
-        };
-        let gvk = kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind);
-        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
-        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(c.client.clone(), ns, &ar),
-            None => Api::all_with(c.client.clone(), &ar),
-        };
-        api.create(&PostParams::default(), &obj).await.unwrap();
-        applied += 1;
-    }
     assert_eq!(
-        applied, 4,
+        c.server.apply_rbac_yaml(&yaml),
+        Ok(4),
         "ClusterRole, ClusterRoleBinding, Role, RoleBinding"
     );
     // The namespace's Secrets: the registry push Secret, and the controller's copy of a

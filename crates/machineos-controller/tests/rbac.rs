@@ -7,43 +7,18 @@
 mod common;
 
 use common::*;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::Api;
 use machineos_controller::kinds;
-use serde_json::Value;
-
-/// `deploy/rbac.yaml`'s ClusterRole, ClusterRoleBinding, Role and RoleBinding, created as
-/// `kubectl apply` would.
-async fn apply_deploy_rbac(c: &Cluster) -> usize {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
-    let yaml = std::fs::read_to_string(path).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
-    let mut applied = 0;
-    for doc in docs {
-        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-        let plural = match kind.as_str() {
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            "Role" => "roles",
-            "RoleBinding" => "rolebindings",
-            _ => continue,
-        };
-        let gvk = kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind);
-        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
-        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(c.client.clone(), ns, &ar),
-            None => Api::all_with(c.client.clone(), &ar),
-        };
-        api.create(&PostParams::default(), &obj).await.unwrap();
-        applied += 1;
-    }
-    applied
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_builds_and_records_with_the_rbac_of_deploy() {
     let c = Cluster::start().await;
-    assert_eq!(apply_deploy_rbac(&c).await, 4);
+    let rbac = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/rbac.yaml"
+    ))
+    .unwrap();
+    assert_eq!(c.server.apply_rbac_yaml(&rbac), Ok(4));
     let kc = c
         .server
         .service_account_kubeconfig(NS, "machineos-controller")

@@ -164,18 +164,7 @@ async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
                 Auth::User => {}
                 Auth::Anonymous if tls::anonymous_allowed(&info.method, &info.path) => {}
                 Auth::Anonymous => {
-                    let a = tls::Attributes {
-                        verb: &info.verb,
-                        path: &info.path,
-                        resource: info.rbac_resource.as_ref().map(|r| {
-                            (
-                                info.group.as_str(),
-                                r.clone(),
-                                info.namespace.as_deref(),
-                                info.name.as_deref(),
-                            )
-                        }),
-                    };
+                    let a = attributes(&info);
                     return json_response(403, &tls::forbidden_status(&a));
                 }
                 Auth::Unauthorized => return json_response(401, &tls::unauthorized_status()),
@@ -196,6 +185,22 @@ async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
         return r;
     }
     rest::handle(&s, req).await
+}
+
+/// What an authorizer sees of `info`.
+fn attributes(info: &control::RequestInfo) -> tls::Attributes<'_> {
+    tls::Attributes {
+        verb: &info.verb,
+        path: &info.path,
+        resource: info.rbac_resource.as_ref().map(|r| {
+            (
+                info.group.as_str(),
+                r.clone(),
+                info.namespace.as_deref(),
+                info.name.as_deref(),
+            )
+        }),
+    }
 }
 
 /// The ServiceAccount whose minted token the `Authorization` header carries, if any.
@@ -257,21 +262,9 @@ fn authorize(
             ),
             None => format!("{} {} {}", sa.user(), info.verb, info.path),
         });
-    let a = tls::Attributes {
-        verb: &info.verb,
-        path: &info.path,
-        resource: info.rbac_resource.as_ref().map(|r| {
-            (
-                info.group.as_str(),
-                r.clone(),
-                info.namespace.as_deref(),
-                info.name.as_deref(),
-            )
-        }),
-    };
     Some(json_response(
         403,
-        &tls::forbidden_status_for(&a, &sa.user()),
+        &tls::forbidden_status_for(&attributes(info), &sa.user()),
     ))
 }
 
@@ -420,6 +413,36 @@ impl Server {
             },
         );
         Some(token)
+    }
+
+    /// Stores the RBAC objects (Role, RoleBinding, ClusterRole, ClusterRoleBinding) of a
+    /// multi-document YAML manifest — `deploy/`'s, say — as `kubectl apply` would create
+    /// them, skipping every other kind; returns how many it stored.
+    pub fn apply_rbac_yaml(&self, yaml: &str) -> Result<usize, String> {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(yaml).map_err(|e| e.to_string())?;
+        let mut stored = 0;
+        for doc in docs {
+            let plural = match doc["kind"].as_str() {
+                Some("Role") => "roles",
+                Some("RoleBinding") => "rolebindings",
+                Some("ClusterRole") => "clusterroles",
+                Some("ClusterRoleBinding") => "clusterrolebindings",
+                _ => continue,
+            };
+            let gr = crate::key::GroupResource::new("rbac.authorization.k8s.io", plural);
+            let ns = doc["metadata"]["namespace"].as_str().map(str::to_owned);
+            let rv = {
+                let mut store = self.shared.lock();
+                store
+                    .create(&gr, ns.as_deref(), &doc, Default::default())
+                    .map_err(|e| format!("{plural}: {e}"))?;
+                store.resource_version()
+            };
+            self.shared.notify(rv);
+            stored += 1;
+        }
+        Ok(stored)
     }
 
     /// Every request RBAC refused so far (`user verb resource.group namespace/name`, or the
