@@ -197,19 +197,21 @@ pub(crate) fn view_of<T: serde::de::DeserializeOwned + Default>(
     v
 }
 
-fn pool_of(obj: &DynamicObject) -> Pool {
-    let v: PoolView = view_of("MachineConfigPool", obj);
-    let conditions = v
-        .status
-        .conditions
-        .into_iter()
+/// Conditions as the lifecycle compares them (type, status, reason, message; no times).
+fn lifecycle_conditions(list: Vec<machineos_kube::ConditionView>) -> Vec<PoolCondition> {
+    list.into_iter()
         .map(|c| PoolCondition {
             type_: c.type_,
             status: c.status,
             reason: c.reason,
             message: c.message,
         })
-        .collect();
+        .collect()
+}
+
+fn pool_of(obj: &DynamicObject) -> Pool {
+    let v: PoolView = view_of("MachineConfigPool", obj);
+    let conditions = lifecycle_conditions(v.status.conditions);
     Pool {
         name: obj.name_any(),
         uid: obj.uid().unwrap_or_default(),
@@ -253,16 +255,7 @@ fn machine_os_config_of(obj: &DynamicObject) -> MachineOSConfigObserved {
         current_image_pull_spec: status.current_image_pull_spec,
         current_build: status.machine_os_build.name,
         observed_generation: status.observed_generation,
-        conditions: status
-            .conditions
-            .into_iter()
-            .map(|c| PoolCondition {
-                type_: c.type_,
-                status: c.status,
-                reason: c.reason,
-                message: c.message,
-            })
-            .collect(),
+        conditions: lifecycle_conditions(status.conditions),
         unreadable: error.map(|e| (e.path, e.message)),
     }
 }
