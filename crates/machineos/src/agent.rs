@@ -109,14 +109,14 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
         "fake" => None,
         _ => Some(host(args)?),
     };
-    let rt = crate::runtime()?;
+    let rt = crate::cli::runtime()?;
     rt.block_on(async move {
         let config = kube::Config::infer()
             .await
             .context("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config)")?;
         let client = kube::Client::try_from(machineos_agent::client_config(config))
             .context("building the Kubernetes client")?;
-        let shutdown = crate::shutdown_on_signal();
+        let shutdown = crate::cli::shutdown_on_signal();
         match host {
             Some(host) => machineos_agent::run(client, host, opts, shutdown).await,
             None => {

@@ -131,7 +131,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         &platform,
     )?;
     let run_plan = crate::stream::with_extensions(run_plan, from_stream.as_ref());
-    let runtime = crate::runtime()?;
+    let runtime = crate::cli::runtime()?;
     let registry = args.registry.client(&[&base, &output])?;
     // RUN steps: everything that can fail is checked before the native image is pushed.
     let run = match &run_plan {
@@ -276,8 +276,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             if let (Some(s), Some(obj)) = (&from_stream, summary.as_object_mut()) {
                 obj.insert("stream".to_owned(), crate::stream::summary(s));
             }
-            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
-            crate::emit(&result_pullspec)?;
+            crate::cli::emit(&serde_json::to_string_pretty(&summary)?)?;
+            crate::cli::emit(&result_pullspec)?;
         }
         Format::Text => {
             eprintln!(
@@ -294,7 +294,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 outcome.layer.size,
                 outcome.timings.total_ms
             );
-            crate::emit(&result_pullspec)?;
+            crate::cli::emit(&result_pullspec)?;
         }
     }
     Ok(())
@@ -362,7 +362,7 @@ fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()
                 "whiteouts": counts.whiteouts,
                 "timings": { "planMs": planned.as_secs_f64() * 1e3, "totalMs": total.as_secs_f64() * 1e3 },
             });
-            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
+            crate::cli::emit(&serde_json::to_string_pretty(&summary)?)?;
         }
         Format::Text => {
             eprintln!(
@@ -374,8 +374,8 @@ fn layer_only(args: &BuildArgs, dir: &Path, recipe: Recipe) -> anyhow::Result<()
                 digests.size,
                 total.as_secs_f64() * 1e3
             );
-            crate::emit(&format!("diff_id {}", digests.diff_id))?;
-            crate::emit(digests.digest.as_str())?;
+            crate::cli::emit(&format!("diff_id {}", digests.diff_id))?;
+            crate::cli::emit(digests.digest.as_str())?;
         }
     }
     Ok(())

@@ -84,7 +84,7 @@ pub fn run(
             plan.steps_ran().join(", ")
         );
     }
-    let runtime = crate::runtime()?;
+    let runtime = crate::cli::runtime()?;
     let stream = args.stream.as_deref();
     let name = args.stream_name.as_deref();
     // Without a stream, one base for every platform; a stream may name one per platform.
@@ -212,7 +212,7 @@ pub fn run(
                 "platforms": images,
                 "totalMs": outcome.total_ms,
             });
-            crate::emit(&serde_json::to_string_pretty(&summary)?)?;
+            crate::cli::emit(&serde_json::to_string_pretty(&summary)?)?;
         }
         Format::Text => {
             for img in &outcome.images {
@@ -235,7 +235,7 @@ pub fn run(
             );
         }
     }
-    crate::emit(&outcome.pullspec)?;
+    crate::cli::emit(&outcome.pullspec)?;
     Ok(())
 }
 

@@ -156,11 +156,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         .map(|o| registry_ref("--output", o))
         .transpose()?;
     let registry = Registry::new(args.registry.options()?)?;
-    let report = crate::runtime()?.block_on(run_checks(&registry, &base, output.as_ref()));
+    let report = crate::cli::runtime()?.block_on(run_checks(&registry, &base, output.as_ref()));
     if args.format == "json" {
-        crate::emit(&serde_json::to_string_pretty(&report)?)?;
+        crate::cli::emit(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        crate::emit(&text(&report))?;
+        crate::cli::emit(&text(&report))?;
     }
     if !report.ok {
         anyhow::bail!("the preflight failed (see above)");

@@ -118,9 +118,9 @@ fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
 /// Run `machineos controller`.
 pub fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let opts = options(args)?;
-    let rt = crate::runtime()?;
+    let rt = crate::cli::runtime()?;
     rt.block_on(async move {
-        let shutdown = crate::shutdown_on_signal();
+        let shutdown = crate::cli::shutdown_on_signal();
         machineos_controller::app::run(opts, shutdown)
             .await
             .map_err(anyhow::Error::msg)

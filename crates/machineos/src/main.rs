@@ -9,6 +9,7 @@ mod build;
 mod build_args;
 mod build_multi;
 mod check;
+mod cli;
 mod controller;
 mod input;
 mod registry;
@@ -80,7 +81,7 @@ fn main() -> std::process::ExitCode {
                 Ok(true) => std::process::ExitCode::SUCCESS,
                 Ok(false) => std::process::ExitCode::from(1),
                 Err(e) => {
-                    eprintln!("error: {}", error_chain(&e));
+                    eprintln!("error: {}", cli::error_chain(&e));
                     std::process::ExitCode::from(2)
                 }
             };
@@ -91,12 +92,12 @@ fn main() -> std::process::ExitCode {
         Command::Rollout(args) => rollout::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Agent(args) => agent::run(&args),
-        Command::Crds => emit(machineos_api::crds_yaml().trim_end()),
+        Command::Crds => cli::emit(machineos_api::crds_yaml().trim_end()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", error_chain(&e));
+            eprintln!("error: {}", cli::error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -130,7 +131,7 @@ fn rendered(cmd: &RenderCmd) -> anyhow::Result<machineos_render::Rendered> {
 
 fn render(cmd: &RenderCmd) -> anyhow::Result<()> {
     let r = rendered(cmd)?;
-    crate::emit(&serde_json::to_string_pretty(&r.machine_config)?)
+    cli::emit(&serde_json::to_string_pretty(&r.machine_config)?)
 }
 
 /// `render --diff`: whether machineos's rendered MachineConfig equals the given one.
@@ -156,21 +157,21 @@ fn render_diff(cmd: &RenderCmd) -> anyhow::Result<bool> {
     let ours = rendered(cmd)?;
     let differences = machineos_render::diff(&ours.machine_config, given);
     if differences.is_empty() {
-        crate::emit(&format!(
+        cli::emit(&format!(
             "{}: identical to {name} ({})",
             ours.machine_config.name(),
             given.name()
         ))?;
         return Ok(true);
     }
-    crate::emit(&format!(
+    cli::emit(&format!(
         "{} differs from {name} ({}) in {} place(s):",
         ours.machine_config.name(),
         given.name(),
         differences.len()
     ))?;
     for d in &differences {
-        crate::emit(&format!("  {d}"))?;
+        cli::emit(&format!("  {d}"))?;
     }
     Ok(false)
 }
@@ -200,79 +201,31 @@ fn inspect(cmd: &InspectCmd) -> anyhow::Result<()> {
         None => machineos_image::Platform::host(),
     };
     let registry = cmd.registry.client(&[&image])?;
-    let inspection = runtime()?.block_on(machineos_native_builder::inspect::inspect(
+    let inspection = cli::runtime()?.block_on(machineos_native_builder::inspect::inspect(
         &image,
         &platform,
         registry.as_ref(),
     ))?;
     if cmd.output_format == "text" {
         let i = &inspection;
-        crate::emit(&format!("image:    {}", i.image))?;
-        crate::emit(&format!("platform: {}", i.platform))?;
-        crate::emit(&format!("os:       {}", i.variant.summary()))?;
+        cli::emit(&format!("image:    {}", i.image))?;
+        cli::emit(&format!("platform: {}", i.platform))?;
+        cli::emit(&format!("os:       {}", i.variant.summary()))?;
         if let Some(name) = &i.variant.pretty_name {
-            crate::emit(&format!("          {name}"))?;
+            cli::emit(&format!("          {name}"))?;
         }
         for w in &i.variant.warnings {
-            crate::emit(&format!("          {w}"))?;
+            cli::emit(&format!("          {w}"))?;
         }
-        crate::emit(&format!("layers:   {}", i.layers.len()))?;
+        cli::emit(&format!("layers:   {}", i.layers.len()))?;
         let mc = i
             .machine_config
             .as_ref()
             .and_then(|m| m["metadata"]["name"].as_str())
             .unwrap_or("none");
-        crate::emit(&format!("machineconfig: {mc}"))?;
+        cli::emit(&format!("machineconfig: {mc}"))?;
     } else {
-        crate::emit(&serde_json::to_string_pretty(&inspection)?)?;
+        cli::emit(&serde_json::to_string_pretty(&inspection)?)?;
     }
     Ok(())
-}
-
-/// The error and its causes, `: `-joined. Library errors carry their causes in their own
-/// message and never also as `source()` (see `machineos_diagnostics`), so each cause
-/// appears once; the CLI's own context comes first.
-fn error_chain(e: &anyhow::Error) -> String {
-    format!("{e:#}")
-}
-
-/// A token cancelled on SIGTERM or SIGINT (the long-running commands' graceful stop). Call
-/// inside the runtime.
-fn shutdown_on_signal() -> tokio_util::sync::CancellationToken {
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let on_signal = shutdown.clone();
-    tokio::spawn(async move {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        on_signal.cancel();
-    });
-    shutdown
-}
-
-/// The async runtime the registry work runs on.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    use anyhow::Context;
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
-/// Writes one line of output to stdout. A closed pipe (`machineos inspect … | head`) ends
-/// the output quietly instead of panicking as `println!` would.
-fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }

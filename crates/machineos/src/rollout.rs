@@ -39,7 +39,7 @@ struct PlanArgs {
 /// Run `machineos rollout …`.
 pub fn run(args: &RolloutArgs) -> anyhow::Result<()> {
     let RolloutCommand::Plan(a) = &args.command;
-    let plan = crate::runtime()?
+    let plan = crate::cli::runtime()?
         .block_on(machineos_controller::rollout::plan_default_cluster(
             &a.namespace,
             &a.pool,
@@ -49,9 +49,9 @@ pub fn run(args: &RolloutArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)
         .context("rollout plan")?;
     if a.output == "json" {
-        return crate::emit(&serde_json::to_string_pretty(&plan)?);
+        return crate::cli::emit(&serde_json::to_string_pretty(&plan)?);
     }
-    crate::emit(&text(&plan))
+    crate::cli::emit(&text(&plan))
 }
 
 /// The plan as text: a header, what is moving or unavailable now, then one line per batch.
