@@ -8,9 +8,11 @@
 //!   merged pull Secret `pull-<build>`, the Job `build-<build>` or, for OpenShift's build
 //!   controller, the Build `build-<build>`, with the MCO's labels and annotations; and the
 //!   mapping of a Job's and its pod's status, or a Build's, to the build's.
+//! * [`tag`]: the intermediate native image's tag, one rule for the CLI and the controller.
 //!
 //! Pure: no I/O, no Kubernetes client. The controller's backends create what these return
 //! and feed back what they observe.
 
 pub mod containerfile;
 pub mod objects;
+pub mod tag;

@@ -59,6 +59,7 @@ use machineos_build_lifecycle::{
 };
 use machineos_buildrequest::containerfile::{self, ContainerfileInputs, RunSteps};
 use machineos_buildrequest::objects::{self, BuildMeta, JobState, RegistrySecret};
+use machineos_buildrequest::tag::native_tag;
 use machineos_diagnostics::{Classified, Retry};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -80,8 +81,6 @@ pub const EXTRA_TAG_ANNOTATION: &str = "machineos.io/extra-tag";
 pub const PUSH_SECRET_ANNOTATION: &str = "machineos.io/push-secret";
 /// How long (seconds) a failed Job waits for its failed pods to reach the cache.
 const POD_CACHE_GRACE: Timestamp = 30;
-/// Suffix of the intermediate native image's tag.
-pub const NATIVE_TAG_SUFFIX: &str = "-native";
 
 /// Which object runs the RUN steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -584,16 +583,6 @@ struct CleanUp {
     native_image: Option<String>,
 }
 
-/// `<build>-native`, fitted to a tag's 128 characters.
-pub fn native_tag(build: &str) -> String {
-    let tag = format!("{build}{NATIVE_TAG_SUFFIX}");
-    if tag.len() <= 128 {
-        return tag;
-    }
-    let short = objects::names::fit_name(build, 128 - NATIVE_TAG_SUFFIX.len());
-    format!("{short}{NATIVE_TAG_SUFFIX}")
-}
-
 /// The MachineOSBuild an ephemeral object belongs to (its annotation, full name).
 fn build_of_object<K: ResourceExt>(o: &K) -> Option<String> {
     o.annotations()
@@ -903,15 +892,5 @@ mod tests {
         ] {
             assert_eq!(repository_of(reference), want, "{reference}");
         }
-    }
-
-    #[test]
-    fn the_native_tag_fits_a_tag() {
-        assert_eq!(native_tag("worker-0a"), "worker-0a-native");
-        let long = format!("{}-{}", "p".repeat(100), "f".repeat(32));
-        let tag = native_tag(&long);
-        assert!(tag.len() <= 128, "{}", tag.len());
-        assert!(tag.ends_with(NATIVE_TAG_SUFFIX));
-        assert_ne!(native_tag(&long), native_tag(&format!("{long}0")));
     }
 }

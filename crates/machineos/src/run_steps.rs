@@ -302,9 +302,10 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
         })
 }
 
-/// Where the native image goes: the output repository, tag `<output tag>-native`.
+/// Where the native image goes: the output repository, tag `<output tag>-native`
+/// (`machineos_buildrequest::tag`, the controller's rule too).
 pub fn native_output(output: &RegistryRef) -> anyhow::Result<RegistryRef> {
-    let tag = format!("{}-native", output.tag_or_latest());
+    let tag = machineos_buildrequest::tag::native_tag(output.tag_or_latest());
     output
         .with_tag(&tag)
         .with_context(|| format!("--output {output}: the native image's tag {tag:?}"))
@@ -681,8 +682,11 @@ mod tests {
             native_output(&out).unwrap().to_string(),
             "127.0.0.1:5000/os/worker:v1-native"
         );
+        // A tag too long for `-native` is fitted (with a hash), not refused.
         let long = RegistryRef::parse(&format!("h/r:{}", "t".repeat(128))).unwrap();
-        assert!(native_output(&long).is_err());
+        let native = native_output(&long).unwrap();
+        let tag = native.to_string().rsplit_once(':').unwrap().1.to_owned();
+        assert!(tag.len() <= 128 && tag.ends_with("-native"), "{tag}");
         assert_eq!(
             registries_conf(&["127.0.0.1:5000".into()]),
             "# machineos build: the registries machineos may reach over plain HTTP.\nunqualified-search-registries = []\n\n[[registry]]\nlocation = \"127.0.0.1:5000\"\ninsecure = true\n"
