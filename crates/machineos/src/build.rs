@@ -3,7 +3,7 @@
 //!
 //! What the native engine cannot apply — `spec.extensions`, a `spec.kernelType` kernel
 //! swap, a `--containerfile` — runs as RUN steps with the local buildah on top of the
-//! native image, which is then pushed to `<output tag>-native` (see [`crate::run_steps`]);
+//! native image, which is then pushed to `<output tag>-native` (see [`machineos_pipeline::runsteps`]);
 //! without them, no buildah is involved.
 
 use std::io::BufWriter;
@@ -82,8 +82,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         return layer_only(args, dir, recipe);
     }
     let output = ImageRef::parse(&args.output).with_context(|| "--output")?;
-    let platform = match crate::build_multi::choice(args.platform.as_deref())? {
-        crate::build_multi::Choice::One(p) => p,
+    let platform = match machineos_pipeline::platform::choice(args.platform.as_deref())? {
+        machineos_pipeline::platform::Choice::One(p) => p,
         many => {
             let fixed = match (&args.base, &recipe.base_image) {
                 (Some(b), _) | (None, Some(b)) if args.stream.is_none() => {
@@ -104,10 +104,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         }
     };
     let from_stream = match &args.stream {
-        Some(path) => crate::stream::bases_from_stream(
+        Some(path) => machineos_pipeline::stream::bases_from_stream(
             path,
             args.stream_name.as_deref(),
             std::slice::from_ref(&platform),
+            &mut |m: &str| eprintln!("{m}"),
         )?
         .pop(),
         None => None,
@@ -123,14 +124,14 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         ),
     };
     let cache = cache(args)?;
-    let run_plan = crate::run_steps::plan(
+    let run_plan = machineos_pipeline::runsteps::plan(
         machine_config.as_ref(),
         &recipe.source_name,
         args.containerfile.as_deref(),
         &args.render.pool,
         &platform,
     )?;
-    let run_plan = crate::stream::with_extensions(run_plan, from_stream.as_ref());
+    let run_plan = machineos_pipeline::stream::with_extensions(run_plan, from_stream.as_ref());
     let runtime = crate::cli::runtime()?;
     let registry = args.registry.client(&[&base, &output])?;
     // RUN steps: everything that can fail is checked before the native image is pushed.
@@ -138,17 +139,18 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         None => None,
         Some(plan) => {
             let buildah = plan.check(&base, &output, &platform)?;
-            let extensions = runtime.block_on(crate::run_steps::resolve_extensions_image(
-                plan,
-                registry.as_ref(),
-                &platform,
-            ))?;
+            let extensions =
+                runtime.block_on(machineos_pipeline::runsteps::resolve_extensions_image(
+                    plan,
+                    registry.as_ref(),
+                    &platform,
+                ))?;
             let ImageRef::Registry(final_output) = &output else {
                 bail!("--output: not a registry reference");
             };
             let placeholder = final_output.by_digest(&Digest::sha256(b""));
             plan.containerfile(&placeholder, extensions.as_deref(), &placeholder)?;
-            let native = crate::run_steps::native_output(final_output)?;
+            let native = machineos_pipeline::native_output(final_output)?;
             Some((plan, buildah, extensions, final_output.clone(), native))
         }
     };
@@ -203,12 +205,12 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 .transpose()
                 .context("the extensions image")?;
             registries.extend(extensions_ref.as_ref());
-            let built = crate::run_steps::build_and_push(
+            let built = machineos_pipeline::buildah::build_and_push(
                 buildah,
                 &containerfile,
                 final_output,
                 &registries,
-                &args.registry,
+                &args.registry.buildah_access(),
             )
             .with_context(|| {
                 format!(
@@ -274,7 +276,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 obj.insert("runSteps".to_owned(), r);
             }
             if let (Some(s), Some(obj)) = (&from_stream, summary.as_object_mut()) {
-                obj.insert("stream".to_owned(), crate::stream::summary(s));
+                obj.insert("stream".to_owned(), machineos_pipeline::stream::summary(s));
             }
             crate::cli::emit(&serde_json::to_string_pretty(&summary)?)?;
             crate::cli::emit(&result_pullspec)?;

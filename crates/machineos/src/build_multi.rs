@@ -8,49 +8,14 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use machineos_image::{ImageRef, Platform};
 use machineos_layer::write::LayerOptions;
 use machineos_layering::Recipe;
 use machineos_native_builder::{Environment, MultiSpec, PlatformBase};
+use machineos_pipeline::platform::Choice;
 
 use crate::build_args::{Bar, BuildArgs, Counts, Format};
-
-/// What `--platform` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Choice {
-    /// One platform (the default: this machine's).
-    One(Platform),
-    /// Every platform the base offers.
-    All,
-    /// These platforms, in this order.
-    List(Vec<Platform>),
-}
-
-/// Parses `--platform`.
-pub fn choice(arg: Option<&str>) -> anyhow::Result<Choice> {
-    let Some(arg) = arg else {
-        return Ok(Choice::One(Platform::host()));
-    };
-    if arg == "all" {
-        return Ok(Choice::All);
-    }
-    if !arg.contains(',') {
-        return Ok(Choice::One(arg.parse().context("--platform")?));
-    }
-    let mut list: Vec<Platform> = Vec::new();
-    for part in arg.split(',') {
-        let p: Platform = part
-            .trim()
-            .parse()
-            .with_context(|| format!("--platform: {part:?}"))?;
-        if list.iter().any(|q| q.matches(&p)) {
-            bail!("--platform: {p} is given twice");
-        }
-        list.push(p);
-    }
-    Ok(Choice::List(list))
-}
 
 /// Builds every platform of `choice` and prints the summary.
 pub fn run(
@@ -68,7 +33,7 @@ pub fn run(
         );
     }
     // RUN steps are planned for some platform; whether there are any does not depend on it.
-    let run_plan = crate::run_steps::plan(
+    let run_plan = machineos_pipeline::runsteps::plan(
         machine_config,
         &recipe.source_name,
         args.containerfile.as_deref(),
@@ -90,13 +55,18 @@ pub fn run(
     // Without a stream, one base for every platform; a stream may name one per platform.
     let base = match (base, stream) {
         (Some(b), _) => Some(b),
-        (None, Some(path)) => match crate::stream::stream_platforms(path, name)? {
+        (None, Some(path)) => match machineos_pipeline::stream::stream_platforms(path, name)? {
             Some(_) => None,
             // A stream of multi-arch references: its (any platform's) image is the base.
             None => Some(
-                crate::stream::bases_from_stream(path, name, &[Platform::host()])?
-                    .remove(0)
-                    .base,
+                machineos_pipeline::stream::bases_from_stream(
+                    path,
+                    name,
+                    &[Platform::host()],
+                    &mut |m: &str| eprintln!("{m}"),
+                )?
+                .remove(0)
+                .base,
             ),
         },
         (None, None) => bail!(
@@ -123,7 +93,7 @@ pub fn run(
             all
         }
         (Choice::All, None, Some(path)) => {
-            crate::stream::stream_platforms(path, name)?.unwrap_or_default()
+            machineos_pipeline::stream::stream_platforms(path, name)?.unwrap_or_default()
         }
         (Choice::All, None, None) => Vec::new(),
         (Choice::List(list), ..) => list,
@@ -137,13 +107,18 @@ pub fn run(
                 base: b.clone(),
             })
             .collect(),
-        (None, Some(path)) => crate::stream::bases_from_stream(path, name, &platforms)?
-            .into_iter()
-            .map(|s| PlatformBase {
-                platform: s.platform,
-                base: s.base,
-            })
-            .collect(),
+        (None, Some(path)) => machineos_pipeline::stream::bases_from_stream(
+            path,
+            name,
+            &platforms,
+            &mut |m: &str| eprintln!("{m}"),
+        )?
+        .into_iter()
+        .map(|s| PlatformBase {
+            platform: s.platform,
+            base: s.base,
+        })
+        .collect(),
         (None, None) => Vec::new(),
     };
     if bases.is_empty() {
@@ -237,27 +212,4 @@ pub fn run(
     }
     crate::cli::emit(&outcome.pullspec)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn platform_choices() {
-        let p = |s: &str| s.parse::<Platform>().unwrap();
-        assert_eq!(choice(None).unwrap(), Choice::One(Platform::host()));
-        assert_eq!(choice(Some("all")).unwrap(), Choice::All);
-        assert_eq!(
-            choice(Some("linux/arm64")).unwrap(),
-            Choice::One(p("linux/arm64"))
-        );
-        assert_eq!(
-            choice(Some("linux/amd64, linux/s390x")).unwrap(),
-            Choice::List(vec![p("linux/amd64"), p("linux/s390x")])
-        );
-        let twice = choice(Some("linux/arm64,linux/aarch64")).unwrap_err();
-        assert!(format!("{twice:#}").contains("given twice"), "{twice:#}");
-        assert!(choice(Some("linux/amd64,")).is_err());
-    }
 }

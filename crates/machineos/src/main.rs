@@ -14,8 +14,6 @@ mod controller;
 mod input;
 mod registry;
 mod rollout;
-mod run_steps;
-mod stream;
 
 use clap::{Parser, Subcommand};
 

@@ -62,14 +62,13 @@ impl RegistryArgs {
         auth_file_candidates(self.authfile.as_deref(), &AuthEnv::from_process_env())
     }
 
-    /// The `--ca-file` files.
-    pub fn ca_files(&self) -> &[PathBuf] {
-        &self.ca_files
-    }
-
-    /// The `--insecure-registry` hosts.
-    pub fn insecure_registries(&self) -> &[String] {
-        &self.insecure_registries
+    /// What buildah needs of these arguments to reach registries as machineos does.
+    pub fn buildah_access(&self) -> machineos_pipeline::buildah::RegistryAccess {
+        machineos_pipeline::buildah::RegistryAccess {
+            auth_candidates: self.auth_candidates(),
+            ca_files: self.ca_files.clone(),
+            insecure_registries: self.insecure_registries.clone(),
+        }
     }
 
     /// The registry options these arguments describe. Auth files are named here and read

@@ -13,6 +13,8 @@
 //! [`with_extensions`].
 //!
 //! Errors name the file, the stream and the architecture, and say what the file offers.
+//! Each choice is handed to the caller's `report` as it is made (the CLI prints it on
+//! stderr).
 
 use std::path::Path;
 
@@ -33,11 +35,13 @@ pub struct StreamBase {
 }
 
 /// The base (and extensions image) for each of `platforms`, from the stream source at
-/// `path`: stream `name`, else the file's default. Each choice is reported on stderr.
+/// `path`: stream `name`, else the file's default. Each choice is described to `report`
+/// (`FILE: <format> stream "S" for linux/amd64: base IMAGE[, extensions IMAGE]`).
 pub fn bases_from_stream(
     path: &Path,
     name: Option<&str>,
     platforms: &[Platform],
+    report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Vec<StreamBase>> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).with_context(|| format!("--stream {shown}"))?;
@@ -54,7 +58,7 @@ pub fn bases_from_stream(
                     arch.describe()
                 )
             })?;
-            eprintln!(
+            report(&format!(
                 "{shown}: {} stream {stream:?} for {platform}: base {base}{}",
                 streams.format.name(),
                 images
@@ -62,7 +66,7 @@ pub fn bases_from_stream(
                     .as_deref()
                     .map(|e| format!(", extensions {e}"))
                     .unwrap_or_default()
-            );
+            ));
             Ok(StreamBase {
                 platform: platform.clone(),
                 stream: stream.clone(),
@@ -94,9 +98,9 @@ pub fn stream_platforms(path: &Path, name: Option<&str>) -> anyhow::Result<Optio
 /// The RUN-step plan with the stream's extensions image where the rendered config names
 /// none (a MachineConfig's or `--extensions-image`'s value wins).
 pub fn with_extensions(
-    mut plan: Option<crate::run_steps::Plan>,
+    mut plan: Option<crate::runsteps::Plan>,
     from_stream: Option<&StreamBase>,
-) -> Option<crate::run_steps::Plan> {
+) -> Option<crate::runsteps::Plan> {
     if let (Some(p), Some(ext)) = (
         plan.as_mut(),
         from_stream.and_then(|s| s.extensions_image.as_ref()),
