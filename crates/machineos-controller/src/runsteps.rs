@@ -59,8 +59,8 @@ use machineos_build_lifecycle::{
 };
 use machineos_buildrequest::containerfile::{self, ContainerfileInputs, RunSteps};
 use machineos_buildrequest::objects::{self, BuildMeta, JobState, RegistrySecret};
+use machineos_buildrequest::tag::native_tag;
 use machineos_diagnostics::{Classified, Retry};
-use machineos_pipeline::native_tag;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
