@@ -7,6 +7,8 @@
 //!   controller — and the CLI's native output reference built on it.
 //! * [`platform`]: what `--platform` asks for (one platform, every platform of the base, a
 //!   list).
+//! * [`base`]: which base each platform builds on (a stream, `--base`, the rendered
+//!   `spec.osImageURL`), and which platforms `--platform all` means.
 //! * [`stream`]: the base (and extensions image) for each platform from a stream source
 //!   (CoreOS stream metadata, an `OSImageStream`, the `machine-config-osimageurl` ConfigMap).
 //! * [`runsteps`]: what needs RUN steps and why, what refuses them before anything is
@@ -18,6 +20,7 @@
 //! ([`buildah::RegistryAccess`], paths, platforms). Error messages name the command
 //! line's flags, as `machineos build` reports them.
 
+pub mod base;
 pub mod buildah;
 pub mod platform;
 pub mod runsteps;

@@ -19,6 +19,8 @@ use machineos_layering::Recipe;
 use machineos_native_builder::output::OutputFile;
 use machineos_native_builder::{BuildSpec, Environment};
 
+use machineos_pipeline::base::BaseChoice;
+
 use crate::build_args::{Bar, BuildArgs, Counts, Format};
 use crate::input::Input;
 
@@ -82,47 +84,31 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         return layer_only(args, dir, recipe);
     }
     let output = ImageRef::parse(&args.output).with_context(|| "--output")?;
+    let source = BaseChoice {
+        base: args.base.as_deref(),
+        os_image_url: recipe.base_image.as_deref(),
+        stream: args.stream.as_deref(),
+        stream_name: args.stream_name.as_deref(),
+    };
     let platform = match machineos_pipeline::platform::choice(args.platform.as_deref())? {
         machineos_pipeline::platform::Choice::One(p) => p,
         many => {
-            let fixed = match (&args.base, &recipe.base_image) {
-                (Some(b), _) | (None, Some(b)) if args.stream.is_none() => {
-                    Some(ImageRef::parse(b).with_context(|| "--base")?)
-                }
-                _ => None,
-            };
+            let fixed = source.fixed()?;
             let cache = cache(args)?;
             return crate::build_multi::run(
                 args,
                 &recipe,
                 machine_config.as_ref(),
-                fixed,
+                (&source, fixed),
                 output,
                 many,
                 cache,
             );
         }
     };
-    let from_stream = match &args.stream {
-        Some(path) => machineos_pipeline::stream::bases_from_stream(
-            path,
-            args.stream_name.as_deref(),
-            std::slice::from_ref(&platform),
-            &mut |m: &str| eprintln!("{m}"),
-        )?
-        .pop(),
-        None => None,
-    };
-    let base = match (&from_stream, &args.base, &recipe.base_image) {
-        (Some(s), _, _) => s.base.clone(),
-        (None, Some(b), _) | (None, None, Some(b)) => {
-            ImageRef::parse(b).with_context(|| "--base")?
-        }
-        (None, None, None) => bail!(
-            "{}: no base image: give --base IMAGE or --stream FILE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
-            recipe.source_name
-        ),
-    };
+    let (base, from_stream) = source.one(&platform, &recipe.source_name, &mut |m: &str| {
+        eprintln!("{m}")
+    })?;
     let cache = cache(args)?;
     let run_plan = machineos_pipeline::runsteps::plan(
         machine_config.as_ref(),

@@ -12,7 +12,8 @@ use anyhow::bail;
 use machineos_image::{ImageRef, Platform};
 use machineos_layer::write::LayerOptions;
 use machineos_layering::Recipe;
-use machineos_native_builder::{Environment, MultiSpec, PlatformBase};
+use machineos_native_builder::{Environment, MultiSpec};
+use machineos_pipeline::base::BaseChoice;
 use machineos_pipeline::platform::Choice;
 
 use crate::build_args::{Bar, BuildArgs, Counts, Format};
@@ -22,7 +23,7 @@ pub fn run(
     args: &BuildArgs,
     recipe: &Recipe,
     machine_config: Option<&machineos_api::v1::MachineConfig>,
-    base: Option<ImageRef>,
+    (source, fixed): (&BaseChoice<'_>, Option<ImageRef>),
     output: ImageRef,
     choice: Choice,
     cache: Option<machineos_baseindex::Cache>,
@@ -50,30 +51,9 @@ pub fn run(
         );
     }
     let runtime = crate::cli::runtime()?;
-    let stream = args.stream.as_deref();
-    let name = args.stream_name.as_deref();
+    let mut report = |m: &str| eprintln!("{m}");
     // Without a stream, one base for every platform; a stream may name one per platform.
-    let base = match (base, stream) {
-        (Some(b), _) => Some(b),
-        (None, Some(path)) => match machineos_pipeline::stream::stream_platforms(path, name)? {
-            Some(_) => None,
-            // A stream of multi-arch references: its (any platform's) image is the base.
-            None => Some(
-                machineos_pipeline::stream::bases_from_stream(
-                    path,
-                    name,
-                    &[Platform::host()],
-                    &mut |m: &str| eprintln!("{m}"),
-                )?
-                .remove(0)
-                .base,
-            ),
-        },
-        (None, None) => bail!(
-            "{}: no base image: give --base IMAGE or --stream FILE (or a MachineConfig with spec.osImageURL, or --os-image-url)",
-            recipe.source_name
-        ),
-    };
+    let base = source.shared(fixed, &recipe.source_name, &mut report)?;
     let mut refs = vec![&output];
     refs.extend(base.as_ref());
     let registry = args.registry.client(&refs)?;
@@ -84,46 +64,13 @@ pub fn run(
         memory: None,
         progress: progress.clone(),
     };
-    let platforms = match (choice, &base, stream) {
-        (Choice::All, Some(b), _) => {
-            let all = runtime.block_on(machineos_native_builder::base_platforms(b, &env))?;
-            if all.is_empty() {
-                bail!("--platform all: {b} lists no platforms");
-            }
-            all
-        }
-        (Choice::All, None, Some(path)) => {
-            machineos_pipeline::stream::stream_platforms(path, name)?.unwrap_or_default()
-        }
-        (Choice::All, None, None) => Vec::new(),
-        (Choice::List(list), ..) => list,
-        (Choice::One(p), ..) => vec![p],
-    };
-    let bases: Vec<PlatformBase> = match (&base, stream) {
-        (Some(b), _) => platforms
-            .into_iter()
-            .map(|platform| PlatformBase {
-                platform,
-                base: b.clone(),
-            })
-            .collect(),
-        (None, Some(path)) => machineos_pipeline::stream::bases_from_stream(
-            path,
-            name,
-            &platforms,
-            &mut |m: &str| eprintln!("{m}"),
-        )?
-        .into_iter()
-        .map(|s| PlatformBase {
-            platform: s.platform,
-            base: s.base,
-        })
-        .collect(),
-        (None, None) => Vec::new(),
-    };
-    if bases.is_empty() {
-        bail!("--platform: no platform to build");
-    }
+    let bases = runtime.block_on(machineos_pipeline::base::platform_bases(
+        source,
+        choice,
+        base.as_ref(),
+        &env,
+        &mut report,
+    ))?;
     // Per-platform bases from a stream may live in registries the client was not made for.
     let env = if base.is_none() {
         let mut refs: Vec<&ImageRef> = bases.iter().map(|b| &b.base).collect();
