@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use machineos_api::v1::{ContainerfileArch, MachineConfig};
 use machineos_buildrequest::containerfile::{ContainerfileInputs, RunSteps, RunStepsError, render};
-use machineos_image::{Digest, ImageRef, Platform};
+use machineos_image::{Digest, ImageRef, Platform, RegistryRef};
 
 use crate::buildah::Buildah;
 
@@ -284,6 +284,83 @@ pub async fn resolve_extensions_image(
         info.digest
     };
     Ok(Some(reference.by_digest(&digest)))
+}
+
+/// A build's RUN steps once everything that can fail before the native image is pushed
+/// has been checked ([`prepare`]).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The buildah to run.
+    pub buildah: Buildah,
+    /// The extensions image by digest, when the steps need it.
+    pub extensions: Option<String>,
+    /// The final image's reference (`--output`).
+    pub output: RegistryRef,
+    /// Where the native image goes ([`crate::tag::native_output`]).
+    pub native: RegistryRef,
+}
+
+/// Everything that can fail before the native image is pushed: [`Plan::check`], the
+/// extensions image resolved ([`resolve_extensions_image`]), the Containerfile rendered once
+/// with a placeholder FROM, the native image's reference.
+pub async fn prepare(
+    plan: &Plan,
+    base: &ImageRef,
+    output: &ImageRef,
+    platform: &Platform,
+    registry: Option<&machineos_registry::Registry>,
+) -> anyhow::Result<Prepared> {
+    let buildah = plan.check(base, output, platform)?;
+    let extensions = resolve_extensions_image(plan, registry, platform).await?;
+    let ImageRef::Registry(final_output) = output else {
+        bail!("--output: not a registry reference");
+    };
+    let placeholder = final_output.by_digest(&Digest::sha256(b""));
+    plan.containerfile(&placeholder, extensions.as_deref(), &placeholder)?;
+    let native = crate::tag::native_output(final_output)?;
+    Ok(Prepared {
+        buildah,
+        extensions,
+        output: final_output.clone(),
+        native,
+    })
+}
+
+impl Prepared {
+    /// The RUN steps on the native image `native_pullspec` (built on `base_pullspec`): the
+    /// Containerfile rendered `FROM` it, built and pushed to the output by
+    /// [`crate::buildah::build_and_push`]. Errors name `plan`'s input and the native image.
+    pub fn run(
+        &self,
+        plan: &Plan,
+        native_pullspec: &str,
+        base_pullspec: &str,
+        access: &crate::buildah::RegistryAccess,
+    ) -> anyhow::Result<crate::buildah::Built> {
+        let containerfile =
+            plan.containerfile(native_pullspec, self.extensions.as_deref(), base_pullspec)?;
+        let mut registries = vec![&self.output];
+        let extensions_ref = self
+            .extensions
+            .as_deref()
+            .map(RegistryRef::parse)
+            .transpose()
+            .context("the extensions image")?;
+        registries.extend(extensions_ref.as_ref());
+        crate::buildah::build_and_push(
+            &self.buildah,
+            &containerfile,
+            &self.output,
+            &registries,
+            access,
+        )
+        .with_context(|| {
+            format!(
+                "{}: RUN steps on the native image {native_pullspec} (pushed as {})",
+                plan.source_name, self.native
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use machineos_image::{Digest, ImageRef};
+use machineos_image::ImageRef;
 use machineos_layer::DirView;
 use machineos_layer::write::{self, LayerOptions};
 use machineos_layering::Recipe;
@@ -123,25 +123,19 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     // RUN steps: everything that can fail is checked before the native image is pushed.
     let run = match &run_plan {
         None => None,
-        Some(plan) => {
-            let buildah = plan.check(&base, &output, &platform)?;
-            let extensions =
-                runtime.block_on(machineos_pipeline::runsteps::resolve_extensions_image(
-                    plan,
-                    registry.as_ref(),
-                    &platform,
-                ))?;
-            let ImageRef::Registry(final_output) = &output else {
-                bail!("--output: not a registry reference");
-            };
-            let placeholder = final_output.by_digest(&Digest::sha256(b""));
-            plan.containerfile(&placeholder, extensions.as_deref(), &placeholder)?;
-            let native = machineos_pipeline::native_output(final_output)?;
-            Some((plan, buildah, extensions, final_output.clone(), native))
-        }
+        Some(plan) => Some((
+            plan,
+            runtime.block_on(machineos_pipeline::runsteps::prepare(
+                plan,
+                &base,
+                &output,
+                &platform,
+                registry.as_ref(),
+            ))?,
+        )),
     };
     let native_output = match &run {
-        Some((.., native)) => ImageRef::Registry(native.clone()),
+        Some((_, prepared)) => ImageRef::Registry(prepared.native.clone()),
         None => output,
     };
     let progress = Arc::new(Bar::new());
@@ -171,7 +165,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     }
     let run_summary = match &run {
         None => None,
-        Some((plan, buildah, extensions, final_output, native)) => {
+        Some((plan, prepared)) => {
+            let (buildah, extensions, native) =
+                (&prepared.buildah, &prepared.extensions, &prepared.native);
             eprintln!(
                 "{}: native image {}; RUN steps: {} (buildah {})",
                 recipe.source_name,
@@ -179,31 +175,12 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
                 plan.steps_ran().join(", "),
                 buildah.version
             );
-            let containerfile = plan.containerfile(
+            let built = prepared.run(
+                plan,
                 &outcome.pullspec,
-                extensions.as_deref(),
                 &outcome.base_pullspec,
-            )?;
-            let mut registries = vec![final_output];
-            let extensions_ref = extensions
-                .as_deref()
-                .map(machineos_image::RegistryRef::parse)
-                .transpose()
-                .context("the extensions image")?;
-            registries.extend(extensions_ref.as_ref());
-            let built = machineos_pipeline::buildah::build_and_push(
-                buildah,
-                &containerfile,
-                final_output,
-                &registries,
                 &args.registry.buildah_access(),
-            )
-            .with_context(|| {
-                format!(
-                    "{}: RUN steps on the native image {} (pushed as {native})",
-                    recipe.source_name, outcome.pullspec
-                )
-            })?;
+            )?;
             eprintln!(
                 "{}: RUN steps ran ({}) in {:.1} s: {}",
                 recipe.source_name,
