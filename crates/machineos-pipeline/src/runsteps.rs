@@ -286,6 +286,27 @@ pub async fn resolve_extensions_image(
     Ok(Some(reference.by_digest(&digest)))
 }
 
+/// Refuses RUN steps in a multi-platform build: they run through buildah on this machine's
+/// architecture. Arguments as for [`plan`].
+pub fn refuse_multi_platform(
+    mc: Option<&MachineConfig>,
+    source_name: &str,
+    containerfile: Option<&Path>,
+    pool: &str,
+) -> anyhow::Result<()> {
+    // RUN steps are planned for some platform; whether there are any does not depend on it.
+    if let Some(plan) = plan(mc, source_name, containerfile, pool, &Platform::host())? {
+        bail!(
+            "{}: RUN steps ({}) run through buildah on this machine's architecture: a \
+             multi-platform build cannot apply them; build each platform on a machine of its \
+             architecture, or use the controller's Job backend",
+            source_name,
+            plan.steps_ran().join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// A build's RUN steps once everything that can fail before the native image is pushed
 /// has been checked ([`prepare`]).
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use anyhow::bail;
-use machineos_image::{ImageRef, Platform};
+use machineos_image::ImageRef;
 use machineos_layer::write::LayerOptions;
 use machineos_layering::Recipe;
 use machineos_native_builder::{Environment, MultiSpec};
@@ -33,23 +33,12 @@ pub fn run(
             "--layer-out: a multi-platform build adds one layer per platform; build one platform to get its layer"
         );
     }
-    // RUN steps are planned for some platform; whether there are any does not depend on it.
-    let run_plan = machineos_pipeline::runsteps::plan(
+    machineos_pipeline::runsteps::refuse_multi_platform(
         machine_config,
         &recipe.source_name,
         args.containerfile.as_deref(),
         &args.render.pool,
-        &Platform::host(),
     )?;
-    if let Some(plan) = run_plan {
-        bail!(
-            "{}: RUN steps ({}) run through buildah on this machine's architecture: a \
-             multi-platform build cannot apply them; build each platform on a machine of its \
-             architecture, or use the controller's Job backend",
-            recipe.source_name,
-            plan.steps_ran().join(", ")
-        );
-    }
     let runtime = crate::cli::runtime()?;
     let mut report = |m: &str| eprintln!("{m}");
     // Without a stream, one base for every platform; a stream may name one per platform.
