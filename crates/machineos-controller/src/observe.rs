@@ -105,8 +105,9 @@ pub struct Learnt {
     pub backend: HashMap<String, BackendStatus>,
     /// Registry answers by build name.
     pub registry: HashMap<String, RegistryObservation>,
-    /// Base image references resolved to digests: `osImageURL` → `repo@sha256:…`.
-    pub base_images: HashMap<String, String>,
+    /// Each pool's base image as last resolved with its current credentials: pool →
+    /// (reference, `repo@sha256:…`); used only while the pool's reference is still that one.
+    pub base_images: HashMap<String, (String, String)>,
     /// Pools whose base image is known to be unavailable, and why.
     pub base_image_errors: HashMap<String, BaseImageError>,
     /// The builder backends this controller runs (empty: the native one only).
@@ -404,7 +405,11 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
                     if is_digested(&r) {
                         Some(r)
                     } else {
-                        learnt.base_images.get(&r).cloned()
+                        learnt
+                            .base_images
+                            .get(&pool.name)
+                            .filter(|(reference, _)| *reference == r)
+                            .map(|(_, digest)| digest.clone())
                     }
                 });
         let names: BTreeSet<&str> = builds.iter().map(|b| b.name.as_str()).collect();
@@ -574,8 +579,11 @@ mod tests {
     fn resolved_base_images_and_images_in_use() {
         let learnt = Learnt {
             base_images: [(
-                "quay.io/os:1".to_string(),
-                "quay.io/os@sha256:aa".to_string(),
+                "worker".to_string(),
+                (
+                    "quay.io/os:1".to_string(),
+                    "quay.io/os@sha256:aa".to_string(),
+                ),
             )]
             .into_iter()
             .collect(),
@@ -590,6 +598,19 @@ mod tests {
             o.images_in_use,
             ["r/p@sha256:11", "r/worker@sha256:22", "r/worker@sha256:33"]
         );
+        // A digest resolved for another reference, or for another pool, does not stand in.
+        for (pool, reference) in [("worker", "quay.io/os:0"), ("infra", "quay.io/os:1")] {
+            let learnt = Learnt {
+                base_images: [(
+                    pool.to_string(),
+                    (reference.to_string(), "quay.io/os@sha256:aa".to_string()),
+                )]
+                .into_iter()
+                .collect(),
+                ..Learnt::default()
+            };
+            assert_eq!(observe(&snapshot(), &learnt).pools[0].base_image, None);
+        }
     }
 
     #[test]

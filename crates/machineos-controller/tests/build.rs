@@ -508,3 +508,59 @@ async fn a_legacy_dockercfg_push_secret_is_converted_and_pushes() {
     );
     ctl.stop().await;
 }
+
+fn pool_condition(pools: &[kube::api::DynamicObject], kind: &str) -> Option<Value> {
+    pools.first()?.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_pull_secret_replaced_by_a_wrong_one_is_reported_though_the_digest_is_known() {
+    let c = Cluster::start().await;
+    let host = c.registry.host();
+    let (user, pass) = c.registry.credentials().unwrap();
+    c.secret("base-pull", &dockerconfig(&host, user, pass))
+        .await;
+    let push = format!("{host}/machineos/worker:latest");
+    let mut mosc = machine_os_config(&push);
+    mosc["spec"]["baseImagePullSecret"] = serde_json::json!({"name": "base-pull"});
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "v1\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), mosc).await;
+    let ctl = c.controller().await;
+    c.until(&kinds::build(), "one Succeeded build", |l| {
+        succeeded(l).len() == 1
+    })
+    .await;
+
+    // The pull Secret is replaced by one the registry refuses: the base tag's digest is
+    // known (resolved with the old Secret), yet the pool says the base cannot be had with
+    // these credentials instead of building as if nothing changed.
+    c.secret("base-pull", &dockerconfig(&host, user, "not-the-password"))
+        .await;
+    let pools = c
+        .until(&kinds::pool(), "BaseImageUnavailable", |l| {
+            pool_condition(l, "ImageBuildDegraded")
+                .is_some_and(|d| d["status"] == "True" && d["reason"] == "BaseImageUnavailable")
+        })
+        .await;
+    let d = pool_condition(&pools, "ImageBuildDegraded").unwrap();
+    let message = d["message"].as_str().unwrap();
+    assert!(message.contains("base/os:1"), "{message}");
+
+    // The right Secret back: the pool recovers without a restart.
+    c.secret("base-pull", &dockerconfig(&host, user, pass))
+        .await;
+    c.until(&kinds::pool(), "ImageBuildDegraded=False", |l| {
+        pool_condition(l, "ImageBuildDegraded").is_some_and(|d| d["status"] == "False")
+    })
+    .await;
+    ctl.stop().await;
+}

@@ -1,6 +1,8 @@
 //! Base images by digest: each opted-in pool's base image reference (its MachineOSConfig,
 //! else the rendered MachineConfig's `osImageURL`, else the `machine-config-osimageurl`
-//! ConfigMap) resolved in the registry, kept until the reference changes; a refusal kept
+//! ConfigMap) resolved in the registry with the pool's pull credentials, kept until the
+//! reference or the credentials change (a pull Secret replaced by a wrong one is asked
+//! again and reported, not hidden behind the digest the old one fetched); a refusal kept
 //! for a while (or until the credentials change) and reported on the pool as a
 //! [`BaseImageError`] naming where the reference comes from; transient errors only requeue.
 
@@ -11,6 +13,10 @@ use machineos_build_lifecycle::{BaseImageError, Observed};
 use machineos_diagnostics::Retry;
 
 use super::{BuildController, REGISTRY_TTL};
+
+/// At most this many (reference, credentials) digests kept; past it the cache starts over
+/// (each pool's next pass asks the registry once).
+const MAX_BASES: usize = 256;
 use crate::observe::{self, Snapshot};
 use crate::pass::{Cx, Requeue};
 use crate::registry_ops;
@@ -28,8 +34,9 @@ impl BuildController {
     ) {
         for p in &o.pools {
             let pool = p.pool.name.clone();
-            if p.base_image.is_some() || p.opt_in.is_none() {
+            if p.opt_in.is_none() {
                 self.base_errors.remove(&pool);
+                self.pool_bases.remove(&pool);
                 continue;
             }
             let Some(rendered_name) = p.rendered.as_ref().map(|r| r.name.clone()) else {
@@ -66,12 +73,23 @@ impl BuildController {
                 );
                 continue;
             };
-            if self.base_images.contains_key(&reference) {
+            if observe::is_digested(&reference) {
+                self.base_errors.remove(&pool);
+                self.pool_bases.remove(&pool);
                 continue;
             }
             let creds = pull_credentials(s, &eff);
-            // A refusal is retried after a while, or at once when the credentials change.
             let creds_key = registry_ops::credentials_key(&creds);
+            // Known with these credentials: nothing to ask.
+            if let Some(d) = self.base_images.get(&(reference.clone(), creds_key)) {
+                self.pool_bases.insert(pool.clone(), (reference, d.clone()));
+                self.base_errors.remove(&pool);
+                continue;
+            }
+            // Not known with these credentials (new, or the pool's Secret changed): the
+            // pool waits for the answer; a digest other credentials fetched does not stand in.
+            self.pool_bases.remove(&pool);
+            // A refusal is retried after a while, or at once when the credentials change.
             if let Some((_, key, at)) = self.base_failures.get(&reference)
                 && *key == creds_key
                 && at.elapsed() < REGISTRY_TTL
@@ -85,7 +103,12 @@ impl BuildController {
             match result {
                 Ok(d) => {
                     tracing::info!(pool = %pool, base = %reference, digest = %d, "base image resolved");
-                    self.base_images.insert(reference.clone(), d);
+                    if self.base_images.len() >= MAX_BASES {
+                        self.base_images.clear();
+                    }
+                    self.base_images
+                        .insert((reference.clone(), creds_key), d.clone());
+                    self.pool_bases.insert(pool.clone(), (reference.clone(), d));
                     self.base_failures.remove(&reference);
                     self.base_errors.remove(&pool);
                 }

@@ -62,8 +62,13 @@ pub(crate) struct BuildController {
     builders: Builders,
     /// Registry answers by build name, with when.
     registry: HashMap<String, (RegistryObservation, Instant)>,
-    /// Base image references resolved to digests.
-    base_images: HashMap<String, String>,
+    /// Base image references resolved to digests, by the credentials that resolved them
+    /// ([`crate::registry_ops::credentials_key`]): other credentials — a pool's pull Secret
+    /// changed, or another pool's — are asked again, so a wrong one is reported, not hidden
+    /// behind a digest another Secret fetched.
+    base_images: HashMap<(String, u64), String>,
+    /// Each pool's base as of its last resolution: reference, digest.
+    pool_bases: HashMap<String, (String, String)>,
     /// Base image references the registry refused: the message, the credentials' key, when
     /// (retried after a while, or at once with other credentials).
     base_failures: HashMap<String, (String, u64, Instant)>,
@@ -135,6 +140,7 @@ impl BuildController {
             builders: Builders::new(backends),
             registry: HashMap::new(),
             base_images: HashMap::new(),
+            pool_bases: HashMap::new(),
             base_failures: HashMap::new(),
             base_errors: HashMap::new(),
         }
@@ -158,7 +164,7 @@ impl BuildController {
                 .iter()
                 .map(|(k, (v, _))| (k.clone(), v.clone()))
                 .collect(),
-            base_images: self.base_images.clone(),
+            base_images: self.pool_bases.clone(),
             base_image_errors: self.base_errors.clone(),
         }
     }
