@@ -56,6 +56,10 @@ pub struct ControllerOptions {
     /// Default soak before an updated node's slot frees (pools override it with
     /// `machineos.io/min-ready-seconds`).
     pub min_ready_seconds: i64,
+    /// How long a registry answer (does a build's tag exist, may the push Secret push, a
+    /// base image refused) is trusted before it is asked again; answers got with other
+    /// credentials than a pool's current ones are never used.
+    pub registry_answer_ttl: Duration,
 }
 
 impl ControllerOptions {
@@ -85,6 +89,7 @@ impl ControllerOptions {
             rollout: true,
             node_name: None,
             min_ready_seconds: 0,
+            registry_answer_ttl: Duration::from_secs(30),
         }
     }
 }

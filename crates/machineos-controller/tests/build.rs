@@ -564,3 +564,57 @@ async fn a_base_pull_secret_replaced_by_a_wrong_one_is_reported_though_the_diges
     .await;
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_a_push_secret_that_may_push_is_checked_again_at_once() {
+    let c = Cluster::start().await;
+    let host = c.registry.host();
+    let (user, _) = c.registry.credentials().unwrap();
+    c.secret("bad-push", &dockerconfig(&host, user, "not-the-password"))
+        .await;
+    let push = format!("{host}/machineos/worker:latest");
+    let mut mosc = machine_os_config(&push);
+    mosc["spec"]["renderedImagePushSecret"] = serde_json::json!({"name": "bad-push"});
+    // The base is pulled with the good Secret: only the push is refused.
+    mosc["spec"]["baseImagePullSecret"] = serde_json::json!({"name": "push-secret"});
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "v1\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), mosc.clone()).await;
+    // Registry answers trusted for an hour: only the credentials' change can make the
+    // controller ask again within this test.
+    let ctl = c
+        .controller_with(machineos_controller::controller::ControllerOptions {
+            registry_answer_ttl: std::time::Duration::from_secs(3600),
+            ..c.options()
+        })
+        .await;
+    let moscs = c
+        .until(&kinds::machine_os_config(), "RegistryAccess=False", |l| {
+            l.iter()
+                .any(|m| registry_access(m).is_some_and(|a| a["status"] == "False"))
+        })
+        .await;
+    let message = registry_access(&moscs[0]).unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("bad-push"), "{message}");
+
+    // The MachineOSConfig now names the Secret that may push: checked again, built.
+    mosc["spec"]["renderedImagePushSecret"] = serde_json::json!({"name": "push-secret"});
+    c.apply(&kinds::machine_os_config(), mosc).await;
+    c.until(&kinds::machine_os_config(), "RegistryAccess=True", |l| {
+        l.iter()
+            .any(|m| registry_access(m).is_some_and(|a| a["status"] == "True"))
+    })
+    .await;
+    c.until(&kinds::build(), "one Succeeded build", |l| {
+        succeeded(l).len() == 1
+    })
+    .await;
+    ctl.stop().await;
+}

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use machineos_build_lifecycle::{BaseImageError, Observed};
 use machineos_diagnostics::Retry;
 
-use super::{BuildController, REGISTRY_TTL};
+use super::BuildController;
 
 /// At most this many (reference, credentials) digests kept; past it the cache starts over
 /// (each pool's next pass asks the registry once).
@@ -92,7 +92,7 @@ impl BuildController {
             // A refusal is retried after a while, or at once when the credentials change.
             if let Some((_, key, at)) = self.base_failures.get(&reference)
                 && *key == creds_key
-                && at.elapsed() < REGISTRY_TTL
+                && at.elapsed() < cx.opts.registry_answer_ttl
             {
                 continue;
             }
@@ -128,7 +128,7 @@ impl BuildController {
                             message: e,
                         },
                     );
-                    requeue.after(REGISTRY_TTL);
+                    requeue.after(cx.opts.registry_answer_ttl);
                 }
             }
         }

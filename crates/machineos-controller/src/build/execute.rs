@@ -33,8 +33,9 @@ use machineos_kube::condition::Condition as _;
 /// What carrying out a pool's actions taught the controller.
 #[derive(Default)]
 pub(crate) struct Executed {
-    /// Registry answers by build name.
-    pub answers: Vec<(String, RegistryObservation)>,
+    /// Registry answers by build name, with the key of the credentials that got them
+    /// ([`registry_ops::credentials_key`]).
+    pub answers: Vec<(String, RegistryObservation, u64)>,
     /// Registry answers to forget (the build was deleted).
     pub forget: Vec<String>,
     /// The soonest requeue asked for.
@@ -65,7 +66,7 @@ pub(crate) async fn run_pool(
         match execute(ctx, s, &p, actions).await {
             Ok(done) => {
                 let again = !done.answers.is_empty();
-                for (build, answer) in &done.answers {
+                for (build, answer, _) in &done.answers {
                     p.registry.insert(build.clone(), answer.clone());
                 }
                 all.answers.extend(done.answers);
@@ -105,6 +106,7 @@ async fn execute(
                     .dockerconfigjson(&push_secret)
                     .into_iter()
                     .collect::<Vec<_>>();
+                let key = registry_ops::credentials_key(&creds);
                 let obs = match ctx.opts.registry.client(&creds) {
                     // A build will push here when the tag is absent: the push preflight
                     // asks now whether the Secret may, not after the build.
@@ -115,7 +117,7 @@ async fn execute(
                     },
                 };
                 tracing::info!(pool = %p.pool.name, build = %build, answer = ?obs, "registry checked");
-                done.answers.push((build, obs));
+                done.answers.push((build, obs, key));
             }
             Action::CreateBuild {
                 name,

@@ -2,7 +2,7 @@
 //! [`machineos_build_lifecycle::decide`]'s. Each pass, on the loop's one [`Snapshot`]:
 //!
 //! * **observe** — the caches and what this controller learnt outside the API server
-//!   (backend status of each build, registry answers kept for 30 s, base images by digest:
+//!   (backend status of each build, registry answers kept for `registry_answer_ttl`, 30 s, base images by digest:
 //!   [`bases`]) → the lifecycle's `Observed` ([`crate::observe::observe`], pure);
 //! * **decide** — per pool, pure;
 //! * **execute** — per pool, concurrently (up to 8 at once; their objects are disjoint),
@@ -38,9 +38,6 @@ use crate::options::ControllerOptions;
 use crate::pass::{Cx, Requeue};
 use crate::runsteps::{RunStepBackend, RunStepSettings, Runner};
 
-/// How long registry answers are trusted.
-pub(crate) const REGISTRY_TTL: Duration = Duration::from_secs(30);
-
 /// Pools decided and carried out at once.
 const POOLS_AT_ONCE: usize = 8;
 
@@ -60,8 +57,10 @@ pub(crate) struct BuildController {
     _guards: Vec<DropGuard>,
     native: NativeBackend,
     builders: Builders,
-    /// Registry answers by build name, with when.
-    registry: HashMap<String, (RegistryObservation, Instant)>,
+    /// Registry answers by build name, with when and the key of the push credentials that
+    /// got them (an answer got with other credentials than the pool's now is forgotten:
+    /// [`BuildController::forget_answers_for_old_credentials`]).
+    registry: HashMap<String, (RegistryObservation, Instant, u64)>,
     /// Base image references resolved to digests, by the credentials that resolved them
     /// ([`crate::registry_ops::credentials_key`]): other credentials — a pool's pull Secret
     /// changed, or another pool's — are asked again, so a wrong one is reported, not hidden
@@ -151,18 +150,33 @@ impl BuildController {
         self.builders.cancel_all();
     }
 
+    /// Forget the registry answers a pool's builds got with other push credentials than the
+    /// pool's now (its MachineOSConfig names another Secret, or the Secret changed): the
+    /// check is asked again at once, so a condition never quotes the old Secret's answer.
+    fn forget_answers_for_old_credentials(&mut self, s: &Snapshot, o: &Observed) {
+        for p in &o.pools {
+            let Ok(Some(eff)) = machineos_build_lifecycle::config::resolve(o, p) else {
+                continue;
+            };
+            let creds: Vec<_> = s.dockerconfigjson(&eff.push_secret).into_iter().collect();
+            let now = crate::registry_ops::credentials_key(&creds);
+            self.registry
+                .retain(|build, (_, _, key)| *key == now || !p.registry.contains_key(build));
+        }
+    }
+
     /// What this controller learnt outside the API server, as of now.
-    fn learnt(&mut self, s: &Snapshot) -> Learnt {
+    fn learnt(&mut self, s: &Snapshot, ttl: Duration) -> Learnt {
         let fresh = Instant::now();
         self.registry
-            .retain(|_, (_, at)| fresh.duration_since(*at) < REGISTRY_TTL);
+            .retain(|_, (_, at, _)| fresh.duration_since(*at) < ttl);
         Learnt {
             backend: self.builders.observe(s),
             supported_backends: self.builders.kinds(),
             registry: self
                 .registry
                 .iter()
-                .map(|(k, (v, _))| (k.clone(), v.clone()))
+                .map(|(k, (v, _, _))| (k.clone(), v.clone()))
                 .collect(),
             base_images: self.pool_bases.clone(),
             base_image_errors: self.base_errors.clone(),
@@ -180,9 +194,10 @@ impl BuildController {
         let mut requeue = Requeue::default();
         // Base images are resolved on a first observation; the pools are decided on a
         // second one, which has them.
-        let learnt = self.learnt(s);
+        let learnt = self.learnt(s, cx.opts.registry_answer_ttl);
         let before = observe::observe(s, &learnt);
         self.resolve_bases(cx, s, &before, &mut requeue).await;
+        self.forget_answers_for_old_credentials(s, &before);
         // Forget in-process builds the API no longer needs followed, and clean up terminal
         // builds' ephemeral objects (Jobs, Builds, their inputs).
         let active: HashMap<String, Phase> = s
@@ -195,7 +210,7 @@ impl BuildController {
         self.builders.clean_up(s, &|b| active.get(b).copied());
         cx.metrics.set_active_builds(self.builders.active() as i64);
 
-        let learnt = self.learnt(s);
+        let learnt = self.learnt(s, cx.opts.registry_answer_ttl);
         let observed = observe::observe(s, &learnt);
         let shared = Observed {
             pools: Vec::new(),
@@ -225,8 +240,8 @@ impl BuildController {
         for (pool, result) in done {
             match result {
                 Ok(done) => {
-                    for (build, answer) in done.answers {
-                        self.registry.insert(build, (answer, Instant::now()));
+                    for (build, answer, key) in done.answers {
+                        self.registry.insert(build, (answer, Instant::now(), key));
                     }
                     for build in done.forget {
                         self.registry.remove(&build);
