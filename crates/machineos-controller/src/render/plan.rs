@@ -81,6 +81,22 @@ fn typed<T: serde::de::DeserializeOwned>(obj: &DynamicObject) -> Result<T, Strin
     })
 }
 
+/// The part of a pool the render reads — its metadata, `spec.machineConfigSelector` and
+/// `spec.osImageStream` — so that a field another controller owns and judges (a
+/// `maxUnavailable` out of the int-or-string's 32-bit range, a status written by hand) is
+/// reported there, not as a render failure.
+fn render_inputs(pool: &DynamicObject) -> DynamicObject {
+    let mut view = pool.clone();
+    let keep = ["machineConfigSelector", "osImageStream"];
+    if let Some(spec) = view.data.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    if let Some(data) = view.data.as_object_mut() {
+        data.remove("status");
+    }
+    view
+}
+
 /// Whether a MachineConfig was rendered by a pool (owned by one).
 pub fn is_rendered(mc: &DynamicObject) -> bool {
     mc.owner_references()
@@ -131,7 +147,7 @@ pub fn plan(
     controller_version: &str,
 ) -> RenderPlan {
     let name = pool.name_any();
-    let typed_pool: MachineConfigPool = match typed(pool) {
+    let typed_pool: MachineConfigPool = match typed(&render_inputs(pool)) {
         Ok(p) => p,
         Err(e) => return degraded(pool, &name, format!("MachineConfigPool {name}: {e}")),
     };
@@ -362,6 +378,22 @@ mod tests {
         RenderDefaults {
             os_image_url: "quay.io/fedora/fedora-coreos@sha256:00".into(),
             ..RenderDefaults::default()
+        }
+    }
+
+    #[test]
+    fn a_max_unavailable_out_of_range_is_not_a_render_failure() {
+        // The typed pool's int-or-string is 32-bit; the rollout judges maxUnavailable
+        // (`MaxUnavailable::Invalid`), the render never reads it.
+        let mcs = vec![mc("00-worker", "/etc/a")];
+        let want = plan(&pool(json!({})), &mcs, &defaults(), &[], "v").create;
+        assert!(want.is_some());
+        for bad in [json!(3_000_000_000_i64), json!(1.5), json!({"x": 1})] {
+            let mut p = pool(json!({"conditions": "not a list"}));
+            p.data["spec"]["maxUnavailable"] = bad.clone();
+            let got = plan(&p, &mcs, &defaults(), &[], "v");
+            assert_eq!(got.condition, None, "{bad}");
+            assert_eq!(got.create, want, "{bad}");
         }
     }
 
