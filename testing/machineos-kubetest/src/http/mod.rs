@@ -110,6 +110,8 @@ pub struct Shared {
     service_accounts: Mutex<HashMap<String, rbac::ServiceAccount>>,
     /// Every request RBAC refused: `user verb resource namespace/name` (or the path).
     denied: Mutex<Vec<String>>,
+    /// Every resource request RBAC allowed a ServiceAccount.
+    allowed: Mutex<Vec<rbac::Allowed>>,
 }
 
 impl Shared {
@@ -148,7 +150,7 @@ pub struct Server {
 }
 
 /// Authenticates (with TLS), counts, injects faults and delays, then routes.
-async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
+async fn serve(s: Arc<Shared>, mut req: Request<Incoming>) -> Response<RespBody> {
     let info = control::request_info(req.method().as_str(), req.uri().path(), req.uri().query());
     if let Some(id) = &s.tls {
         let header = req
@@ -159,6 +161,8 @@ async fn serve(s: Arc<Shared>, req: Request<Incoming>) -> Response<RespBody> {
             if let Some(denied) = authorize(&s, &sa, &info) {
                 return denied;
             }
+            // Admission (the owner-reference check) needs to know who writes.
+            req.extensions_mut().insert(sa);
         } else {
             match tls::authenticate(header, &id.token, s.anonymous_auth) {
                 Auth::User => {}
@@ -203,6 +207,75 @@ fn attributes(info: &control::RequestInfo) -> tls::Attributes<'_> {
     }
 }
 
+/// OpenShift's `OwnerReferencesPermissionEnforcement` admission, as
+/// `plugin/pkg/admission/gc/gc_admission.go` words it, for a ServiceAccount's create: every
+/// owner reference with `blockOwnerDeletion: true` needs RBAC `update` on the owner's
+/// `finalizers` subresource (its resource found by `apiVersion` and `kind`, its name, the
+/// new object's namespace); `None` when allowed, else why. Only creates are checked (an
+/// update that changes owner references also needs `delete` on the object: not modelled).
+pub(crate) fn owner_references_permitted(
+    s: &Shared,
+    sa: &rbac::ServiceAccount,
+    object: &serde_json::Value,
+    namespace: Option<&str>,
+) -> Option<String> {
+    let refs = object["metadata"]["ownerReferences"].as_array()?;
+    let rbac_objects: Vec<serde_json::Value> = {
+        let store = s.lock();
+        store
+            .objects()
+            .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    for r in refs.iter().filter(|r| r["blockOwnerDeletion"] == true) {
+        let api_version = r["apiVersion"].as_str().unwrap_or_default();
+        let kind = r["kind"].as_str().unwrap_or_default();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let plural = s
+            .lock()
+            .registry()
+            .by_kind(group, kind)
+            .map(|i| i.plural.clone());
+        let Some(plural) = plural else {
+            return Some(format!(
+                "cannot set blockOwnerDeletion in this case because cannot find RESTMapping \
+                 for APIVersion {api_version} Kind {kind}"
+            ));
+        };
+        let resource = format!("{plural}/finalizers");
+        let req = rbac::Request::Resource {
+            verb: "update",
+            group,
+            resource: &resource,
+            namespace,
+            name: r["name"].as_str(),
+        };
+        if rbac::allowed(sa, &req, rbac_objects.iter()) {
+            // Used, as far as an audit of the role's grants is concerned.
+            s.allowed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(rbac::Allowed {
+                    sa: sa.clone(),
+                    verb: "update".to_owned(),
+                    group: group.to_owned(),
+                    resource: resource.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: r["name"].as_str().map(str::to_owned),
+                });
+        } else {
+            return Some(format!(
+                "cannot set blockOwnerDeletion if an ownerReference refers to a resource you \
+                 can't set finalizers on: User \"{}\" cannot update resource \"{resource}\" in \
+                 API group \"{group}\"",
+                sa.user()
+            ));
+        }
+    }
+    None
+}
+
 /// The ServiceAccount whose minted token the `Authorization` header carries, if any.
 fn service_account(s: &Shared, header: Option<&[u8]>) -> Option<rbac::ServiceAccount> {
     let h = std::str::from_utf8(header?).ok()?;
@@ -245,6 +318,19 @@ fn authorize(
         rbac::allowed(sa, &req, rbac_objects.iter())
     };
     if allowed {
+        if let Some(resource) = &info.rbac_resource {
+            s.allowed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(rbac::Allowed {
+                    sa: sa.clone(),
+                    verb: info.verb.clone(),
+                    group: info.group.clone(),
+                    resource: resource.clone(),
+                    namespace: info.namespace.clone(),
+                    name: info.name.clone(),
+                });
+        }
         return None;
     }
     s.denied
@@ -321,6 +407,7 @@ impl Server {
             anonymous_auth: opts.anonymous_auth,
             service_accounts: Mutex::default(),
             denied: Mutex::default(),
+            allowed: Mutex::default(),
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
@@ -453,6 +540,31 @@ impl Server {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The grants of the roles bound to ServiceAccount `namespace`/`name` that none of its
+    /// requests so far used (see [`rbac::unused_grants`]): after a test that drives a
+    /// component through every path, the verbs its Role can lose.
+    pub fn unused_grants(&self, namespace: &str, name: &str) -> Vec<String> {
+        let sa = rbac::ServiceAccount {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let requests = self
+            .shared
+            .allowed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let objects: Vec<serde_json::Value> = {
+            let store = self.shared.lock();
+            store
+                .objects()
+                .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        rbac::unused_grants(&sa, &requests, objects.iter())
     }
 
     /// A kubeconfig like [`Server::kubeconfig`] for ServiceAccount `namespace`/`name`

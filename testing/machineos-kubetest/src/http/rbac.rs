@@ -21,6 +21,13 @@
 //! * Deny by default; there is no deny rule. Roles are read from the store at each request
 //!   (a test harness: a few dozen objects), so a binding applied takes effect at once.
 //!
+//! * **Admission.** A ServiceAccount's create is also checked as OpenShift's
+//!   `OwnerReferencesPermissionEnforcement` does (`plugin/pkg/admission/gc/gc_admission.go`):
+//!   an owner reference with `blockOwnerDeletion: true` needs `update` on the owner's
+//!   `finalizers` ([`crate::http`]'s `owner_references_permitted`).
+//! * **Audit.** Every allowed request is kept; [`unused_grants`] lists the verbs of a
+//!   ServiceAccount's roles that none used — what a least-privilege role can lose.
+//!
 //! Simplifications: no aggregated ClusterRoles (`aggregationRule`), no escalation checks on
 //! writing roles, no impersonation; the default `system:*` ClusterRoles exist only in so
 //! far as a test applies them (a ServiceAccount may always `GET` the discovery and
@@ -135,6 +142,112 @@ pub fn allowed<'o>(
         }
     }
     false
+}
+
+/// A resource request a ServiceAccount made and RBAC allowed, kept for [`unused_grants`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    /// Who made it.
+    pub sa: ServiceAccount,
+    /// The audit verb.
+    pub verb: String,
+    /// The API group (`""` for core).
+    pub group: String,
+    /// `plural` or `plural/subresource`.
+    pub resource: String,
+    /// The namespace of a namespaced request.
+    pub namespace: Option<String>,
+    /// The object's name, when the request addressed one.
+    pub name: Option<String>,
+}
+
+/// Every grant the roles bound to `sa` hold that none of `requests` used: one line per
+/// (role, verb, resource), `ClusterRole machineos-agent: watch pods` or
+/// `Role machineos/machineos-controller: update secrets [machineos-node-pull-secrets]` — the
+/// verbs a least-privilege role can lose. Wildcards are reported as written (a `*` rule is
+/// never "used" by one request). Non-resource rules are not audited.
+pub fn unused_grants<'o>(
+    sa: &ServiceAccount,
+    requests: &[Allowed],
+    objects: impl Iterator<Item = &'o Value> + Clone,
+) -> Vec<String> {
+    let of_kind = |kind: &'static str| {
+        objects
+            .clone()
+            .filter(move |o| o["apiVersion"] == "rbac.authorization.k8s.io/v1" && o["kind"] == kind)
+    };
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    // (role label, binding namespace — None for cluster-wide —, the role).
+    let mut roles: Vec<(String, Option<String>, Value)> = Vec::new();
+    for b in of_kind("ClusterRoleBinding").chain(of_kind("RoleBinding")) {
+        if !binds(b, sa) {
+            continue;
+        }
+        let ns = b["metadata"]["namespace"].as_str().map(str::to_owned);
+        let kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
+        let name = b["roleRef"]["name"].as_str().unwrap_or_default();
+        let role = of_kind(if kind == "Role" {
+            "Role"
+        } else {
+            "ClusterRole"
+        })
+        .find(|o| {
+            o["metadata"]["name"] == name
+                && (kind != "Role" || o["metadata"]["namespace"].as_str() == ns.as_deref())
+        });
+        if let Some(role) = role {
+            let label = match &ns {
+                Some(ns) if kind == "Role" => format!("Role {ns}/{name}"),
+                _ => format!("ClusterRole {name}"),
+            };
+            roles.push((label, ns, role.clone()));
+        }
+    }
+    for (label, ns, role) in roles {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let names = strs(&rule["resourceNames"]);
+            for verb in strs(&rule["verbs"]) {
+                for group in strs(&rule["apiGroups"]) {
+                    for resource in strs(&rule["resources"]) {
+                        let used = requests.iter().any(|r| {
+                            r.sa == *sa
+                                && r.verb == verb
+                                && r.group == group
+                                && r.resource == resource
+                                && (ns.is_none() || r.namespace == ns)
+                                && (names.is_empty()
+                                    || r.name.as_ref().is_some_and(|n| names.contains(n)))
+                        });
+                        if used {
+                            continue;
+                        }
+                        let qualified = if group.is_empty() {
+                            resource.clone()
+                        } else {
+                            format!("{resource}.{group}")
+                        };
+                        let named = if names.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" [{}]", names.join(", "))
+                        };
+                        out.push(format!("{label}: {verb} {qualified}{named}"));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Discovery and version paths, which every authenticated user may read.
@@ -252,6 +365,43 @@ mod tests {
             namespace,
             name,
         }
+    }
+
+    #[test]
+    fn unused_grants_are_the_role_verbs_no_request_used() {
+        let objs = objects();
+        let used =
+            |verb: &str, resource: &str, namespace: Option<&str>, name: Option<&str>| Allowed {
+                sa: sa(),
+                verb: verb.into(),
+                group: String::new(),
+                resource: resource.into(),
+                namespace: namespace.map(str::to_owned),
+                name: name.map(str::to_owned),
+            };
+        let all = [
+            "ClusterRole nodes: get nodes",
+            "ClusterRole nodes: patch nodes",
+            "ClusterRole nodes: create pods/eviction",
+            "Role machineos/pull: get secrets [pull-secret]",
+        ];
+        assert_eq!(unused_grants(&sa(), &[], objs.iter()), all);
+        let requests = [
+            used("get", "nodes", None, Some("n1")),
+            // Another Secret, or the right one in another namespace, is not the grant's.
+            used("get", "secrets", Some("machineos"), Some("other")),
+            used("get", "secrets", Some("elsewhere"), Some("pull-secret")),
+        ];
+        assert_eq!(unused_grants(&sa(), &requests, objs.iter()), all[1..]);
+        let other = ServiceAccount {
+            namespace: "machineos".into(),
+            name: "controller".into(),
+        };
+        let theirs = [Allowed {
+            sa: other,
+            ..used("patch", "nodes", None, Some("n1"))
+        }];
+        assert_eq!(unused_grants(&sa(), &theirs, objs.iter()), all);
     }
 
     #[test]

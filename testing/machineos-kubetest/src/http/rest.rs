@@ -503,7 +503,23 @@ async fn resource(
             Ok(json_response(200, &o))
         }
         (&Method::POST, None) => {
+            let sa = req
+                .extensions()
+                .get::<super::rbac::ServiceAccount>()
+                .cloned();
             let body = decode_body(&content_type, &read(req).await?)?;
+            if let Some(sa) = &sa
+                && let Some(detail) = super::owner_references_permitted(shared, sa, &body, ns)
+            {
+                return Err(ApiError::Forbidden {
+                    gr: gr.clone(),
+                    name: body["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    detail,
+                });
+            }
             let (_, o, unknown) = checked_write(
                 shared,
                 &info,
