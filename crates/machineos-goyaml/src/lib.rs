@@ -1,6 +1,9 @@
-//! The exact YAML bytes Go's `sigs.k8s.io/yaml` / `github.com/ghodss/yaml` `Marshal` writes
-//! for a value, as the Machine Config Operator uses it to name rendered MachineConfigs
-//! (`pkg/controller/render/hash.go`: an MD5 over a salt and `yaml.Marshal(spec)`).
+//! YAML as Go's `sigs.k8s.io/yaml` over gopkg.in/yaml.v2 has it, both ways: the JSON its
+//! `YAMLToJSON` — kubectl — reads from a manifest ([`from_str_documents`], the `decode`
+//! module: YAML 1.1's `0644` and `yes`), and the exact YAML bytes its `Marshal` (with
+//! `github.com/ghodss/yaml`'s) writes for a value, as the Machine Config Operator uses it to
+//! name rendered MachineConfigs (`pkg/controller/render/hash.go`: an MD5 over a salt and
+//! `yaml.Marshal(spec)`); the rest of this page is about the writer.
 //!
 //! `Marshal` encodes the value with Go's `encoding/json`, parses that JSON back with
 //! gopkg.in/yaml.v2 (2.4.0, the version the MCO vendors) into maps and scalars, and writes it
@@ -30,12 +33,14 @@
 //! libraries themselves: `tests/golden/` holds outputs of a Go program built from the
 //! MCO's vendored yaml.v2 and ghodss/yaml (see `tests/golden/README.md`).
 
+mod decode;
 mod emitter;
 mod number;
 mod reader;
 mod resolve;
 mod timestamp;
 
+pub use decode::{DecodeError, from_str_documents};
 use number::number;
 use resolve::{is_base60_float, resolves_to_string};
 

@@ -44,9 +44,67 @@ pub(crate) fn resolves_to_string(s: &str) -> bool {
     }
 }
 
+/// What yaml.v2's `resolve` makes of a plain scalar in an untyped value (a timestamp
+/// stays a string there: see [`crate::decode`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Plain {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str,
+}
+
+/// yaml.v2's `resolve("", s)` for the plain scalar `s`, into the Go value an untyped decode
+/// gets.
+pub(crate) fn resolve_plain(s: &str) -> Plain {
+    match s {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Plain::Bool(true);
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Plain::Bool(false);
+        }
+        "" | "~" | "null" | "Null" | "NULL" => return Plain::Null,
+        ".nan" | ".NaN" | ".NAN" => return Plain::Float(f64::NAN),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Plain::Float(f64::INFINITY);
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Plain::Float(f64::NEG_INFINITY),
+        _ => {}
+    }
+    match s.as_bytes().first() {
+        Some(b'.') => go_parse_float(s).map_or(Plain::Str, Plain::Float),
+        Some(b'+' | b'-' | b'0'..=b'9') => {
+            if timestamp::parses(s) {
+                return Plain::Str;
+            }
+            let plain = s.replace('_', "");
+            match go_parse_int(&plain) {
+                Some((false, m)) => {
+                    return i64::try_from(m).map_or(Plain::Uint(m), Plain::Int);
+                }
+                Some((true, m)) if m <= 1 << 63 => {
+                    #[allow(clippy::cast_possible_wrap)]
+                    return Plain::Int((m as i64).wrapping_neg());
+                }
+                _ => {}
+            }
+            if is_yaml_style_float(&plain)
+                && let Some(f) = go_parse_float(&plain)
+            {
+                return Plain::Float(f);
+            }
+            Plain::Str
+        }
+        _ => Plain::Str,
+    }
+}
+
 /// `strconv.ParseInt(s, 0, 64)` or `strconv.ParseUint(s, 0, 64)` succeeds (after yaml.v2
-/// removed underscores).
-fn go_parse_int(s: &str) -> Option<()> {
+/// removed underscores): the sign and the magnitude.
+fn go_parse_int(s: &str) -> Option<(bool, u64)> {
     let (neg, body) = match s.as_bytes().first()? {
         b'+' => (false, &s[1..]),
         b'-' => (true, &s[1..]),
@@ -80,9 +138,9 @@ fn go_parse_int(s: &str) -> Option<()> {
     };
     if neg {
         // ParseInt: the magnitude must fit an i64.
-        (magnitude <= 1 << 63).then_some(())
+        (magnitude <= 1 << 63).then_some((true, magnitude))
     } else {
-        Some(())
+        Some((false, magnitude))
     }
 }
 

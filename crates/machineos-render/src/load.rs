@@ -1,6 +1,8 @@
 //! Loading manifests: bytes of a YAML file (one or more documents, `---`-separated), a JSON
 //! file, or a `kind: List` of either, into MachineConfigs and MachineConfigPools. Pure: the
-//! caller reads the file and passes its name for the messages.
+//! caller reads the file and passes its name for the messages. YAML is read as kubectl reads
+//! it ([`machineos_goyaml::from_str_documents`]: YAML 1.1's `0644`, `yes`, `on`), so a file
+//! gives here what `kubectl apply` of it stores.
 //!
 //! Errors name the source, the document (1-based, in file order) and, for a field of the
 //! wrong shape, the JSON path from the document's root (`$.items.2.spec.kernelArguments`).
@@ -177,7 +179,9 @@ fn parse_documents(source: &str, text: &str) -> Result<Vec<Value>, LoadError> {
             other => vec![other],
         });
     }
-    serde_saphyr::from_multiple::<Value>(text).map_err(|e| syntax(format!("invalid YAML: {e}")))
+    // As kubectl reads it (YAML 1.1: `0644` is 420, `yes` is true), so a file renders here
+    // as the cluster stores it.
+    machineos_goyaml::from_str_documents(text).map_err(|e| syntax(format!("invalid YAML: {e}")))
 }
 
 struct Ctx<'a> {
