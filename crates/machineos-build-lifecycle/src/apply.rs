@@ -167,10 +167,16 @@ fn apply_one(o: &mut Observed, a: &Action, now: Timestamp) {
             machine_os_config,
             condition,
         } => {
-            for p in o.pools.iter_mut() {
-                if let Some(OptIn::MachineOSConfig(m)) = &mut p.opt_in
-                    && &m.name == machine_os_config
-                {
+            let bound = o.pools.iter_mut().filter_map(|p| match &mut p.opt_in {
+                Some(OptIn::MachineOSConfig(m)) => Some(m.as_mut()),
+                _ => None,
+            });
+            let unbound = o
+                .unbound_machine_os_configs
+                .iter_mut()
+                .map(|u| &mut u.config);
+            for m in bound.chain(unbound) {
+                if &m.name == machine_os_config {
                     match m.conditions.iter_mut().find(|c| c.type_ == condition.type_) {
                         Some(c) => *c = condition.clone(),
                         None => m.conditions.push(condition.clone()),

@@ -67,6 +67,21 @@ use crate::vocab::{self, event};
 pub fn decide(observed: &Observed, now: Timestamp) -> Vec<Action> {
     let mut out = Vec::new();
     for p in &observed.pools {
+        // A MachineOSConfig that lacked its pool and has it now: said at once.
+        if let Some(OptIn::MachineOSConfig(m)) = &p.opt_in
+            && m.condition(vocab::POOL_FOUND)
+                .is_some_and(|c| c.status != "True")
+        {
+            out.push(Action::SetMachineOSConfigCondition {
+                machine_os_config: m.name.clone(),
+                condition: cond(
+                    vocab::POOL_FOUND,
+                    true,
+                    vocab::REASON_POOL_FOUND,
+                    format!("MachineConfigPool {} exists", p.pool.name),
+                ),
+            });
+        }
         let ctx = context(observed, p);
         decide_pool(observed, p, &ctx, now, &mut out);
         if let PoolContext::Ready { eff, target, .. } = &ctx {
@@ -78,6 +93,50 @@ pub fn decide(observed: &Observed, now: Timestamp) -> Vec<Action> {
                 now,
             ));
         }
+    }
+    out
+}
+
+/// What to say on the MachineOSConfigs no pool takes ([`Observed::unbound_machine_os_configs`]):
+/// `MachineConfigPoolFound=False` naming the field and the pool, and one Warning Event when
+/// that changes. Nothing is built for them. Pure, like [`decide`]; the controller calls it
+/// once per pass.
+pub fn decide_unbound(observed: &Observed) -> Vec<Action> {
+    let mut out = Vec::new();
+    for u in &observed.unbound_machine_os_configs {
+        let m = &u.config;
+        let message = match &u.pool {
+            Some(pool) => format!(
+                "spec.machineConfigPool.name: MachineConfigPool {pool} does not exist; no image \
+                 is built for this MachineOSConfig until it does (kubectl get \
+                 machineconfigpools lists the pools)"
+            ),
+            None => "spec.machineConfigPool.name is not set: the MachineOSConfig names no \
+                     pool, and nothing is built for it"
+                .to_owned(),
+        };
+        let c = cond(
+            vocab::POOL_FOUND,
+            false,
+            vocab::REASON_POOL_NOT_FOUND,
+            message,
+        );
+        if m.condition(vocab::POOL_FOUND) == Some(&c) {
+            continue;
+        }
+        out.push(Action::SetMachineOSConfigCondition {
+            machine_os_config: m.name.clone(),
+            condition: c.clone(),
+        });
+        out.push(Action::Event {
+            object: ObjectRef {
+                uid: Some(m.uid.clone()),
+                ..ObjectRef::cluster("MachineOSConfig", &m.name)
+            },
+            type_: EventType::Warning,
+            reason: vocab::REASON_POOL_NOT_FOUND.to_owned(),
+            message: c.message,
+        });
     }
     out
 }

@@ -38,13 +38,13 @@ pub use machineos_vocab::build as vocab;
 pub use action::{Action, BuildStatusUpdate, EventType, ObjectRef, Requeue};
 pub use apply::apply;
 pub use config::RetentionPolicy;
-pub use decide::decide;
+pub use decide::{decide, decide_unbound};
 pub use identity::{BuildInputs, PushTarget, build_name};
 pub use observed::{
     Backend, BackendStatus, BaseImageError, BuildObserved, ImageVariant, LegacyOptIn,
     MachineOSConfigObserved, MachineOSImageObserved, Observed, OptIn, Pool, PoolCondition,
     PoolObserved, RegistryImage, RegistryObservation, RenderedConfig, Retries, SecretState,
-    Timestamp,
+    Timestamp, UnboundMachineOSConfig,
 };
 pub use phase::{Condition, Phase, TransitionError};
 pub use retention::retention;

@@ -37,6 +37,18 @@ pub struct Observed {
     /// "not supported yet" condition. Until the Job/Build backends land: `[Native]`
     /// ([`Observed::new`]; the `Default` value supports none).
     pub supported_backends: Vec<Backend>,
+    /// MachineOSConfigs no pool takes: the pool they name does not exist, or they name none
+    /// ([`crate::decide::decide_unbound`] says so on each).
+    pub unbound_machine_os_configs: Vec<UnboundMachineOSConfig>,
+}
+
+/// A MachineOSConfig whose `spec.machineConfigPool.name` names no existing pool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UnboundMachineOSConfig {
+    /// The MachineOSConfig.
+    pub config: MachineOSConfigObserved,
+    /// The pool it names (`None`: it names none).
+    pub pool: Option<String>,
 }
 
 impl Observed {

@@ -1414,3 +1414,77 @@ fn an_unavailable_base_image_is_a_condition_and_an_event_naming_where_it_comes_f
         "{a:?}"
     );
 }
+
+#[test]
+fn a_machine_os_config_naming_no_existing_pool_is_said_and_cleared_when_the_pool_comes() {
+    let mut o = world(vec![]);
+    o.unbound_machine_os_configs = vec![
+        machineos_build_lifecycle::UnboundMachineOSConfig {
+            config: mosc("workr"),
+            pool: Some("workr".into()),
+        },
+        machineos_build_lifecycle::UnboundMachineOSConfig {
+            config: MachineOSConfigObserved {
+                name: "nameless".into(),
+                ..mosc("x")
+            },
+            pool: None,
+        },
+    ];
+    let a = machineos_build_lifecycle::decide_unbound(&o);
+    let said: Vec<(&str, &PoolCondition)> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::SetMachineOSConfigCondition {
+                machine_os_config,
+                condition,
+            } => Some((machine_os_config.as_str(), condition)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.len(), 2, "{a:#?}");
+    assert_eq!(said[0].0, "workr");
+    assert_eq!(said[0].1.type_, vocab::POOL_FOUND);
+    assert_eq!(said[0].1.status, "False");
+    assert_eq!(said[0].1.reason, vocab::REASON_POOL_NOT_FOUND);
+    assert!(
+        said[0]
+            .1
+            .message
+            .contains("MachineConfigPool workr does not exist"),
+        "{}",
+        said[0].1.message
+    );
+    assert!(
+        said[1].1.message.contains("is not set"),
+        "{}",
+        said[1].1.message
+    );
+    let ev = events(&a);
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    assert!(
+        ev.iter()
+            .all(|(reason, message)| reason == vocab::REASON_POOL_NOT_FOUND
+                && message.contains("spec.machineConfigPool.name"))
+    );
+    // Said once: applied, the next pass says nothing.
+    apply(&mut o, &a, NOW);
+    assert_eq!(machineos_build_lifecycle::decide_unbound(&o), []);
+    // Nothing is built for it: decide, over the pools, has no pool to act on.
+    assert!(decide(&o, NOW).is_empty());
+
+    // The pool comes: the MachineOSConfig is bound; its condition turns True at once.
+    let mut p = pool("workr", 1);
+    if let Some(OptIn::MachineOSConfig(m)) = &mut p.opt_in {
+        m.conditions = o.unbound_machine_os_configs[0].config.conditions.clone();
+    }
+    let o = world(vec![p]);
+    let a = decide(&o, NOW + 1);
+    assert!(
+        a.iter().any(
+            |x| matches!(x, Action::SetMachineOSConfigCondition { condition, .. }
+            if condition.type_ == vocab::POOL_FOUND && condition.status == "True")
+        ),
+        "{a:#?}"
+    );
+}

@@ -359,6 +359,24 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
             }
         }
     }
+    // MachineOSConfigs no pool takes: said on each (`decide_unbound`), nothing built.
+    let pool_names: BTreeSet<String> = s.pools.iter().map(|p| p.name_any()).collect();
+    for m in &s.machine_os_configs {
+        let v: MachineOSConfigView = view_of("MachineOSConfig", m);
+        let pool = v
+            .spec
+            .machine_config_pool
+            .name
+            .clone()
+            .filter(|p| !p.is_empty());
+        if pool.as_ref().is_none_or(|p| !pool_names.contains(p)) {
+            o.unbound_machine_os_configs
+                .push(machineos_build_lifecycle::UnboundMachineOSConfig {
+                    config: machine_os_config_of(m),
+                    pool,
+                });
+        }
+    }
     let mut builds_by_pool: BTreeMap<&str, Vec<BuildObserved>> = BTreeMap::new();
     for b in &s.builds {
         if let Some(pool) = build_pool(b) {

@@ -203,3 +203,80 @@ async fn a_missing_push_secret_is_a_condition_naming_it_and_no_build() {
     .await;
     ctl.stop().await;
 }
+
+fn mosc_condition(m: &kube::api::DynamicObject, t: &str) -> Option<Value> {
+    m.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == t)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_os_config_for_a_pool_that_does_not_exist_says_so_until_it_does() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hi\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), machine_os_config(&push))
+        .await;
+    let ctl = c.controller().await;
+
+    // No pool `worker` yet: a condition naming the field and the pool, and a Warning Event.
+    let moscs = c
+        .until(
+            &kinds::machine_os_config(),
+            "MachineConfigPoolFound=False",
+            |l| {
+                l.iter().any(|m| {
+                    mosc_condition(m, "MachineConfigPoolFound")
+                        .is_some_and(|c| c["status"] == "False")
+                })
+            },
+        )
+        .await;
+    let cond = mosc_condition(&moscs[0], "MachineConfigPoolFound").unwrap();
+    assert_eq!(cond["reason"], "MachineConfigPoolNotFound");
+    let message = cond["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.machineConfigPool.name")
+            && message.contains("MachineConfigPool worker does not exist"),
+        "{message}"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(c.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let list = events.list(&Default::default()).await.unwrap().items;
+        if list.iter().any(|e| {
+            e.reason.as_deref() == Some("MachineConfigPoolNotFound")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker")
+        }) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no Event: {list:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The pool comes: the condition turns True and the image is built.
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.until(
+        &kinds::machine_os_config(),
+        "MachineConfigPoolFound=True",
+        |l| {
+            l.iter().any(|m| {
+                mosc_condition(m, "MachineConfigPoolFound").is_some_and(|c| c["status"] == "True")
+            })
+        },
+    )
+    .await;
+    c.until(&kinds::build(), "a Succeeded build", |l| {
+        l.iter().any(|b| phase(b) == "Succeeded")
+    })
+    .await;
+    ctl.stop().await;
+}

@@ -54,11 +54,15 @@ pub enum SelectError {
         /// `metadata.name` of the manifest.
         manifest: String,
     },
-    /// Nothing matched (the MCO's wording).
-    #[error("couldn't find any MachineConfigs for pool: {pool}")]
+    /// Nothing matched: the MCO's wording, then — when MachineConfigs were offered — how
+    /// many, the selector they miss and one's labels (the usual cause: the role label
+    /// missing or misspelt).
+    #[error("couldn't find any MachineConfigs for pool: {pool}{hint}")]
     NoMachineConfigs {
         /// The pool.
         pool: String,
+        /// `""`, or ` (3 MachineConfigs exist, none with labels matching …)`.
+        hint: String,
     },
 }
 
@@ -122,6 +126,25 @@ impl Requirement {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selector {
     requirements: Vec<Requirement>,
+}
+
+/// The selector as `kubectl get -l` writes one: `k=v`, `k in (a,b)`, `k notin (a)`, `k`,
+/// `!k`, comma-separated.
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .requirements
+            .iter()
+            .map(|r| match r {
+                Requirement::In(k, vs) if vs.len() == 1 => format!("{k}={}", vs[0]),
+                Requirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                Requirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+                Requirement::Exists(k) => k.clone(),
+                Requirement::DoesNotExist(k) => format!("!{k}"),
+            })
+            .collect();
+        f.write_str(&parts.join(","))
+    }
 }
 
 impl Selector {
@@ -228,8 +251,34 @@ pub fn select_for_pool<'a>(
         .filter(|mc| selector.matches(mc.metadata.labels.as_ref().unwrap_or(&no_labels)))
         .collect();
     if selected.is_empty() {
+        let hint = match mcs.first() {
+            None => String::new(),
+            Some(first) => {
+                let labels = first
+                    .metadata
+                    .labels
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>();
+                format!(
+                    " ({} MachineConfig{} exist{}, none with labels matching the pool's \
+                     selector {selector}; {} has {})",
+                    mcs.len(),
+                    if mcs.len() == 1 { "" } else { "s" },
+                    if mcs.len() == 1 { "s" } else { "" },
+                    first.metadata.name.as_deref().unwrap_or("the first"),
+                    if labels.is_empty() {
+                        "no labels".to_owned()
+                    } else {
+                        labels.join(",")
+                    }
+                )
+            }
+        };
         return Err(SelectError::NoMachineConfigs {
             pool: pool_name.to_owned(),
+            hint,
         });
     }
     Ok(selected)

@@ -148,7 +148,7 @@ fn errors() {
         (
             Some(pool("p", json!({"matchLabels": {role: "nobody"}}))),
             "p",
-            "couldn't find any MachineConfigs for pool: p",
+            "couldn't find any MachineConfigs for pool: p (1 MachineConfig exists, none with labels matching the pool's selector machineconfiguration.openshift.io/role=nobody; 00-worker has machineconfiguration.openshift.io/role=worker)",
         ),
         (
             Some(pool("worker", json!({"matchLabels": {role: "worker"}}))),
@@ -158,7 +158,7 @@ fn errors() {
         (
             None,
             "master",
-            "couldn't find any MachineConfigs for pool: master",
+            "couldn't find any MachineConfigs for pool: master (1 MachineConfig exists, none with labels matching the pool's selector machineconfiguration.openshift.io/role=master; 00-worker has machineconfiguration.openshift.io/role=worker)",
         ),
     ];
     let only_workers = vec![mc("00-worker", json!({role: "worker"}))];

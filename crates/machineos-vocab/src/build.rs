@@ -68,6 +68,15 @@ pub use crate::condition::IMAGE_BUILD_DEGRADED;
 /// upload started and cancelled). `False` with reason [`REASON_REGISTRY_CHECK_FAILED`]
 /// names the Secret, the repository and the registry's answer; `True` once a build starts.
 pub const REGISTRY_ACCESS: &str = "RegistryAccess";
+/// machineos' MachineOSConfig condition: whether the pool `spec.machineConfigPool.name`
+/// names exists. `False` (reason [`REASON_POOL_NOT_FOUND`], with a Warning Event) while it
+/// does not — nothing is built for the MachineOSConfig; `True` once it does, written only
+/// when it was `False` (a MachineOSConfig that never lacked its pool carries none).
+pub const POOL_FOUND: &str = "MachineConfigPoolFound";
+/// Reason of `MachineConfigPoolFound=False` (and its Event).
+pub const REASON_POOL_NOT_FOUND: &str = "MachineConfigPoolNotFound";
+/// Reason of `MachineConfigPoolFound=True`.
+pub const REASON_POOL_FOUND: &str = "MachineConfigPoolFound";
 /// Reason of `RegistryAccess=False` (and of the pool's `ImageBuildDegraded`).
 pub const REASON_REGISTRY_CHECK_FAILED: &str = "RegistryCheckFailed";
 /// Reason of `RegistryAccess=True`.

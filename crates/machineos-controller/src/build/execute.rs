@@ -84,6 +84,29 @@ pub(crate) async fn run_pool(
     (p.pool.name.clone(), Ok(all))
 }
 
+/// Say on each MachineOSConfig no pool takes that its pool is missing
+/// ([`machineos_build_lifecycle::decide_unbound`]): its condition, then one Event.
+pub(crate) async fn run_unbound(ctx: &Ctx<'_>, o: &Observed) -> Result<(), ExecError> {
+    for a in machineos_build_lifecycle::decide_unbound(o) {
+        match a {
+            Action::SetMachineOSConfigCondition {
+                machine_os_config,
+                condition,
+            } => {
+                set_machine_os_config_condition(ctx.client, &machine_os_config, &condition).await?
+            }
+            Action::Event {
+                object,
+                type_,
+                reason,
+                message,
+            } => ctx.events.publish(&object, type_, &reason, &message).await,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Carry out one pool's actions in order.
 async fn execute(
     ctx: &Ctx<'_>,

@@ -236,6 +236,10 @@ impl BuildController {
                 .buffer_unordered(POOLS_AT_ONCE)
                 .collect()
                 .await;
+        if let Err(e) = execute::run_unbound(&ctx, &observed).await {
+            tracing::warn!(error = %e, "a MachineOSConfig without its pool could not be told so");
+            requeue.after(Duration::from_secs(5));
+        }
         let mut results = Vec::with_capacity(done.len());
         for (pool, result) in done {
             match result {
