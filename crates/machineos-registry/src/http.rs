@@ -121,6 +121,9 @@ impl TransportError {
                     || *status >= 500
                     || code.as_deref() == Some("TOOMANYREQUESTS")
             }
+            // A name the resolver says does not exist is final (retrying cannot help; a
+            // resolver that could not answer — EAI_AGAIN — is transient).
+            TransportError::Http(_) if self.is_unresolved_name() => false,
             TransportError::Http(e) => {
                 e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
             }
@@ -129,6 +132,28 @@ impl TransportError {
             | TransportError::TooLarge { .. }
             | TransportError::Protocol(_) => false,
         }
+    }
+
+    /// Whether the registry's host name does not resolve: the resolver answered that the
+    /// name is unknown (getaddrinfo's `EAI_NONAME`, "Name or service not known"; musl's and
+    /// macOS's wordings too), as opposed to not answering at all.
+    pub fn is_unresolved_name(&self) -> bool {
+        let TransportError::Http(e) = self else {
+            return false;
+        };
+        if !e.is_connect() {
+            return false;
+        }
+        let text = chain(e);
+        text.contains("dns error")
+            && [
+                "Name or service not known",
+                "No address associated with hostname",
+                "nodename nor servname provided",
+                "Name does not resolve",
+            ]
+            .iter()
+            .any(|w| text.contains(w))
     }
 
     /// The HTTP status, when the registry answered with an error.
@@ -150,6 +175,7 @@ impl TransportError {
 
 impl Classify for TransportError {
     /// `RateLimited` (429, `TOOMANYREQUESTS`), `RegistryTimeout` (408, no answer in time),
+    /// `RegistryNameUnresolved` (the host name does not exist in DNS: permanent),
     /// `RegistryUnavailable` (5xx, a connection refused, reset or cut), `DeadlineExceeded`,
     /// `AuthRequired` (401), `AuthDenied` (403), `NotFound` (404), `RegistryRejected` (any
     /// other refusal), `ResponseTooLarge`, `UploadSourceIOError` (the local blob being
@@ -170,6 +196,7 @@ impl Classify for TransportError {
                 }
             }
             TransportError::Http(e) if e.is_timeout() => "RegistryTimeout",
+            TransportError::Http(_) if self.is_unresolved_name() => "RegistryNameUnresolved",
             TransportError::Http(_) if self.is_transient() => "RegistryUnavailable",
             TransportError::Http(_) => "InvalidRegistryResponse",
             TransportError::Io(_) => "UploadSourceIOError",

@@ -71,7 +71,7 @@ pub struct BuildArgs {
     #[command(flatten)]
     pub(crate) render: crate::input::RenderArgs,
     /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
-    /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.5.0).
+    /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.6.0).
     #[arg(value_name = "INPUT", required = true)]
     pub(crate) inputs: Vec<PathBuf>,
 }

@@ -65,8 +65,20 @@ fn explain(e: &RegistryError, what: &str) -> String {
         RegistryError::Unauthorized { registry, .. } => {
             format!("{registry} refused the credentials to {what}: {e}")
         }
+        e if machineos_diagnostics::Classify::reason(e) == "RegistryNameUnresolved" => {
+            format!("the registry's host name does not resolve (DNS) — is it spelt right? {e}")
+        }
         e => e.to_string(),
     }
+}
+
+/// A failure that says nothing about access: the registry was never reached.
+fn unreachable(e: &RegistryError) -> bool {
+    use machineos_diagnostics::Classify as _;
+    matches!(
+        e.reason(),
+        "RegistryNameUnresolved" | "RegistryUnavailable" | "RegistryTimeout" | "DeadlineExceeded"
+    )
 }
 
 async fn run_checks(
@@ -87,11 +99,23 @@ async fn run_checks(
     match registry.pull_access(base).await {
         Ok(PullAccess::Anonymous) => report.anonymous_pull = Some(true),
         Ok(PullAccess::AuthRequired(_)) => report.anonymous_pull = Some(false),
+        // The registry cannot be reached at all (its name does not resolve, it does not
+        // answer): the pull would fail the same way — said once, as the pull's failure.
+        Err(e) if unreachable(&e) => {
+            report.pull = explain(&e, &format!("pull {base}"));
+            report.ok = false;
+        }
         Err(e) => report
             .warnings
             .push(format!("the anonymous probe failed: {e}")),
     }
-    match registry.image_info(base).await {
+    let pull = if report.ok {
+        Some(registry.image_info(base).await)
+    } else {
+        None
+    };
+    match pull.unwrap_or(Ok(None)) {
+        _ if !report.ok => {}
         Ok(Some(info)) => {
             report.pull = "ok".into();
             report.digest = Some(info.digest.to_string());

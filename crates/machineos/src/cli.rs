@@ -49,3 +49,23 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
         other => Ok(other?),
     }
 }
+
+/// Whether log lines get colours: only on a terminal, and never with `NO_COLOR` set to
+/// anything but the empty string (no-color.org) — files and pod logs stay plain text.
+pub fn log_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(log_colour(true, Some(OsStr::new(""))));
+        assert!(!log_colour(true, Some(OsStr::new("1"))));
+        assert!(!log_colour(false, None));
+    }
+}

@@ -66,6 +66,10 @@ fn main() -> std::process::ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(cli::log_colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MACHINEOS_LOG")
                 .unwrap_or_else(|_| default_level.into()),

@@ -11,7 +11,7 @@ fn repo() -> PathBuf {
 fn example_base(dir: &Path) -> PathBuf {
     let base = dir.join("base");
     let st = Command::new("bash")
-        .arg(repo().join("scripts/example-base.sh"))
+        .arg(repo().join("crates/machineos/tests/fixtures/rootfs.sh"))
         .arg(&base)
         .status()
         .expect("bash runs");
@@ -646,4 +646,42 @@ fn an_empty_input_is_not_a_config() {
             "{command}: {err}"
         );
     }
+}
+
+#[test]
+fn build_help_names_every_accepted_ignition_version() {
+    use machineos_ignition::SpecVersion;
+    let out = machineos(&["build", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    let range = format!(
+        "spec {}–{}",
+        SpecVersion::ALL[0].as_str(),
+        SpecVersion::LATEST.as_str()
+    );
+    assert!(help.contains(&range), "{range} not in:\n{help}");
+}
+
+#[test]
+fn check_says_an_unreachable_registry_once_and_logs_without_colour() {
+    // `.invalid` never resolves (RFC 6761). Where the resolver answers "no such name", the
+    // failure is final: one attempt, said once.
+    let out = machineos(&["check", "--base", "no-such-host.invalid/os/base:1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert_eq!(stdout.matches("pull FAILED").count(), 1, "{stdout}");
+    assert!(!stdout.contains("anonymous probe failed"), "{stdout}");
+    if stdout.contains("does not resolve (DNS)") {
+        assert!(stdout.contains("failed after 1 attempt"), "{stdout}");
+    }
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    // Logs to a pipe are plain text.
+    let out = Command::new(env!("CARGO_BIN_EXE_machineos"))
+        .env("MACHINEOS_LOG", "debug")
+        .args(["check", "--base", "no-such-host.invalid/os/base:1"])
+        .output()
+        .expect("binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("DEBUG"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
