@@ -262,6 +262,35 @@ async fn a_machine_os_config_for_a_pool_that_does_not_exist_says_so_until_it_doe
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 
+    // What an admin reads: `kubectl describe` shows the condition and the Event (served
+    // through core/v1 as kube-apiserver does), `kubectl get events` the Event.
+    if machineos_kubetest::kubectl::available() {
+        let kubeconfig = c.tmp.path().join("kubeconfig");
+        c.server.write_kubeconfig(&kubeconfig).await.unwrap();
+        let home = c.tmp.path().join("kubectl-home");
+        let (describe, events) = tokio::task::spawn_blocking(move || {
+            let k = machineos_kubetest::kubectl::Kubectl::with_kubeconfig(&kubeconfig, home);
+            (
+                k.ok(&["describe", "machineosconfig", "worker"]).unwrap(),
+                k.ok(&["get", "events", "-A"]).unwrap(),
+            )
+        })
+        .await
+        .unwrap();
+        for want in [
+            "MachineConfigPoolFound",
+            "MachineConfigPool worker does not exist",
+            "Warning  MachineConfigPoolNotFound",
+        ] {
+            assert!(describe.contains(want), "{want:?} not in:\n{describe}");
+        }
+        assert!(
+            events.contains("MachineConfigPoolNotFound")
+                && events.contains("machineosconfig/worker"),
+            "{events}"
+        );
+    }
+
     // The pool comes: the condition turns True and the image is built.
     c.apply(&kinds::pool(), worker_pool()).await;
     c.until(

@@ -41,6 +41,7 @@ pub mod clock;
 pub mod control;
 pub mod disruption;
 pub mod error;
+pub mod events;
 pub mod gc;
 pub mod hooks;
 pub mod http;

@@ -16,7 +16,8 @@
 //!
 //! Simplifications: built-in kinds are not schema-validated (a real server decodes them
 //! into typed structs); core/v1 and events.k8s.io/v1 Events are two separate resources
-//! here, where a real server stores both in one table; custom resources are stored in the
+//! here, where a real server stores both in one table (an events.k8s.io Event is mirrored
+//! into core/v1 by the store: [`crate::events`]); custom resources are stored in the
 //! version they were written in (no conversion between versions).
 
 use std::collections::BTreeMap;

@@ -894,12 +894,21 @@ impl Store {
         Deleted::Pending(self.put(key.clone(), new, EventType::Modified))
     }
 
-    /// Commits `obj` at `key` with a new resourceVersion and logs the event.
+    /// Commits `obj` at `key` with a new resourceVersion and logs the event (an
+    /// `events.k8s.io` Event is mirrored as a core `v1` one: [`crate::events`]).
     pub(crate) fn put(&mut self, key: ObjectKey, mut obj: Value, kind: EventType) -> Value {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let prev = self.objects.insert(key.clone(), obj.clone());
-        self.append(key, kind, obj.clone(), prev);
+        self.append(key.clone(), kind, obj.clone(), prev);
+        if let Some(core) = core_event_key(&key) {
+            let kind = if self.objects.contains_key(&core) {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            self.put(core, crate::events::core_event_of(&obj), kind);
+        }
         obj
     }
 
@@ -911,6 +920,11 @@ impl Store {
         meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let prev = self.objects.remove(key);
         self.append(key.clone(), EventType::Deleted, last.clone(), prev);
+        if let Some(core) = core_event_key(key)
+            && let Some(mirror) = self.objects.get(&core).cloned()
+        {
+            self.remove(&core, mirror);
+        }
         if key.gr == crd_gr()
             && let Ok(ri) = ResourceInfo::from_crd(&last)
         {
@@ -1220,4 +1234,13 @@ impl Store {
             self.rv,
         ))
     }
+}
+
+/// The core `v1` Event that mirrors the `events.k8s.io` Event at `key`, if it is one.
+fn core_event_key(key: &ObjectKey) -> Option<ObjectKey> {
+    (key.gr.group == "events.k8s.io" && key.gr.resource == "events").then(|| ObjectKey {
+        gr: GroupResource::new("", "events"),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+    })
 }
