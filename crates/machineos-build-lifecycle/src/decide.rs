@@ -329,6 +329,18 @@ fn decide_pool(
                     e.to_string(),
                 );
             }
+            // The push Secret (or the push spec) is what failed: the MachineOSConfig does not
+            // keep saying `RegistryAccess=True` about a Secret that is gone.
+            if let Some(OptIn::MachineOSConfig(m)) = &p.opt_in
+                && e.field.starts_with("spec.renderedImagePush")
+                && m.condition(vocab::REGISTRY_ACCESS)
+                    .is_some_and(|c| c.status == "True" || c.message != e.to_string())
+            {
+                o.actions.push(Action::SetMachineOSConfigCondition {
+                    machine_os_config: m.name.clone(),
+                    condition: cond(vocab::REGISTRY_ACCESS, false, e.reason, e.to_string()),
+                });
+            }
             o.requeue(e.reason, Retry::Permanent, None);
         }
         PoolContext::Waiting(_, r) => o.requeue = Some(r.clone()),

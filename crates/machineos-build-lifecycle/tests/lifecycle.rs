@@ -1488,3 +1488,35 @@ fn a_machine_os_config_naming_no_existing_pool_is_said_and_cleared_when_the_pool
         "{a:#?}"
     );
 }
+
+#[test]
+fn a_deleted_push_secret_turns_registry_access_false() {
+    let mut o = world(vec![pool("worker", 1)]);
+    converge(&mut o, 6);
+    assert_eq!(
+        mosc_mut(&mut o, 0)
+            .condition(vocab::REGISTRY_ACCESS)
+            .map(|c| c.status.as_str()),
+        Some("True")
+    );
+    o.secrets.remove("push");
+    let a = decide(&o, NOW + 1);
+    let set = a.iter().find_map(|x| match x {
+        Action::SetMachineOSConfigCondition { condition, .. }
+            if condition.type_ == vocab::REGISTRY_ACCESS =>
+        {
+            Some(condition.clone())
+        }
+        _ => None,
+    });
+    let c = set.unwrap_or_else(|| panic!("{a:#?}"));
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains("push"), "{}", c.message);
+    // Said once.
+    apply(&mut o, &a, NOW + 1);
+    assert!(!decide(&o, NOW + 2).iter().any(|x| matches!(
+        x,
+        Action::SetMachineOSConfigCondition { condition, .. }
+            if condition.type_ == vocab::REGISTRY_ACCESS
+    )));
+}
