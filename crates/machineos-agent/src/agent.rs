@@ -174,6 +174,45 @@ pub async fn run(
     }
 }
 
+/// The Event reason on a Node whose host the agent cannot drive.
+pub const REASON_HOST_NOT_IMAGE_BASED: &str = "HostNotImageBased";
+
+/// On a host the agent cannot drive (no bootc, no rpm-ostree): say so once — a Warning
+/// Event on the Node and a log line — and wait for `shutdown` instead of exiting, so a
+/// DaemonSet that landed on such a node does not crash-loop a privileged pod there.
+/// Nothing on the node is changed.
+pub async fn idle_unsupported(
+    client: Client,
+    node: &str,
+    why: &str,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
+    let note = format!(
+        "the machineos agent cannot update this node: {why}; it idles here (deploy/agent.yaml \
+         schedules it only on image-based nodes)"
+    );
+    tracing::warn!(%node, reason = REASON_HOST_NOT_IMAGE_BASED, "{note}");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let uid = tokio::select! {
+        () = shutdown.cancelled() => return Ok(()),
+        n = nodes.get_opt(node) => n
+            .map_err(api_err("get", format!("Node/{node}")))?
+            .and_then(|n| n.metadata.uid),
+    };
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.to_owned()),
+        uid,
+        ..ObjectReference::default()
+    };
+    Events::new(client, "machineos-agent", node)
+        .publish(&reference, true, REASON_HOST_NOT_IMAGE_BASED, &note)
+        .await;
+    shutdown.cancelled().await;
+    Ok(())
+}
+
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {

@@ -21,5 +21,5 @@ pub mod error;
 pub mod machine;
 pub mod simulate;
 
-pub use agent::{AgentOptions, client_config, run};
+pub use agent::{AgentOptions, client_config, idle_unsupported, run};
 pub use error::AgentError;

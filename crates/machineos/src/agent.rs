@@ -84,6 +84,16 @@ fn options(args: &AgentArgs) -> anyhow::Result<AgentOptions> {
     Ok(o)
 }
 
+/// Whether host detection found neither bootc nor rpm-ostree.
+fn is_no_tool(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<machineos_host::HostError>(),
+            Some(machineos_host::HostError::NoTool)
+        )
+    })
+}
+
 /// The real host: bootc or rpm-ostree, whichever it has, run in its namespaces.
 fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
     let mut runner = Runner::new(Tools::default());
@@ -102,12 +112,24 @@ fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
     Ok(Arc::from(host))
 }
 
+/// What the agent drives.
+enum Target {
+    Host(Arc<dyn Host>),
+    Simulated,
+    /// No bootc or rpm-ostree here: said once, then idle.
+    Unsupported(String),
+}
+
 /// Run `machineos agent`.
 pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
     let opts = options(args)?;
-    let host = match args.host.as_str() {
-        "fake" => None,
-        _ => Some(host(args)?),
+    let target = match args.host.as_str() {
+        "fake" => Target::Simulated,
+        _ => match host(args) {
+            Ok(h) => Target::Host(h),
+            Err(e) if is_no_tool(&e) => Target::Unsupported(crate::cli::error_chain(&e)),
+            Err(e) => return Err(e),
+        },
     };
     let rt = crate::cli::runtime()?;
     rt.block_on(async move {
@@ -117,11 +139,14 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_from(machineos_agent::client_config(config))
             .context("building the Kubernetes client")?;
         let shutdown = crate::cli::shutdown_on_signal();
-        match host {
-            Some(host) => machineos_agent::run(client, host, opts, shutdown).await,
-            None => {
+        match target {
+            Target::Host(host) => machineos_agent::run(client, host, opts, shutdown).await,
+            Target::Simulated => {
                 let down = Duration::from_secs(1);
                 machineos_agent::simulate::run_simulated(client, opts, down, shutdown).await
+            }
+            Target::Unsupported(why) => {
+                machineos_agent::idle_unsupported(client, &opts.node, &why, shutdown).await
             }
         }
         .map_err(anyhow::Error::msg)

@@ -1103,6 +1103,33 @@ fn the_agent_manifest_is_typed_and_grants_exactly_its_table() {
             .any(|t| t.operator.as_deref() == Some("Exists") && t.key.is_none()),
         "runs on cordoned and tainted nodes"
     );
+    // Only on image-based nodes: an RHCOS/SCOS node, or one labelled for it — and never on
+    // a plain node.
+    let terms = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.clone())
+        .expect("a required node affinity");
+    let schedules_on = |labels: &[(&str, &str)]| {
+        terms.iter().any(|t| {
+            t.match_expressions.iter().flatten().all(|e| {
+                e.operator == "In"
+                    && labels
+                        .iter()
+                        .any(|(k, v)| *k == e.key && e.values.iter().flatten().any(|x| x == v))
+            })
+        })
+    };
+    assert!(schedules_on(&[("node.openshift.io/os_id", "rhcos")]));
+    assert!(schedules_on(&[("node.openshift.io/os_id", "scos")]));
+    assert!(schedules_on(&[("machineos.io/image-based", "true")]));
+    assert!(!schedules_on(&[("node.openshift.io/os_id", "rhel")]));
+    assert!(!schedules_on(&[("kubernetes.io/os", "linux")]));
     let c = &pod.containers[0];
     assert_eq!(c.image.as_deref(), Some(IMAGE));
     let args = c.args.clone().unwrap_or_default();
