@@ -1009,6 +1009,38 @@ fn the_legacy_config_map_sample_is_read_by_the_controller() {
 }
 
 #[test]
+fn the_pool_sample_is_valid_and_selects_the_worker_machine_configs() {
+    let doc = sample("machineconfigpool-worker.yaml");
+    let pool: machineos_api::v1::MachineConfigPool = strict_but(&doc, &["apiVersion", "kind"])
+        .unwrap_or_else(|e| panic!("machineconfigpool-worker.yaml: {e}"));
+    assert_eq!(pool.metadata.name.as_deref(), Some("worker"));
+    let crd = machineos_api::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "MachineConfigPool")
+        .expect("the MachineConfigPool CRD");
+    let crd = serde_json::to_value(&crd).expect("a CRD serializes");
+    let validator =
+        machineos_crd_validation::Validator::from_crd(&crd, "v1").expect("the v1 schema");
+    validator
+        .validate_create(&doc)
+        .unwrap_or_else(|e| panic!("machineconfigpool-worker.yaml is refused: {e}"));
+    // It selects the role-labelled MachineConfigs, as the README's steps expect.
+    let mc = |name: &str, role: &str| -> machineos_api::v1::MachineConfig {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": role}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}}},
+        }))
+        .expect("a MachineConfig")
+    };
+    let mcs = [mc("50-motd", "worker"), mc("50-master", "master")];
+    let selected = machineos_render::select_for_pool(Some(&pool), "worker", &mcs)
+        .expect("the pool selects");
+    assert_eq!(selected.len(), 1);
+    assert_eq!(selected[0].metadata.name.as_deref(), Some("50-motd"));
+}
+
+#[test]
 fn the_samples_kustomization_lists_both_samples() {
     let Some(yaml) = kustomize(&deploy_dir().join("samples")) else {
         return;
@@ -1176,4 +1208,50 @@ fn the_agent_manifest_is_typed_and_grants_exactly_its_table() {
         .find(|v| v.name == mount.name)
         .expect("its volume");
     assert_eq!(vol.host_path.as_ref().map(|h| h.path.as_str()), Some("/"));
+}
+
+#[test]
+fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
+    match kustomize_major() {
+        Some(major) if major >= 4 => {}
+        found => {
+            eprintln!("SKIPPED: kustomize Components need kubectl 1.21+; found {found:?}");
+            return;
+        }
+    }
+    let root = deploy_dir();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let rel = relative(dir.path(), &root);
+    let overlay = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources:\n  - {base}\n\
+         components:\n  - {base}/components/openshift\n",
+        base = rel.display()
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), overlay).expect("write overlay");
+    let Some(yaml) = kustomize(dir.path()) else {
+        return;
+    };
+    let r = Render::parse(&yaml).unwrap_or_else(|e| panic!("deploy/ + openshift: {e}"));
+    // Only machineos's own CRDs: none the Machine Config Operator ships is applied.
+    let mut names: Vec<String> = r
+        .crds
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "machineimages.machineconfiguration.openshift.io",
+            "machineosimages.machineconfiguration.openshift.io"
+        ]
+    );
+    let args = pod(r.deployment()).containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(args.contains(&"--no-render".to_owned()), "{args:?}");
+    // Everything else is still there: the agent, the RBAC.
+    assert_eq!(r.daemon_sets.len(), 1);
 }
