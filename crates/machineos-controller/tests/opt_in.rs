@@ -265,11 +265,9 @@ async fn a_machine_os_config_for_a_pool_that_does_not_exist_says_so_until_it_doe
     // What an admin reads: `kubectl describe` shows the condition and the Event (served
     // through core/v1 as kube-apiserver does), `kubectl get events` the Event.
     if machineos_kubetest::kubectl::available() {
-        let kubeconfig = c.tmp.path().join("kubeconfig");
-        c.server.write_kubeconfig(&kubeconfig).await.unwrap();
-        let home = c.tmp.path().join("kubectl-home");
+        let (k, _) =
+            machineos_kubetest::kubectl::Kubectl::for_server(&c.server, c.tmp.path()).unwrap();
         let (describe, events) = tokio::task::spawn_blocking(move || {
-            let k = machineos_kubetest::kubectl::Kubectl::with_kubeconfig(&kubeconfig, home);
             (
                 k.ok(&["describe", "machineosconfig", "worker"]).unwrap(),
                 k.ok(&["get", "events", "-A"]).unwrap(),

@@ -25,9 +25,7 @@ fn the_agent_idles_on_a_host_it_cannot_update_and_says_so_once() {
     let server = rt
         .block_on(Server::start_tls(new_store(), 0))
         .expect("API server");
-    let kubeconfig = tmp.path().join("kubeconfig");
-    rt.block_on(server.write_kubeconfig(&kubeconfig)).unwrap();
-    let k = Kubectl::with_kubeconfig(&kubeconfig, tmp.path().join("home"));
+    let (k, kubeconfig) = Kubectl::for_server(&server, tmp.path()).unwrap();
     let node = tmp.path().join("node.yaml");
     std::fs::write(
         &node,

@@ -1034,8 +1034,8 @@ fn the_pool_sample_is_valid_and_selects_the_worker_machine_configs() {
         .expect("a MachineConfig")
     };
     let mcs = [mc("50-motd", "worker"), mc("50-master", "master")];
-    let selected = machineos_render::select_for_pool(Some(&pool), "worker", &mcs)
-        .expect("the pool selects");
+    let selected =
+        machineos_render::select_for_pool(Some(&pool), "worker", &mcs).expect("the pool selects");
     assert_eq!(selected.len(), 1);
     assert_eq!(selected[0].metadata.name.as_deref(), Some("50-motd"));
 }

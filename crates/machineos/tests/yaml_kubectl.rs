@@ -74,10 +74,8 @@ fn yaml_is_read_as_kubectl_reads_it() {
     let server = rt
         .block_on(Server::start_tls(new_store(), 0))
         .expect("API server");
-    let kubeconfig = tmp.path().join("kubeconfig");
-    rt.block_on(server.write_kubeconfig(&kubeconfig)).unwrap();
-    let k = Kubectl::with_kubeconfig(&kubeconfig, tmp.path().join("home"))
-        .deadline(Duration::from_secs(60));
+    let (k, _) = Kubectl::for_server(&server, tmp.path()).unwrap();
+    let k = k.deadline(Duration::from_secs(60));
     let crds = tmp.path().join("crds.yaml");
     let out = Command::new(env!("CARGO_BIN_EXE_machineos"))
         .arg("crds")

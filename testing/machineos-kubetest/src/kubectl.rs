@@ -208,6 +208,18 @@ impl Kubectl {
         Kubectl::new(Target::Kubeconfig(kubeconfig.into()), home.into())
     }
 
+    /// kubectl as the test's admin on `server`: its kubeconfig written to `dir/kubeconfig`
+    /// (returned too, for other clients), HOME `dir/kubectl-home`.
+    pub fn for_server(
+        server: &crate::http::Server,
+        dir: &std::path::Path,
+    ) -> std::io::Result<(Kubectl, PathBuf)> {
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig())?;
+        let k = Kubectl::with_kubeconfig(&kubeconfig, dir.join("kubectl-home"));
+        Ok((k, kubeconfig))
+    }
+
     /// kubectl talking to `url` with `--server` and no kubeconfig (plain HTTP, no
     /// credentials), with HOME `home`.
     pub fn with_server(url: impl Into<String>, home: impl Into<PathBuf>) -> Kubectl {

@@ -220,14 +220,7 @@ pub(crate) fn owner_references_permitted(
     namespace: Option<&str>,
 ) -> Option<String> {
     let refs = object["metadata"]["ownerReferences"].as_array()?;
-    let rbac_objects: Vec<serde_json::Value> = {
-        let store = s.lock();
-        store
-            .objects()
-            .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
-            .map(|(_, v)| v.clone())
-            .collect()
-    };
+    let rbac_objects = rbac_objects(s);
     for r in refs.iter().filter(|r| r["blockOwnerDeletion"] == true) {
         let api_version = r["apiVersion"].as_str().unwrap_or_default();
         let kind = r["kind"].as_str().unwrap_or_default();
@@ -276,6 +269,16 @@ pub(crate) fn owner_references_permitted(
     None
 }
 
+/// The stored RBAC objects (Roles, ClusterRoles, their bindings), copied out of the lock.
+fn rbac_objects(s: &Shared) -> Vec<serde_json::Value> {
+    let store = s.lock();
+    store
+        .objects()
+        .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
 /// The ServiceAccount whose minted token the `Authorization` header carries, if any.
 fn service_account(s: &Shared, header: Option<&[u8]>) -> Option<rbac::ServiceAccount> {
     let h = std::str::from_utf8(header?).ok()?;
@@ -306,17 +309,7 @@ fn authorize(
             path: &info.path,
         },
     };
-    let allowed = {
-        let rbac_objects: Vec<serde_json::Value> = {
-            let store = s.lock();
-            store
-                .objects()
-                .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
-                .map(|(_, v)| v.clone())
-                .collect()
-        };
-        rbac::allowed(sa, &req, rbac_objects.iter())
-    };
+    let allowed = { rbac::allowed(sa, &req, rbac_objects(s).iter()) };
     if allowed {
         if let Some(resource) = &info.rbac_resource {
             s.allowed
@@ -556,15 +549,7 @@ impl Server {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let objects: Vec<serde_json::Value> = {
-            let store = self.shared.lock();
-            store
-                .objects()
-                .filter(|(k, _)| k.gr.group == "rbac.authorization.k8s.io")
-                .map(|(_, v)| v.clone())
-                .collect()
-        };
-        rbac::unused_grants(&sa, &requests, objects.iter())
+        rbac::unused_grants(&sa, &requests, rbac_objects(&self.shared).iter())
     }
 
     /// A kubeconfig like [`Server::kubeconfig`] for ServiceAccount `namespace`/`name`
