@@ -4,7 +4,8 @@
 # skopeo, umoci and buildah, which check what we push and build; ostree and the C libraries
 # the ostree-ext judge links against, which imports and deploys our images as nodes do;
 # kubectl, which judges the test API server — preinstalled, Debian's 1.20 a last resort;
-# busybox-static, the coreutils of the stub base machineos-synth builds for RUN steps),
+# busybox-static, the coreutils of the stub base machineos-synth builds for RUN steps;
+# promtool, from the prometheus package, which checks and unit-tests the shipped alerts),
 # then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
 pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v kubectl >/dev/null || missing+=(kubernetes-client)
+command -v promtool >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"

@@ -15,7 +15,8 @@
 //!   `machineos_reconcile_duration_seconds`, `machineos_leader` (1 while this replica leads),
 //!   `machineos_render_total{pool,result}` (`ok` / `error`); the rollout's
 //!   `machineos_rollout_halted{pool}` (1 while a failed node stops the pool's rollout),
-//!   `machineos_rollout_nodes{pool,state}` (`updated`, `unavailable`, `degraded`) and
+//!   `machineos_rollout_nodes{pool,state}` (`updated`, `unavailable`, `degraded`,
+//!   `drain_blocked`: the agent reports its drain blocked or failed) and
 //!   `machineos_rollout_targeted_total{pool}` (nodes given a new desired image).
 //! * State label values are the MachineOSBuild phases in lower case (`initial`, `prepared`,
 //!   `building`, `succeeded`, `failed`, `interrupted`), from [`Phase`].
@@ -286,7 +287,7 @@ impl Metrics {
         let rollout_nodes = Family::<PoolState, Gauge>::default();
         r.register(
             "machineos_rollout_nodes",
-            "The pool's nodes that are updated, unavailable or degraded",
+            "The pool's nodes that are updated, unavailable, degraded, or whose drain is blocked",
             rollout_nodes.clone(),
         );
         let rollout_targeted = Family::<PoolLabels, Counter>::default();
@@ -425,6 +426,7 @@ impl Metrics {
         updated: i64,
         unavailable: i64,
         degraded: i64,
+        drain_blocked: i64,
     ) {
         let i = &self.inner;
         i.rollout_halted
@@ -434,6 +436,7 @@ impl Metrics {
             ("updated", updated),
             ("unavailable", unavailable),
             ("degraded", degraded),
+            ("drain_blocked", drain_blocked),
         ] {
             i.rollout_nodes
                 .get_or_create(&pool_state(pool_name, state))
@@ -461,7 +464,7 @@ impl Metrics {
         self.inner.build_start.remove(&pool(pool_name));
         self.inner.build_end.remove(&pool(pool_name));
         self.inner.rollout_halted.remove(&pool(pool_name));
-        for state in ["updated", "unavailable", "degraded"] {
+        for state in ["updated", "unavailable", "degraded", "drain_blocked"] {
             self.inner
                 .rollout_nodes
                 .remove(&pool_state(pool_name, state));

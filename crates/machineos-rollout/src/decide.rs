@@ -83,6 +83,9 @@ pub struct Counts {
     pub unavailable: i32,
     /// Nodes Degraded.
     pub degraded: i32,
+    /// Nodes whose agent reports its drain blocked or failed (a PodDisruptionBudget, an
+    /// eviction refused).
+    pub drain_blocked: i32,
 }
 
 /// What the rollout reports for a layered pool.
@@ -950,6 +953,7 @@ fn count(
         c.ready += i32::from(up && avail);
         c.unavailable += i32::from(!avail);
         c.degraded += i32::from(degraded(n));
+        c.drain_blocked += i32::from(n.drain_blocked.is_some());
     }
     c
 }

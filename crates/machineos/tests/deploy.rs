@@ -1255,3 +1255,83 @@ fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
     // Everything else is still there: the agent, the RBAC.
     assert_eq!(r.daemon_sets.len(), 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// (g) monitoring: deploy/monitoring/prometheusrule.yaml
+
+fn prometheus_rules() -> Value {
+    let path = deploy_dir().join("monitoring/prometheusrule.yaml");
+    serde_saphyr::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn every_alert_names_only_metrics_the_controller_exports() {
+    let rules = prometheus_rules();
+    // A family is printed once it has a sample: one of each, as a running controller has.
+    let metrics = machineos_controller::metrics::Metrics::new();
+    metrics.build_state("worker", machineos_build_lifecycle::Phase::Failed);
+    metrics.reconcile(
+        machineos_controller::metrics::ReconcileResult::Requeue,
+        "RegistryUnavailable",
+        0.0,
+    );
+    metrics.rollout("worker", true, 0, 1, 1, 1);
+    metrics.set_leader(false);
+    let exported = metrics.encode();
+    let mut named = BTreeSet::new();
+    for group in rules["spec"]["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let expr = rule["expr"].as_str().expect("expr");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("ocl_") || word.starts_with("machineos_") {
+                    named.insert(word.to_owned());
+                }
+            }
+            assert!(rule["labels"]["severity"].is_string(), "{rule}");
+            assert!(rule["annotations"]["summary"].is_string(), "{rule}");
+        }
+    }
+    assert!(named.len() >= 5, "{named:?}");
+    for name in named {
+        // A counter's samples are `<family>_total`.
+        let family = name.strip_suffix("_total").unwrap_or(&name);
+        assert!(
+            exported.contains(&format!("# TYPE {family} ")),
+            "{name} is not a metric the controller exports:\n{exported}"
+        );
+    }
+}
+
+#[test]
+fn the_alerts_pass_promtool_check_and_their_unit_tests() {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no promtool (Debian package prometheus)");
+        return;
+    }
+    let rules = prometheus_rules();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let groups = serde_json::json!({"groups": rules["spec"]["groups"]});
+    // JSON is YAML: the PrometheusRule's groups as a plain rule file.
+    std::fs::write(dir.path().join("rules.yaml"), groups.to_string()).expect("rules.yaml");
+    std::fs::copy(
+        deploy_dir().join("monitoring/rules_test.yaml"),
+        dir.path().join("rules_test.yaml"),
+    )
+    .expect("rules_test.yaml");
+    for args in [
+        ["check", "rules", "rules.yaml"],
+        ["test", "rules", "rules_test.yaml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("promtool runs");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -110,6 +110,7 @@ impl RolloutController {
                 i64::from(r.counts.updated),
                 i64::from(r.counts.unavailable),
                 i64::from(r.counts.degraded),
+                i64::from(r.counts.drain_blocked),
             );
             cx.metrics
                 .rollout_targeted(&r.pool, r.targeted.len() as u64);
