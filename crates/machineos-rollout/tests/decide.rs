@@ -711,3 +711,12 @@ fn a_node_selected_by_two_custom_pools_is_named_by_both() {
     }
     assert!(d.node_patches.iter().all(|p| p.node != "n00"));
 }
+
+#[test]
+fn a_blocked_drain_is_counted_for_its_pool() {
+    let mut o = cluster(3, None);
+    o.nodes[1].drain_blocked = Some("pod apps/web-0: PodDisruptionBudget web allows 0".into());
+    let d = decide(&o, NOW);
+    assert_eq!(d.pools[0].counts.drain_blocked, 1);
+    assert_eq!(d.pools[0].counts.machine, 3);
+}
