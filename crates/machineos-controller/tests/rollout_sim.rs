@@ -648,6 +648,12 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         12,
         "{plan:?}"
     );
+    // `machineos rollout status` while paused: not done, not halted, paused.
+    let st = machineos_controller::rollout::status_from_cluster(&c.client, NS, "worker", 0)
+        .await
+        .unwrap();
+    assert!(st.paused && !st.done && !st.halted, "{st:?}");
+    assert_eq!(st.total, 12);
     // The batch finishes; nothing else moves while paused.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(moving(&nodes(&c).await), paused_at, "moved while paused");
@@ -742,6 +748,17 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         })
     });
     assert!(failed, "no MachineOSImage RolloutFailed");
+    // `machineos rollout status`: halted, node-05 held as Degraded with its reason.
+    let st = machineos_controller::rollout::status_from_cluster(&c.client, NS, "worker", 0)
+        .await
+        .unwrap();
+    assert!(st.halted && !st.done, "{st:?}");
+    assert!(
+        st.held
+            .iter()
+            .any(|h| h.node == "node-05" && h.reason.starts_with("Degraded: ")),
+        "{st:?}"
+    );
     // The condition says the way out, naming the node that holds the pool.
     let nd_message = nd["message"].as_str().unwrap_or_default();
     assert!(nd_message.ends_with("re-targets node-05"), "{nd_message}");
@@ -781,6 +798,12 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         })
     })
     .await;
+    // `machineos rollout status`: done, 12 of 12.
+    let st = machineos_controller::rollout::status_from_cluster(&c.client, NS, "worker", 0)
+        .await
+        .unwrap();
+    assert!(st.done && !st.halted, "{st:?}");
+    assert_eq!((st.updated, st.total), (12, 12));
     fleet.shutdown().await;
     controller.stop().await;
 }

@@ -13,6 +13,7 @@ pub mod decide;
 pub mod observed;
 pub mod plan;
 pub mod selector;
+pub mod status;
 /// The node-side names shared with the agent (see [`machineos_vocab::node`]).
 pub use machineos_vocab::node as vocab;
 
@@ -23,3 +24,4 @@ pub use observed::{
 };
 pub use plan::{Plan, plan};
 pub use selector::Selector;
+pub use status::{Status, status};

@@ -149,6 +149,9 @@ pub struct NodeAnnotations {
     pub pull_secret: Option<String>,
     /// [`vocab::DRIVEN_BY`].
     pub driven_by: Option<String>,
+    /// The agent's step in [`vocab::PROGRESS`] (`draining`, `deploying`, `rebooting`,
+    /// `degraded`), for `machineos rollout status`; nothing decides on it.
+    pub step: Option<String>,
 }
 
 impl NodeAnnotations {
@@ -166,6 +169,10 @@ impl NodeAnnotations {
             staged_image: get(vocab::STAGED_IMAGE),
             pull_secret: get(vocab::PULL_SECRET),
             driven_by: get(vocab::DRIVEN_BY),
+            step: a
+                .get(vocab::PROGRESS)
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+                .and_then(|p| p.get("step")?.as_str().map(str::to_owned)),
         }
     }
 }

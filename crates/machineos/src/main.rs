@@ -91,7 +91,15 @@ fn main() -> std::process::ExitCode {
         Command::Render(cmd) => render(&cmd),
         Command::Inspect(cmd) => inspect(&cmd),
         Command::Controller(args) => controller::run(&args),
-        Command::Rollout(args) => rollout::run(&args),
+        Command::Rollout(args) => {
+            return match rollout::run(&args) {
+                Ok(code) => std::process::ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("error: {}", cli::error_chain(&e));
+                    std::process::ExitCode::FAILURE
+                }
+            };
+        }
         Command::Check(args) => check::run(&args),
         Command::Agent(args) => agent::run(&args),
         Command::Crds => cli::emit(machineos_api::crds_yaml().trim_end()),

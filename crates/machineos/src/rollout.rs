@@ -1,6 +1,7 @@
 //! `machineos rollout plan`: print, without changing anything, the order and batches in
 //! which the controller would move a pool's nodes (machineos-rollout's `plan`, read from the
-//! cluster kubectl would use).
+//! cluster kubectl would use). `machineos rollout status`: where the rollout stands, once or
+//! until it ends (`--watch`), as `kubectl rollout status` does for a Deployment.
 
 use anyhow::Context;
 
@@ -15,6 +16,32 @@ pub struct RolloutArgs {
 enum RolloutCommand {
     /// The order and batches the controller would use for a pool, now.
     Plan(PlanArgs),
+    /// Where a pool's rollout stands: its image, updated of total, each moving node's phase,
+    /// what holds it back. Exit 0 when every node is updated, 1 when the rollout is halted
+    /// by a failed node (or on an error), 2 when it is still going (without --watch).
+    Status(StatusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct StatusArgs {
+    /// The MachineConfigPool.
+    #[arg(long, value_name = "POOL")]
+    pool: String,
+    /// Print again on every change until the pool is updated (exit 0) or halted (exit 1).
+    #[arg(long, short = 'w')]
+    watch: bool,
+    /// Seconds between looks with --watch.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2)]
+    interval: u64,
+    /// `text` or `json`.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    output: String,
+    /// The controller's namespace (its ConfigMaps decide legacy opt-in).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "machineos")]
+    namespace: String,
+    /// As the controller's `--min-ready-seconds`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    min_ready_seconds: i64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -36,9 +63,94 @@ struct PlanArgs {
     min_ready_seconds: i64,
 }
 
-/// Run `machineos rollout …`.
-pub fn run(args: &RolloutArgs) -> anyhow::Result<()> {
-    let RolloutCommand::Plan(a) = &args.command;
+/// Run `machineos rollout …`: the exit code.
+pub fn run(args: &RolloutArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        RolloutCommand::Plan(a) => run_plan(a).map(|()| 0),
+        RolloutCommand::Status(a) => run_status(a),
+    }
+}
+
+fn run_status(a: &StatusArgs) -> anyhow::Result<u8> {
+    crate::cli::runtime()?.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .context("finding the cluster (in-cluster, KUBECONFIG, ~/.kube/config)")?;
+        let mut last = String::new();
+        loop {
+            let s = machineos_controller::rollout::status_from_cluster(
+                &client,
+                &a.namespace,
+                &a.pool,
+                a.min_ready_seconds,
+            )
+            .await
+            .map_err(anyhow::Error::msg)
+            .context("rollout status")?;
+            let shown = if a.output == "json" {
+                serde_json::to_string(&s)?
+            } else {
+                status_text(&s)
+            };
+            if shown != last {
+                crate::cli::emit(&shown)?;
+                last = shown;
+            }
+            let code = status_code(&s);
+            if !a.watch || code != 2 {
+                return Ok(code);
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(a.interval.max(1))).await;
+        }
+    })
+}
+
+/// 0 done, 1 halted, 2 still going.
+fn status_code(s: &machineos_rollout::Status) -> u8 {
+    if s.done {
+        0
+    } else if s.halted {
+        1
+    } else {
+        2
+    }
+}
+
+/// The status as text: a header with a progress bar, then the moving and held nodes.
+pub fn status_text(s: &machineos_rollout::Status) -> String {
+    const WIDTH: usize = 20;
+    let filled = (s.updated * WIDTH).checked_div(s.total).unwrap_or(WIDTH);
+    let mut out = format!(
+        "pool {}: [{}{}] {}/{} nodes updated, image {}\n",
+        s.pool,
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled),
+        s.updated,
+        s.total,
+        s.image.as_deref().unwrap_or("(not built yet)")
+    );
+    for (node, phase) in &s.moving {
+        out.push_str(&format!("  {node}: {phase}\n"));
+    }
+    for h in &s.held {
+        out.push_str(&format!("  {}: held: {}\n", h.node, h.reason));
+    }
+    if let Some(b) = &s.blocked {
+        out.push_str(&format!("blocked: {b}\n"));
+    }
+    out.push_str(if s.done {
+        "rollout complete"
+    } else if s.halted {
+        "rollout halted: a node failed its update (kubectl describe mcp names it)"
+    } else if s.paused {
+        "rollout paused (spec.paused)"
+    } else {
+        "rollout in progress"
+    });
+    out
+}
+
+fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
     let plan = crate::cli::runtime()?
         .block_on(machineos_controller::rollout::plan_default_cluster(
             &a.namespace,
@@ -127,6 +239,41 @@ pub fn text(p: &machineos_rollout::plan::Plan) -> String {
 mod tests {
     use super::*;
     use machineos_rollout::plan::{Plan, PlannedNode};
+
+    #[test]
+    fn the_status_text_shows_progress_phases_and_what_holds_the_pool() {
+        let s = machineos_rollout::Status {
+            pool: "worker".into(),
+            image: Some("reg/os@sha256:11".into()),
+            total: 4,
+            updated: 1,
+            moving: vec![("w1".into(), "draining"), ("w2".into(), "soaking")],
+            held: vec![machineos_rollout::status::Held {
+                node: "w3".into(),
+                reason: "drain blocked: pod apps/web-0".into(),
+            }],
+            blocked: None,
+            paused: false,
+            halted: false,
+            done: false,
+        };
+        assert_eq!(
+            status_text(&s),
+            "pool worker: [#####...............] 1/4 nodes updated, image reg/os@sha256:11\n  \
+             w1: draining\n  w2: soaking\n  w3: held: drain blocked: pod apps/web-0\n\
+             rollout in progress"
+        );
+        assert_eq!(status_code(&s), 2);
+        let done = machineos_rollout::Status {
+            updated: 4,
+            moving: vec![],
+            held: vec![],
+            done: true,
+            ..s
+        };
+        assert!(status_text(&done).ends_with("rollout complete"));
+        assert_eq!(status_code(&done), 0);
+    }
 
     #[test]
     fn the_text_names_batches_zones_and_why_nothing_moves() {

@@ -1,5 +1,6 @@
-//! `machineos rollout plan`: the rollout a pool would take, read from the API server with
-//! the controller's own observation and [`machineos_rollout::plan`] (nothing is written).
+//! `machineos rollout plan` and `status`: the rollout a pool would take, and where it
+//! stands, read from the API server with the controller's own observation and
+//! [`machineos_rollout::plan`] / [`machineos_rollout::status`] (nothing is written).
 
 use std::sync::Arc;
 
@@ -19,6 +20,29 @@ pub async fn plan_from_cluster(
     controller_node: Option<&str>,
     min_ready_seconds: i64,
 ) -> Result<machineos_rollout::plan::Plan, String> {
+    let o = observe_cluster(client, namespace, controller_node, min_ready_seconds).await?;
+    machineos_rollout::plan(&o, pool, api::now()).map_err(|e| e.to_string())
+}
+
+/// Where `pool`'s rollout stands now, read from the API server (nothing is written):
+/// `machineos rollout status`.
+pub async fn status_from_cluster(
+    client: &Client,
+    namespace: &str,
+    pool: &str,
+    min_ready_seconds: i64,
+) -> Result<machineos_rollout::Status, String> {
+    let o = observe_cluster(client, namespace, None, min_ready_seconds).await?;
+    machineos_rollout::status(&o, pool, api::now()).map_err(|e| e.to_string())
+}
+
+/// The rollout's observation, as the controller makes it, from one list of each kind.
+async fn observe_cluster(
+    client: &Client,
+    namespace: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<machineos_rollout::Observed, String> {
     use kube::api::ListParams;
     let lp = ListParams::default();
     let list = |ar: kube::api::ApiResource| {
@@ -64,8 +88,12 @@ pub async fn plan_from_cluster(
     s.nodes.sort_by_key(|n| n.name_any());
     s.machine_images.sort_by_key(|m| m.name_any());
     let lifecycle = observe::observe(&s, &observe::Learnt::default());
-    let o = super::observe::observe(&s, &lifecycle, controller_node, min_ready_seconds);
-    machineos_rollout::plan(&o, pool, api::now()).map_err(|e| e.to_string())
+    Ok(super::observe::observe(
+        &s,
+        &lifecycle,
+        controller_node,
+        min_ready_seconds,
+    ))
 }
 
 /// [`plan_from_cluster`] on the cluster kubectl would use (in-cluster, `KUBECONFIG`,
