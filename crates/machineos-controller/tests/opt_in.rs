@@ -307,3 +307,59 @@ async fn a_machine_os_config_for_a_pool_that_does_not_exist_says_so_until_it_doe
     .await;
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_secret_created_late_is_used_the_pass_it_appears() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let mut mosc = machine_os_config(&push);
+    mosc["spec"]["renderedImagePushSecret"] = json!({"name": "late-secret"});
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hi\n"),
+    )
+    .await;
+    c.apply(&kinds::machine_os_config(), mosc).await;
+    // Registry answers trusted for an hour: only the Secret's arrival can clear the state.
+    let ctl = c
+        .controller_with(machineos_controller::controller::ControllerOptions {
+            registry_answer_ttl: std::time::Duration::from_secs(3600),
+            ..c.options()
+        })
+        .await;
+    let pools = c
+        .until(
+            &kinds::pool(),
+            "ImageBuildDegraded naming the Secret",
+            |l| {
+                l.iter().any(|p| {
+                    condition(p, "ImageBuildDegraded").is_some_and(|d| {
+                        d["status"] == "True"
+                            && d["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("late-secret"))
+                    })
+                })
+            },
+        )
+        .await;
+    assert_eq!(
+        condition(&pools[0], "ImageBuildDegraded").unwrap()["reason"],
+        "InvalidConfiguration"
+    );
+    // The Secret is created: the condition clears and the image is built.
+    let (user, pass) = c.registry.credentials().unwrap();
+    c.secret("late-secret", &dockerconfig(&c.registry.host(), user, pass))
+        .await;
+    c.until(&kinds::build(), "a Succeeded build", |l| {
+        l.iter().any(|b| phase(b) == "Succeeded")
+    })
+    .await;
+    c.until(&kinds::pool(), "ImageBuildDegraded=False", |l| {
+        l.iter()
+            .any(|p| condition(p, "ImageBuildDegraded").is_some_and(|d| d["status"] == "False"))
+    })
+    .await;
+    ctl.stop().await;
+}
