@@ -333,13 +333,16 @@ fn decide_pool(
             // keep saying `RegistryAccess=True` about a Secret that is gone.
             if let Some(OptIn::MachineOSConfig(m)) = &p.opt_in
                 && e.field.starts_with("spec.renderedImagePush")
-                && m.condition(vocab::REGISTRY_ACCESS)
-                    .is_some_and(|c| c.status == "True" || c.message != e.to_string())
             {
-                o.actions.push(Action::SetMachineOSConfigCondition {
-                    machine_os_config: m.name.clone(),
-                    condition: cond(vocab::REGISTRY_ACCESS, false, e.reason, e.to_string()),
-                });
+                let c = cond(vocab::REGISTRY_ACCESS, false, e.reason, e.to_string());
+                if m.condition(vocab::REGISTRY_ACCESS)
+                    .is_some_and(|now| *now != c)
+                {
+                    o.actions.push(Action::SetMachineOSConfigCondition {
+                        machine_os_config: m.name.clone(),
+                        condition: c,
+                    });
+                }
             }
             o.requeue(e.reason, Retry::Permanent, None);
         }

@@ -344,9 +344,25 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
         .find(|c| c.metadata.name.as_deref() == Some(vocab::ON_CLUSTER_BUILD_CONFIG))
         .map(|c| c.data.clone().unwrap_or_default());
     let mut moscs: BTreeMap<String, &DynamicObject> = BTreeMap::new();
+    let pool_names: BTreeSet<String> = s.pools.iter().map(|p| p.name_any()).collect();
     for m in &s.machine_os_configs {
         let v: MachineOSConfigView = view_of("MachineOSConfig", m);
-        if let Some(pool) = v.spec.machine_config_pool.name.as_deref() {
+        let named = v
+            .spec
+            .machine_config_pool
+            .name
+            .as_deref()
+            .filter(|p| !p.is_empty());
+        // No such pool (or none named): said on the MachineOSConfig (`decide_unbound`),
+        // nothing built.
+        if named.is_none_or(|p| !pool_names.contains(p)) {
+            o.unbound_machine_os_configs
+                .push(machineos_build_lifecycle::UnboundMachineOSConfig {
+                    config: machine_os_config_of(m),
+                    pool: named.map(str::to_owned),
+                });
+        }
+        if let Some(pool) = named {
             // Two MachineOSConfigs for one pool: the older one (by creation, then name)
             // wins, deterministically; the API's own validation is what should prevent it.
             let key = (m.metadata.creation_timestamp.clone(), m.name_any());
@@ -357,24 +373,6 @@ pub fn observe(s: &Snapshot, learnt: &Learnt) -> Observed {
                     moscs.insert(pool.to_owned(), m.as_ref());
                 }
             }
-        }
-    }
-    // MachineOSConfigs no pool takes: said on each (`decide_unbound`), nothing built.
-    let pool_names: BTreeSet<String> = s.pools.iter().map(|p| p.name_any()).collect();
-    for m in &s.machine_os_configs {
-        let v: MachineOSConfigView = view_of("MachineOSConfig", m);
-        let pool = v
-            .spec
-            .machine_config_pool
-            .name
-            .clone()
-            .filter(|p| !p.is_empty());
-        if pool.as_ref().is_none_or(|p| !pool_names.contains(p)) {
-            o.unbound_machine_os_configs
-                .push(machineos_build_lifecycle::UnboundMachineOSConfig {
-                    config: machine_os_config_of(m),
-                    pool,
-                });
         }
     }
     let mut builds_by_pool: BTreeMap<&str, Vec<BuildObserved>> = BTreeMap::new();

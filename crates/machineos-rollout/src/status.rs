@@ -56,13 +56,10 @@ pub fn status(o: &Observed, pool: &str, now: Timestamp) -> Result<Status, PlanEr
     let p = plan(o, pool, now)?;
     let d = decide(o, now);
     let report = d.pools.iter().find(|r| r.pool == pool);
-    let paused = o.pools.iter().any(|x| x.name == pool && x.paused);
+    let observed = o.pools.iter().find(|x| x.name == pool);
+    let paused = observed.is_some_and(|x| x.paused);
+    let min_ready = observed.map_or(0, |x| x.min_ready_seconds);
     let node = |name: &str| o.nodes.iter().find(|n| n.name == name);
-    let min_ready = o
-        .pools
-        .iter()
-        .find(|x| x.name == pool)
-        .map_or(0, |x| x.min_ready_seconds);
 
     let mut moving: Vec<(String, &'static str)> = p
         .in_flight

@@ -13,13 +13,13 @@ use machineos_build_lifecycle::{BaseImageError, Observed};
 use machineos_diagnostics::Retry;
 
 use super::BuildController;
+use crate::observe::{self, Snapshot};
+use crate::pass::{Cx, Requeue};
+use crate::registry_ops;
 
 /// At most this many (reference, credentials) digests kept; past it the cache starts over
 /// (each pool's next pass asks the registry once).
 const MAX_BASES: usize = 256;
-use crate::observe::{self, Snapshot};
-use crate::pass::{Cx, Requeue};
-use crate::registry_ops;
 
 impl BuildController {
     /// Resolve base image tags to digests for the opted-in pools; a pool whose base image
