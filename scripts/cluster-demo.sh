@@ -15,7 +15,7 @@ max_unavailable=${MAX_UNAVAILABLE:-3}
 for tool in kubectl docker-registry skopeo; do
   command -v "$tool" >/dev/null || { echo "cluster-demo: $tool is missing (apt-get install -y docker-registry skopeo; kubectl)" >&2; exit 1; }
 done
-echo "building the release binaries (the first build compiles ~300 crates: a few minutes; later runs: seconds)" >&2
+echo "building the release binaries (the first build compiles ~280 crates: a few minutes; later runs: seconds)" >&2
 cargo build --release -p machineos -p machineos-synth -p machineos-kubetest
 bin=$PWD/target/release
 work=$(mktemp -d)

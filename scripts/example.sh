@@ -6,7 +6,7 @@
 # no container runtime, no privileges.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "building the release binaries (the first build compiles ~300 crates: a few minutes; later runs: seconds)" >&2
+echo "building the release binaries (the first build compiles ~280 crates: a few minutes; later runs: seconds)" >&2
 cargo build --release -p machineos -p machineos-synth
 bin=target/release
 $bin/machineos-synth --out target/example-base --tag latest --profile example >/dev/null
