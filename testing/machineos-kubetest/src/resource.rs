@@ -405,6 +405,26 @@ impl Registry {
                 ),
                 &|r| r.namespaced = false,
             ),
+            // What `deploy/` installs besides: the controller's Service, its Deployment and
+            // the agent's DaemonSet — stored (and their status written by a test standing in
+            // for their controllers); nothing here runs their pods.
+            with(b("", "v1", "Service", "services"), &|r| {
+                r.status_subresource = true;
+                r.short_names = short(&["svc"]);
+                r.categories = short(&["all"]);
+            }),
+            with(b("apps", "v1", "Deployment", "deployments"), &|r| {
+                r.status_subresource = true;
+                r.tracks_generation = true;
+                r.short_names = short(&["deploy"]);
+                r.categories = short(&["all"]);
+            }),
+            with(b("apps", "v1", "DaemonSet", "daemonsets"), &|r| {
+                r.status_subresource = true;
+                r.tracks_generation = true;
+                r.short_names = short(&["ds"]);
+                r.categories = short(&["all"]);
+            }),
             with(b("batch", "v1", "Job", "jobs"), &|r| {
                 r.status_subresource = true;
                 r.tracks_generation = true;
