@@ -9,7 +9,10 @@
 //!    Build). A missing or invalid ConfigMap, Secret or field, or a backend this controller
 //!    does not run yet, becomes `ImageBuildDegraded=True` (reason `InvalidConfiguration` or
 //!    `BuilderNotSupported`) and a Warning Event `ConfigReconcileFailed` naming the object
-//!    and field, and a permanent [`Requeue`]; nothing is built natively in its place.
+//!    and field, and a permanent [`Requeue`]; nothing is built natively in its place. The
+//!    first pass that finds the configuration usable again clears it (`BuildRecovered`),
+//!    and a `RegistryAccess=False` it caused turns `Unknown` while the registry is checked
+//!    again (`clear_fixed_causes`) — not a pass later, when the check has answered.
 //! 2. **Identity**: the target build `<pool>-<hash>` of the inputs ([`crate::identity`]).
 //! 3. **One active build per MachineOSConfig**: every other unfinished build becomes
 //!    Interrupted (and is cancelled on its backend) before the target is created — the MCO
@@ -451,6 +454,7 @@ fn ready(o: &mut PoolOut<'_>, eff: &Effective, inputs: &BuildInputs, target: &st
                             pullspec: push.pullspec(),
                             push_secret: eff.push_secret.clone(),
                         });
+                        clear_fixed_causes(o, eff, target, &push, true);
                         o.requeue("CheckingRegistry", Retry::Transient, Some(1));
                         return;
                     }
@@ -583,7 +587,68 @@ fn ready(o: &mut PoolOut<'_>, eff: &Effective, inputs: &BuildInputs, target: &st
     }
 
     let Some(t) = existing else { return };
+    clear_fixed_causes(o, eff, target, &push, false);
     follow(o, eff, inputs, t, &push, degraded.is_some());
+}
+
+/// The configuration is usable again: what said otherwise is over now, not one pass later.
+/// `checking` (a new target's registry check is asked for): `ImageBuildDegraded=True` for a
+/// configuration cause (a Secret, a field, the base image, an unsupported builder) or a
+/// failed build of older inputs turns `False` (with `BuildRecovered`); otherwise the target
+/// exists and its phase's conditions say the same. Both ways, `RegistryAccess=False` for a
+/// configuration cause turns `Unknown` until the registry answers (a check, or the build's
+/// push: [`succeeded`] makes it `True`). A failed registry check is not cleared here: only
+/// the next check's answer can say it is fixed.
+fn clear_fixed_causes(
+    o: &mut PoolOut<'_>,
+    eff: &Effective,
+    target: &str,
+    push: &PushTarget,
+    checking: bool,
+) {
+    if checking
+        && o.p
+            .pool
+            .condition(vocab::IMAGE_BUILD_DEGRADED)
+            .is_some_and(|c| c.status == "True" && c.reason != vocab::REASON_REGISTRY_CHECK_FAILED)
+    {
+        let want = pool_conditions_for(
+            &o.p.pool.name,
+            eff,
+            target,
+            Phase::Initial,
+            &format!("checking {} for an image of these inputs", push.pullspec()),
+        );
+        o.pool_conditions(want);
+    }
+    if let Some(OptIn::MachineOSConfig(m)) = &o.p.opt_in
+        && m.condition(vocab::REGISTRY_ACCESS).is_some_and(|c| {
+            c.status == "False"
+                && c.reason != vocab::REASON_REGISTRY_CHECK_FAILED
+                && c.reason != vocab::REASON_REGISTRY_UNAVAILABLE
+        })
+    {
+        o.actions.push(Action::SetMachineOSConfigCondition {
+            machine_os_config: m.name.clone(),
+            condition: PoolCondition {
+                type_: vocab::REGISTRY_ACCESS.to_owned(),
+                status: "Unknown".to_owned(),
+                reason: vocab::REASON_REGISTRY_CHECKING.to_owned(),
+                message: if checking {
+                    format!(
+                        "checking {} with Secret {}/{}",
+                        push.repository, o.observed.namespace, eff.push_secret
+                    )
+                } else {
+                    format!(
+                        "Secret {}/{} is usable again; MachineOSBuild {target} pushes to {} \
+                         with it",
+                        o.observed.namespace, eff.push_secret, push.repository
+                    )
+                },
+            },
+        });
+    }
 }
 
 fn start(eff: &Effective, inputs: &BuildInputs, target: &str, push: &PushTarget) -> Action {
@@ -1064,6 +1129,25 @@ fn succeeded(
     let name = t.name.as_str();
     match &p.opt_in {
         Some(OptIn::MachineOSConfig(m)) => {
+            // The image is in the repository, pushed or found with the push Secret: a
+            // `RegistryAccess` left `Unknown` (or `False` from a cause since fixed) says so.
+            if m.condition(vocab::REGISTRY_ACCESS)
+                .is_some_and(|c| c.status != "True")
+            {
+                o.actions.push(Action::SetMachineOSConfigCondition {
+                    machine_os_config: m.name.clone(),
+                    condition: cond(
+                        vocab::REGISTRY_ACCESS,
+                        true,
+                        vocab::REASON_REGISTRY_ACCESS_VERIFIED,
+                        format!(
+                            "{} holds the image of MachineOSBuild {name}, reached with Secret \
+                             {}/{}",
+                            eff.push_repository, o.observed.namespace, eff.push_secret
+                        ),
+                    ),
+                });
+            }
             if m.current_build.as_deref() != Some(name)
                 || m.current_image_pull_spec.as_deref() != Some(image.image.as_str())
                 || m.observed_generation != Some(m.generation)

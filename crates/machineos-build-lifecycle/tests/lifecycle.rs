@@ -826,16 +826,26 @@ fn configuration_errors_are_a_condition_and_an_event_naming_the_object_and_field
             "data.imageBuilderType: unsupported value \"kaniko\"",
         ),
     ];
-    let mut cases: Vec<(String, Observed, &str, &str)> = Vec::new();
+    // Each row: the world with the cause, the same world with the cause fixed (None where
+    // the fix is another object: a pool renamed), the reason and message said.
+    type Case<'a> = (String, Observed, Option<Observed>, &'a str, &'a str);
+    let mut cases: Vec<Case> = Vec::new();
     for (name, edit, reason, message) in mosc_cases {
         let mut o = world(vec![pool("worker", 1)]);
         edit(&mut o);
-        cases.push((name.into(), o, reason, message));
+        let fixed = (o.pools[0].pool.name == "worker").then(|| world(vec![pool("worker", 1)]));
+        cases.push((name.into(), o, fixed, reason, message));
     }
     for (name, data, reason, message) in legacy_cases {
-        cases.push((name.into(), world(vec![legacy_pool(data)]), reason, message));
+        cases.push((
+            name.into(),
+            world(vec![legacy_pool(data)]),
+            Some(world(vec![legacy_pool(Some(LEGACY))])),
+            reason,
+            message,
+        ));
     }
-    for (name, mut o, reason, message) in cases {
+    for (name, mut o, fixed, reason, message) in cases {
         let a = decide(&o, NOW);
         assert!(
             creates(&a).is_empty() && starts(&a).is_empty(),
@@ -880,6 +890,46 @@ fn configuration_errors_are_a_condition_and_an_event_naming_the_object_and_field
             mutations(&decide(&o, NOW)).is_empty(),
             "{name}: reported twice"
         );
+
+        // Fixed: the first pass clears what the cause said, with `BuildRecovered`.
+        let Some(mut fixed) = fixed else { continue };
+        carry_conditions(&o, &mut fixed);
+        let a = decide(&fixed, NOW + 1);
+        apply(&mut fixed, &a, NOW + 1);
+        let c = fixed.pools[0]
+            .pool
+            .condition(vocab::IMAGE_BUILD_DEGRADED)
+            .unwrap_or_else(|| panic!("{name}: no condition after the fix"));
+        assert_eq!(
+            c.status, "False",
+            "{name}: still degraded after the fix: {a:#?}"
+        );
+        assert!(
+            events(&a).iter().any(|(r, _)| r == "BuildRecovered"),
+            "{name}: no BuildRecovered: {a:#?}"
+        );
+        if let Some(OptIn::MachineOSConfig(m)) = &fixed.pools[0].opt_in
+            && let Some(r) = m.condition(vocab::REGISTRY_ACCESS)
+        {
+            assert_ne!(
+                r.status, "False",
+                "{name}: RegistryAccess still False: {r:?}"
+            );
+        }
+    }
+}
+
+/// The conditions `from` carries (pool and MachineOSConfig), onto the same objects of `to`:
+/// the objects as they are once the fix is made (a Secret created, a field edited) — their
+/// status still what the cause made it.
+fn carry_conditions(from: &Observed, to: &mut Observed) {
+    for (f, t) in from.pools.iter().zip(to.pools.iter_mut()) {
+        t.pool.conditions = f.pool.conditions.clone();
+        if let (Some(OptIn::MachineOSConfig(fm)), Some(OptIn::MachineOSConfig(tm))) =
+            (&f.opt_in, &mut t.opt_in)
+        {
+            tm.conditions = fm.conditions.clone();
+        }
     }
 }
 
@@ -1395,23 +1445,29 @@ fn an_unavailable_base_image_is_a_condition_and_an_event_naming_where_it_comes_f
     assert!(creates(&a).is_empty() && starts(&a).is_empty());
     assert_eq!(requeue(&a).map(|r| r.retry), Some(Retry::Permanent));
 
-    // Resolved: the pool builds, and the condition clears with the build's start.
+    // Resolved: the condition clears in the same pass that asks the registry, and the pool
+    // builds.
     apply(&mut o, &a, NOW);
     o.pools[0].base_image_error = None;
     o.pools[0].base_image = Some(base());
     let a = decide(&o, NOW);
     assert!(
-        matches!(mutations(&a)[..], [Action::CheckRegistry { .. }]),
+        a.iter().any(|x| matches!(x, Action::CheckRegistry { .. })),
         "{a:?}"
     );
-    apply(&mut o, &a, NOW);
-    let a = decide(&o, NOW);
-    assert_eq!(creates(&a).len(), 1);
+    assert!(creates(&a).is_empty(), "{a:?}");
     let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).expect("condition");
     assert_eq!(c.status, "False");
     assert!(
         events(&a).iter().any(|(r, _)| r == "BuildRecovered"),
         "{a:?}"
+    );
+    apply(&mut o, &a, NOW);
+    let a = decide(&o, NOW);
+    assert_eq!(creates(&a).len(), 1);
+    assert!(
+        !events(&a).iter().any(|(r, _)| r == "BuildRecovered"),
+        "recovered once: {a:?}"
     );
 }
 
@@ -1519,4 +1575,88 @@ fn a_deleted_push_secret_turns_registry_access_false() {
         Action::SetMachineOSConfigCondition { condition, .. }
             if condition.type_ == vocab::REGISTRY_ACCESS
     )));
+
+    // Created again: the first pass no longer says False, nor is the pool degraded.
+    o.secrets.insert("push".into(), SecretState::Usable);
+    let a = decide(&o, NOW + 3);
+    apply(&mut o, &a, NOW + 3);
+    let access = mosc_mut(&mut o, 0)
+        .condition(vocab::REGISTRY_ACCESS)
+        .cloned()
+        .expect("RegistryAccess");
+    assert_ne!(access.status, "False", "{access:?}: {a:#?}");
+    assert_eq!(
+        o.pools[0]
+            .pool
+            .condition(vocab::IMAGE_BUILD_DEGRADED)
+            .map(|c| c.status.as_str()),
+        Some("False"),
+        "{a:#?}"
+    );
+}
+
+#[test]
+fn a_push_secret_created_late_is_checked_then_verified_without_a_stale_false() {
+    // The MachineOSConfig came first: its Secret was missing.
+    let mut o = world(vec![pool("worker", 1)]);
+    o.secrets.remove("push");
+    converge(&mut o, 4);
+    assert_eq!(
+        mosc_mut(&mut o, 0)
+            .condition(vocab::REGISTRY_ACCESS)
+            .map(|c| c.status.as_str()),
+        None,
+        "no registry was checked yet"
+    );
+    // The registry check failed on a wrong Secret, then the Secret is replaced: the failed
+    // check is not cleared before a new check answers (no flapping on every check).
+    o.secrets.insert("push".into(), SecretState::Usable);
+    let t = target(&o, 0);
+    o.pools[0].registry.insert(
+        t.clone(),
+        RegistryObservation::Error {
+            message: "401 Unauthorized".into(),
+            transient: false,
+        },
+    );
+    let a = decide(&o, NOW);
+    apply(&mut o, &a, NOW);
+    let m = mosc_mut(&mut o, 0)
+        .condition(vocab::REGISTRY_ACCESS)
+        .cloned();
+    assert_eq!(
+        m.as_ref().map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("False", vocab::REASON_REGISTRY_CHECK_FAILED))
+    );
+    // The Secret changes (the controller forgets the answers for the old credentials).
+    o.pools[0].registry.clear();
+    let a = decide(&o, NOW + 1);
+    assert!(
+        a.iter().any(|x| matches!(x, Action::CheckRegistry { .. })),
+        "{a:#?}"
+    );
+    assert_eq!(
+        pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED),
+        None,
+        "a failed check stays until the next check answers: {a:#?}"
+    );
+    apply(&mut o, &a, NOW + 1);
+    // The check answers: absent, the push preflight passed → the build starts, verified.
+    let a = decide(&o, NOW + 2);
+    assert_eq!(starts(&a).len(), 1, "{a:#?}");
+    apply(&mut o, &a, NOW + 2);
+    let m = mosc_mut(&mut o, 0)
+        .condition(vocab::REGISTRY_ACCESS)
+        .cloned();
+    assert_eq!(
+        m.as_ref().map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("True", vocab::REASON_REGISTRY_ACCESS_VERIFIED))
+    );
+    assert_eq!(
+        o.pools[0]
+            .pool
+            .condition(vocab::IMAGE_BUILD_DEGRADED)
+            .map(|c| c.status.as_str()),
+        Some("False")
+    );
 }

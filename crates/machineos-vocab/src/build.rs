@@ -81,6 +81,9 @@ pub const REASON_POOL_FOUND: &str = "MachineConfigPoolFound";
 pub const REASON_REGISTRY_CHECK_FAILED: &str = "RegistryCheckFailed";
 /// Reason of `RegistryAccess=True`.
 pub const REASON_REGISTRY_ACCESS_VERIFIED: &str = "RegistryAccessVerified";
+/// Reason of `RegistryAccess=Unknown`: what made it `False` (a missing or unusable push
+/// Secret, an invalid push spec) is fixed and the registry is being checked again.
+pub const REASON_REGISTRY_CHECKING: &str = "RegistryChecking";
 /// Legacy pool condition (and `ImageBuildDegraded` reason): a build is pending.
 pub const BUILD_PENDING: &str = "BuildPending";
 /// Legacy pool condition (and reason): a build is running.
