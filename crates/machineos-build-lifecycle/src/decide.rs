@@ -332,15 +332,14 @@ fn decide_pool(
                     e.to_string(),
                 );
             }
-            // The push Secret (or the push spec) is what failed: the MachineOSConfig does not
-            // keep saying `RegistryAccess=True` about a Secret that is gone.
+            // The push Secret (or the push spec) is what failed: the MachineOSConfig says so
+            // itself (an admin reading it sees why nothing is built), and does not keep
+            // saying `RegistryAccess=True` about a Secret that is gone.
             if let Some(OptIn::MachineOSConfig(m)) = &p.opt_in
                 && e.field.starts_with("spec.renderedImagePush")
             {
                 let c = cond(vocab::REGISTRY_ACCESS, false, e.reason, e.to_string());
-                if m.condition(vocab::REGISTRY_ACCESS)
-                    .is_some_and(|now| *now != c)
-                {
+                if m.condition(vocab::REGISTRY_ACCESS) != Some(&c) {
                     o.actions.push(Action::SetMachineOSConfigCondition {
                         machine_os_config: m.name.clone(),
                         condition: c,

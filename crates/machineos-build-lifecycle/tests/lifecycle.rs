@@ -1604,9 +1604,9 @@ fn a_push_secret_created_late_is_checked_then_verified_without_a_stale_false() {
     assert_eq!(
         mosc_mut(&mut o, 0)
             .condition(vocab::REGISTRY_ACCESS)
-            .map(|c| c.status.as_str()),
-        None,
-        "no registry was checked yet"
+            .map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("False", vocab::REASON_INVALID_CONFIGURATION)),
+        "the MachineOSConfig says why nothing is built"
     );
     // The registry check failed on a wrong Secret, then the Secret is replaced: the failed
     // check is not cleared before a new check answers (no flapping on every check).

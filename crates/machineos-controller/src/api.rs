@@ -13,6 +13,7 @@
 //! * Condition `lastTransitionTime` moves only when a condition's status changes.
 //! * Errors are [`ExecError`]s that say whether retrying helps and carry a metric label.
 
+use crate::kinds;
 use k8s_openapi::api::core::v1::ObjectReference as CoreRef;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -179,20 +180,58 @@ pub async fn set_annotation(
 /// Events (see [`machineos_kube::Events`]) about the lifecycle's objects. Events about
 /// cluster-scoped objects go to namespace `default`: kube-apiserver refuses any other
 /// namespace for them (`legacyValidateEvent`: "does not match event.namespace").
+///
+/// Every Event names its object's uid: `kubectl describe` finds an object's Events by
+/// `involvedObject.uid` among other fields, so an Event without it is invisible there. A
+/// reference the deciders made without one (they name objects by kind and name) gets it
+/// from the API server, one GET per such Event; an object that does not exist (a Secret
+/// not found) keeps none.
 pub struct Events {
     events: machineos_kube::Events,
+    client: Client,
 }
 
 impl Events {
     /// A recorder reporting as `machineos-controller` / `instance`.
     pub fn new(client: Client, instance: &str) -> Self {
         Events {
-            events: machineos_kube::Events::new(client, "machineos-controller", instance),
+            events: machineos_kube::Events::new(client.clone(), "machineos-controller", instance),
+            client,
+        }
+    }
+
+    /// The uid of `object`, read from the API server (`None`: an unknown kind, or absent).
+    async fn uid_of(&self, object: &ObjectRef) -> Option<String> {
+        let ar = match object.kind.as_str() {
+            "MachineConfigPool" => kinds::pool(),
+            "MachineConfig" => kinds::machine_config(),
+            "MachineOSConfig" => kinds::machine_os_config(),
+            "MachineOSBuild" => kinds::build(),
+            "MachineOSImage" => kinds::image(),
+            "MachineImage" => kinds::machine_image(),
+            "ConfigMap" => kinds::config_map(),
+            "Secret" => kinds::secret(),
+            _ => return None,
+        };
+        let api: Api<DynamicObject> = match &object.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        match api.get_metadata_opt(&object.name).await {
+            Ok(found) => found.and_then(|o| o.metadata.uid),
+            Err(e) => {
+                tracing::debug!(object = %object.name, error = %e, "reading an Event's object uid");
+                None
+            }
         }
     }
 
     /// Publish one Event; failures are logged, never fatal (Events are best effort).
     pub async fn publish(&self, object: &ObjectRef, type_: EventType, reason: &str, note: &str) {
+        let uid = match &object.uid {
+            Some(uid) => Some(uid.clone()),
+            None => self.uid_of(object).await,
+        };
         let (api_version, kind) = match object.kind.as_str() {
             "ConfigMap" | "Secret" => ("v1", object.kind.as_str()),
             "MachineOSImage" | "MachineImage" => (
@@ -206,7 +245,7 @@ impl Events {
             kind: Some(kind.into()),
             name: Some(object.name.clone()),
             namespace: object.namespace.clone(),
-            uid: object.uid.clone(),
+            uid,
             ..CoreRef::default()
         };
         let warning = matches!(type_, EventType::Warning);

@@ -192,14 +192,40 @@ async fn a_missing_push_secret_is_a_condition_naming_it_and_no_build() {
             .items
             .is_empty()
     );
+    // What an admin reads: the pool's condition names the Secret; the MachineOSConfig's
+    // Events say what failed.
+    c.describe_until(
+        "machineconfigpool",
+        "worker",
+        &[
+            "ImageBuildDegraded",
+            "Secret machineos/no-such-secret not found",
+        ],
+    )
+    .await;
+    c.describe_until(
+        "machineosconfig",
+        "worker",
+        &[
+            "Warning  ConfigReconcileFailed",
+            "spec.renderedImagePushSecret.name",
+        ],
+    )
+    .await;
 
-    // The Secret appears: the build follows.
+    // The Secret appears: the build follows, and describe says the pool recovered.
     let (u, p) = c.registry.credentials().unwrap();
     c.secret("no-such-secret", &dockerconfig(&c.registry.host(), u, p))
         .await;
     c.until(&kinds::build(), "a Succeeded build", |l| {
         l.len() == 1 && phase(&l[0]) == "Succeeded"
     })
+    .await;
+    c.describe_until(
+        "machineconfigpool",
+        "worker",
+        &["BuildRecovered", "Pool worker image build recovered"],
+    )
     .await;
     ctl.stop().await;
 }

@@ -710,6 +710,15 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         "{nd}"
     );
     assert_eq!(st["degradedMachineCount"], 1, "{st}");
+    // What an admin reads on the pool and on the node.
+    c.describe_until(
+        "machineconfigpool",
+        "worker",
+        &["NodeDegraded", "Node node-05 is reporting:"],
+    )
+    .await;
+    c.describe_until("node", "node-05", &["Warning  UpdateFailed"])
+        .await;
     // It does not spread: after a while, no node beyond those already moving is targeted.
     let at_halt = moving(&nodes(&c).await);
     tokio::time::sleep(Duration::from_secs(4)).await;

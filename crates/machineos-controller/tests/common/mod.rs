@@ -245,6 +245,39 @@ impl Cluster {
         }
     }
 
+    /// What an admin reads: `kubectl describe <what> <name>` against this cluster, polled
+    /// until it contains every string of `want` (its last output in the panic otherwise).
+    /// `None` when kubectl is not installed — which fails under `CI`, where it is.
+    pub async fn describe_until(&self, what: &str, name: &str, want: &[&str]) -> Option<String> {
+        if !machineos_kubetest::kubectl::available() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "kubectl is missing under CI"
+            );
+            eprintln!("SKIPPED kubectl describe {what} {name}: no kubectl");
+            return None;
+        }
+        let (k, _) =
+            machineos_kubetest::kubectl::Kubectl::for_server(&self.server, self.tmp.path())
+                .unwrap();
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        loop {
+            let (k2, what2, name2) = (k.clone(), what.to_owned(), name.to_owned());
+            let out = tokio::task::spawn_blocking(move || k2.ok(&["describe", &what2, &name2]))
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| format!("{e}"));
+            if want.iter().all(|w| out.contains(w)) {
+                return Some(out);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "kubectl describe {what} {name} lacks one of {want:?}:\n{out}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     pub fn get(&self, ar: &kube::api::ApiResource) -> Api<DynamicObject> {
         kinds::all(&self.client, ar)
     }
