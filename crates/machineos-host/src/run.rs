@@ -10,7 +10,16 @@
 //!   --wait --collect --quiet --property=StandardError=truncate:<log> -- <prog> <args>`, so an
 //!   agent restart does not kill a host switch half-way. The unit's stderr goes to
 //!   `<state_dir>/<unit>.stderr` (the unit does not share the agent's pipes: a dead agent must
-//!   not turn the tool's writes into `EPIPE`). If the unit is already active (`systemctl
+//!   not turn the tool's writes into `EPIPE`).
+//! * **One state directory, two views.** The agent runs in a container; the tools run in the
+//!   host's mount namespace (under the `nsenter` prefix), and systemd opens the unit's stderr
+//!   file there. So the state directory lives on the host — `/run/machineos-host` as the
+//!   tools see it ([`Runner::tools_state_dir`]), `<host root>/run/machineos-host` as the agent
+//!   sees it through the DaemonSet's host mount ([`Runner::state_dir`]): the log path handed
+//!   to systemd-run is the tools' view, the agent creates the directory and reads the log and
+//!   the backends' marks through its own. On the host's `/run`, the marks outlive an agent
+//!   restart and are cleared at the host's boot. [`Runner::for_host`] sets both as the agent
+//!   runs; a runner whose tools see what the agent sees (no prefix) has one path. If the unit is already active (`systemctl
 //!   is-active <unit>`, e.g. started by the agent before it restarted), the runner waits for
 //!   it to finish, polling every [`Runner::poll`], instead of starting a second one, and
 //!   reports [`Ran::Waited`]: the unit's exit status is gone (`--collect`), so the caller
@@ -25,6 +34,9 @@ use crate::HostError;
 
 /// How many trailing stderr lines an error keeps.
 const STDERR_LINES: usize = 20;
+
+/// The agent's state directory on the host, as the host sees it (a tmpfs: cleared at boot).
+pub const HOST_STATE_DIR: &str = "/run/machineos-host";
 
 /// Where the host tools are. Defaults are the names looked up on `PATH`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,9 +104,13 @@ pub struct Runner {
     pub tools: Tools,
     /// How [`Runner::run_long`] runs (the host switch).
     pub long_mode: Mode,
-    /// Where systemd-run units leave their stderr and backends their marks
-    /// (`/run/machineos-host`, cleared at boot).
+    /// Where systemd-run units leave their stderr and backends their marks, as this process
+    /// sees it (`/run/machineos-host` by default; `<host root>/run/machineos-host` for the
+    /// agent in its container: [`Runner::for_host`]).
     pub state_dir: PathBuf,
+    /// The same directory as the host tools see it, when they see it elsewhere (they run in
+    /// the host's mount namespace); `None`: at [`Runner::state_dir`].
+    pub tools_state_dir: Option<PathBuf>,
     /// How often to poll `systemctl is-active` while waiting for a unit.
     pub poll: Duration,
     /// A command every host tool runs under, e.g. `nsenter -t 1 -m -u -i -n -p --` from a
@@ -111,11 +127,39 @@ impl Runner {
         Runner {
             tools,
             long_mode: Mode::Direct,
-            state_dir: PathBuf::from("/run/machineos-host"),
+            state_dir: PathBuf::from(HOST_STATE_DIR),
+            tools_state_dir: None,
             poll: Duration::from_secs(2),
             prefix: Vec::new(),
             timeout: Duration::from_secs(3600),
         }
+    }
+
+    /// The agent's runner as the DaemonSet runs it: every tool under `prefix` (`nsenter -t 1
+    /// -m -u -i -n -p --` to enter the host's namespaces; empty when the agent runs on the
+    /// host itself), the switch as `long_mode` says, and the state directory on the host's
+    /// `/run`: [`HOST_STATE_DIR`] for the tools, the same directory under `host_root` (the
+    /// host's `/` as mounted in the agent's container) for the agent. Without a prefix the
+    /// tools see what the agent sees, and both use the agent's path.
+    pub fn for_host(
+        tools: Tools,
+        host_root: &Path,
+        prefix: Vec<String>,
+        long_mode: Mode,
+    ) -> Runner {
+        let on_host = host_root.join(HOST_STATE_DIR.trim_start_matches('/'));
+        Runner {
+            long_mode,
+            tools_state_dir: (!prefix.is_empty()).then(|| PathBuf::from(HOST_STATE_DIR)),
+            state_dir: on_host,
+            prefix,
+            ..Runner::new(tools)
+        }
+    }
+
+    /// The state directory as the host tools see it.
+    pub fn tools_state_dir(&self) -> &Path {
+        self.tools_state_dir.as_deref().unwrap_or(&self.state_dir)
     }
 
     /// Run `prog args` as a child (under [`Runner::prefix`]), to success.
@@ -163,7 +207,9 @@ impl Runner {
             "--quiet".to_owned(),
             format!(
                 "--property=StandardError=truncate:{}",
-                self.stderr_log(unit).display()
+                self.tools_state_dir()
+                    .join(format!("{unit}.stderr"))
+                    .display()
             ),
             "--".to_owned(),
             prog.display().to_string(),
@@ -172,6 +218,7 @@ impl Runner {
         v
     }
 
+    /// The unit's stderr file, as this process reads it.
     fn stderr_log(&self, unit: &str) -> PathBuf {
         self.state_dir.join(format!("{unit}.stderr"))
     }

@@ -96,17 +96,21 @@ fn is_no_tool(e: &anyhow::Error) -> bool {
 
 /// The real host: bootc or rpm-ostree, whichever it has, run in its namespaces.
 fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
-    let mut runner = Runner::new(Tools::default());
-    if args.host_exec == "nsenter" {
-        runner.prefix = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
+    let prefix = if args.host_exec == "nsenter" {
+        ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
             .map(String::from)
-            .to_vec();
-    }
-    if !args.no_systemd_run {
-        runner.long_mode = Mode::SystemdRun {
+            .to_vec()
+    } else {
+        Vec::new()
+    };
+    let long_mode = if args.no_systemd_run {
+        Mode::Direct
+    } else {
+        Mode::SystemdRun {
             unit: "machineos-host-switch".into(),
-        };
-    }
+        }
+    };
+    let runner = Runner::for_host(Tools::default(), &args.host_root, prefix, long_mode);
     let host = machineos_host::detect(&runner, &args.host_root)
         .with_context(|| format!("--host auto (host root {})", args.host_root.display()))?;
     Ok(Arc::from(host))
