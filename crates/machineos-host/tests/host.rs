@@ -749,17 +749,24 @@ fn systemd_run_mode_waits_for_an_active_unit_instead_of_starting_another() {
 
 #[test]
 fn detection() {
-    // bootc booted from an image: bootc, even with rpm-ostree present.
+    // rpm-ostree present: rpm-ostree, as the MCO's daemon, even where bootc booted the
+    // image (a layered CoreOS node): its kernel arguments change only through rpm-ostree.
     let st = Stand::new(Some(A), &["bootc", "rpm-ostree"]);
-    assert_eq!(
-        detect(&st.runner(), &st.root).unwrap().kind(),
-        HostKind::Bootc
-    );
+    let h = detect(&st.runner(), &st.root).unwrap();
+    assert_eq!(h.kind(), HostKind::RpmOstree);
+    h.kargs(&["nosmt".to_owned()], &[])
+        .expect("kargs on a layered node");
     // bootc present but nothing booted through it: rpm-ostree.
     let st = Stand::new(None, &["bootc", "rpm-ostree"]);
     assert_eq!(
         detect(&st.runner(), &st.root).unwrap().kind(),
         HostKind::RpmOstree
+    );
+    // A bootc-only host: bootc.
+    let st = Stand::new(Some(A), &["bootc"]);
+    assert_eq!(
+        detect(&st.runner(), &st.root).unwrap().kind(),
+        HostKind::Bootc
     );
     // No bootc: rpm-ostree.
     let st = Stand::new(Some(A), &["rpm-ostree"]);

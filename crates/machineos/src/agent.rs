@@ -36,7 +36,7 @@ pub struct AgentArgs {
     /// Where the host's root filesystem is mounted in the agent's container.
     #[arg(long, value_name = "DIR", default_value = "/host")]
     host_root: PathBuf,
-    /// The host backend: `auto` (bootc or rpm-ostree, whichever the host has) or `fake`
+    /// The host backend: `auto` (rpm-ostree where the host has it, as the MCO; else bootc) or `fake`
     /// (a simulated machine for demos and tests: an in-memory host whose reboots restart
     /// the agent in process, the Node NotReady meanwhile; nothing here is touched).
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "fake"])]
@@ -94,7 +94,7 @@ fn is_no_tool(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The real host: bootc or rpm-ostree, whichever it has, run in its namespaces.
+/// The real host: rpm-ostree where it has it, else bootc, run in its namespaces.
 fn host(args: &AgentArgs) -> anyhow::Result<Arc<dyn Host>> {
     let prefix = if args.host_exec == "nsenter" {
         ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
