@@ -7,7 +7,10 @@
 //!   the new, never a torn file. Missing parent directories are created (mode 0755).
 //! * The pull secret goes where the host tool reads credentials: [`BOOTC_AUTH`] for bootc,
 //!   [`RPM_OSTREE_AUTH`] for rpm-ostree (the MCO's choice, `pkg/daemon`'s
-//!   `useMergedPullSecrets`), mode 0600.
+//!   `useMergedPullSecrets`), mode 0600 — merged into what is there, registry by registry
+//!   ([`merge_auth`]): `/etc/ostree/auth.json` is the node's own, and a Secret naming one
+//!   registry must not drop the credentials of the others. Not yet: taking a registry's
+//!   entry out again once no image needs it (it stays until replaced).
 //! * SSH keys go to `<root>/home/<user>/.ssh/authorized_keys.d/`[`SSH_KEY_FRAGMENT`] (mode
 //!   0600; `.ssh` and `authorized_keys.d` 0700). The fragment is `ignition`, the one Ignition
 //!   wrote at first boot and the MCO daemon rewrites (MCO `pkg/daemon/constants`
@@ -66,15 +69,61 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), HostError
     Ok(())
 }
 
-/// Write the pull secret at `<root>/<rel>` (mode 0600); returns the full path.
+/// `data`'s registries merged into the auth file at `path` (its bytes; absent: empty): each
+/// registry `data`'s `auths` names gets `data`'s entry, every other registry of the file
+/// keeps its own — the node's own credentials are never dropped — and the file's other
+/// members stay. `what` names `data` in errors.
+pub fn merge_auth(path: &Path, data: &[u8], what: &str) -> Result<Vec<u8>, HostError> {
+    fn invalid(path: &str, message: String) -> HostError {
+        HostError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
+        }
+    }
+    let given: serde_json::Value =
+        serde_json::from_slice(data).map_err(|e| invalid(what, format!("not JSON: {e}")))?;
+    let Some(given) = given.get("auths").and_then(serde_json::Value::as_object) else {
+        return Err(invalid(what, "no `auths` object".to_owned()));
+    };
+    let mut file: serde_json::Value = match std::fs::read(path) {
+        Ok(bytes) if !bytes.iter().all(u8::is_ascii_whitespace) => {
+            serde_json::from_slice(&bytes)
+                .map_err(|e| invalid(&path.display().to_string(), format!("not JSON: {e}")))?
+        }
+        Ok(_) => serde_json::json!({}),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let Some(top) = file.as_object_mut() else {
+        return Err(invalid(
+            &path.display().to_string(),
+            "not a JSON object".to_owned(),
+        ));
+    };
+    let auths = top.entry("auths").or_insert_with(|| serde_json::json!({}));
+    let Some(auths) = auths.as_object_mut() else {
+        return Err(invalid(
+            &path.display().to_string(),
+            "`auths` is not an object".to_owned(),
+        ));
+    };
+    for (registry, entry) in given {
+        auths.insert(registry.clone(), entry.clone());
+    }
+    serde_json::to_vec(&file).map_err(|e| invalid(what, e.to_string()))
+}
+
+/// Merge the pull secret `data` (a `.dockerconfigjson`) into the auth file at `<root>/<rel>`
+/// ([`merge_auth`]; mode 0600); returns the full path.
 pub fn write_pull_secret(root: &Path, rel: &str, data: &[u8]) -> Result<PathBuf, HostError> {
     let path = root.join(rel);
-    write_atomic(&path, data, 0o600)?;
+    let merged = merge_auth(&path, data, "the pull secret")?;
+    write_atomic(&path, &merged, 0o600)?;
     Ok(path)
 }
 
-/// Put the credentials at `auth` where the tool reads them (`<root>/<rel>`), unless `auth`
-/// is that file already.
+/// Merge the credentials at `auth` into the file the tool reads them from (`<root>/<rel>`,
+/// [`merge_auth`]), unless `auth` is that file already.
 pub fn install_auth(root: &Path, rel: &str, auth: Option<&Path>) -> Result<(), HostError> {
     let Some(auth) = auth else { return Ok(()) };
     let target = root.join(rel);
@@ -82,7 +131,8 @@ pub fn install_auth(root: &Path, rel: &str, auth: Option<&Path>) -> Result<(), H
         return Ok(());
     }
     let data = std::fs::read(auth).map_err(io(auth))?;
-    write_atomic(&target, &data, 0o600)
+    let merged = merge_auth(&target, &data, &auth.display().to_string())?;
+    write_atomic(&target, &merged, 0o600)
 }
 
 /// A user's uid, gid and home from a passwd file.

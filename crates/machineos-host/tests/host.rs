@@ -790,29 +790,54 @@ fn mode(p: &Path) -> u32 {
 #[test]
 fn pull_secrets_where_each_tool_reads_them() {
     let st = Stand::new(Some(A), &["bootc", "rpm-ostree"]);
-    let p = st.bootc().write_pull_secret(b"{\"auths\":{}}").unwrap();
+    let json = |p: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    // The node's own credentials for its registries.
+    st.write_root(
+        "etc/ostree/auth.json",
+        r#"{"auths":{"quay.io":{"auth":"bm9kZQ=="}},"credHelpers":{"x":"y"}}"#,
+    );
+    let p = st
+        .bootc()
+        .write_pull_secret(br#"{"auths":{"registry.local":{"auth":"cG9vbA=="}}}"#)
+        .unwrap();
     assert_eq!(p, st.root.join("etc/ostree/auth.json"));
-    assert_eq!(std::fs::read(&p).unwrap(), b"{\"auths\":{}}");
+    assert_eq!(
+        json(&p),
+        serde_json::json!({"auths": {
+            "quay.io": {"auth": "bm9kZQ=="},
+            "registry.local": {"auth": "cG9vbA=="}
+        }, "credHelpers": {"x": "y"}}),
+        "merged: the node's registries stay"
+    );
     assert_eq!(mode(&p), 0o600);
+    // The same registry again: the Secret's entry replaces the old one.
+    st.bootc()
+        .write_pull_secret(br#"{"auths":{"registry.local":{"auth":"bmV3"}}}"#)
+        .unwrap();
+    assert_eq!(json(&p)["auths"]["registry.local"]["auth"], "bmV3");
+    assert_eq!(json(&p)["auths"]["quay.io"]["auth"], "bm9kZQ==");
+    // rpm-ostree's file, absent before: the Secret's registries; no temp file left.
     let p = st
         .rpm_ostree()
-        .write_pull_secret(b"{\"auths\":{\"a\":{}}}")
+        .write_pull_secret(br#"{"auths":{"a":{}}}"#)
         .unwrap();
     assert_eq!(p, st.root.join("run/ostree/auth.json"));
     assert_eq!(mode(&p), 0o600);
-    // Rewriting replaces, and leaves no temp file.
-    st.rpm_ostree().write_pull_secret(b"{}").unwrap();
-    assert_eq!(std::fs::read(&p).unwrap(), b"{}");
+    assert_eq!(json(&p), serde_json::json!({"auths": {"a": {}}}));
     assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
-    // An auth file elsewhere is installed where the tool reads it.
+    // Not a dockerconfigjson: refused, the file untouched.
+    assert!(st.rpm_ostree().write_pull_secret(b"{}").is_err());
+    assert_eq!(json(&p), serde_json::json!({"auths": {"a": {}}}));
+    // An auth file elsewhere is merged where the tool reads it.
     let other = st.root.join("tmp/auth.json");
     std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-    std::fs::write(&other, b"{\"auths\":{\"b\":{}}}").unwrap();
+    std::fs::write(&other, br#"{"auths":{"b":{}}}"#).unwrap();
     st.bootc().pull(B, Some(&other)).unwrap();
-    assert_eq!(
-        std::fs::read(st.root.join("etc/ostree/auth.json")).unwrap(),
-        b"{\"auths\":{\"b\":{}}}"
-    );
+    let merged = json(&st.root.join("etc/ostree/auth.json"));
+    assert_eq!(merged["auths"]["b"], serde_json::json!({}));
+    assert_eq!(merged["auths"]["quay.io"]["auth"], "bm9kZQ==");
 }
 
 #[test]
