@@ -6,19 +6,23 @@
 //!   `<repository of image.image.image>@<image.imageDigest>`. A staged entry with
 //!   `downloadOnly: true` is not the next boot: it is reported in `pulled`, not `staged`.
 //!   Kernel arguments and the boot id come from `<root>/proc` (bootc's JSON has neither).
-//! * `pull`: `bootc switch` has no `--download-only`; `bootc upgrade --download-only`
-//!   (bootc ≥ 1.12.0) downloads and stages the *current spec's* image with its finalization
-//!   locked, so it is not applied at reboot. `pull(X)` is therefore `bootc switch --quiet X`
-//!   then `bootc upgrade --download-only --quiet`: after it, X is a download-only staged
-//!   deployment and the next boot is still the booted image. Caveats, all bootc's: between
-//!   the two commands X *is* the next boot (a reboot in that window boots X; a failed second
-//!   step is retried by the next `pull`, remembered in `<state_dir>/bootc-pull`); bootc
-//!   keeps one staged deployment, so one pulled image at a time; and `pull` refuses
-//!   ([`HostError::Unsupported`]) while a different image is staged for the next boot,
-//!   because replacing it would change what boots next. A locked deployment is dropped when
-//!   the host reboots without it.
+//! * `pull(X)` never changes what boots next. `bootc switch` has no `--download-only`
+//!   (`SwitchOpts` in `crates/lib/src/cli.rs`), and `bootc upgrade --download-only` only
+//!   downloads the *current spec's* image, so reaching X that way needs a `switch` first —
+//!   which makes X the next boot until the second step locks it, and for good if the agent
+//!   dies in between: an unplanned reboot would then apply X outside the rollout's budget.
+//!   Instead X is pulled into the host's ostree repository with bootc's own ostree-ext, the
+//!   import bootc runs for a switch: `bootc internals ostree-container image pull --quiet
+//!   /sysroot/ostree/repo ostree-unverified-registry:X` (`InternalsOpts::OstreeContainer` →
+//!   ostree-ext `ContainerImageOpts::Pull`; credentials from ostree's `/etc/ostree/auth.json`
+//!   or `/run/ostree/auth.json`). The image is kept under its ostree ref, no deployment is
+//!   written, and the `switch` that deploys it later finds its layers there. bootc's status
+//!   does not list pulled images, so successful pulls are recorded in
+//!   `<state_dir>/bootc-pulled` (the host's `/run`: cleared at boot) and reported in `pulled`,
+//!   as a download-only staged deployment made by someone else is.
 //! * `deploy(X)`: nothing when X is staged (or booted with nothing staged); `bootc upgrade
-//!   --from-downloaded --quiet` when X was pulled (unlocks it); else `bootc switch --quiet X`
+//!   --from-downloaded --quiet` when X is a download-only staged deployment (unlocks it);
+//!   else `bootc switch --quiet X`
 //!   (the MCO's `pkg/daemon/bootc.go` runs plain `bootc switch <image>`). Both run through
 //!   [`Runner::run_long`] (systemd-run when so configured). The booted deployment stays the
 //!   rollback (ostree keeps booted + staged); `--retain` is not needed for that (it only
@@ -41,6 +45,8 @@ use crate::run::{Ran, Runner};
 use crate::{Host, HostError, HostKind, HostStatus};
 
 const TOOL: &str = "bootc";
+/// The host's ostree repository, as the host tools see it.
+const OSTREE_REPO: &str = "/sysroot/ostree/repo";
 
 /// A host driven with bootc.
 #[derive(Debug, Clone)]
@@ -154,8 +160,29 @@ impl Bootc {
         parse_status(&self.bootc(&["status", "--format", "json"])?)
     }
 
-    fn pull_mark(&self) -> PathBuf {
-        self.runner.state_dir.join("bootc-pull")
+    /// The images this host's ostree repository holds by our pulls (one per line).
+    fn pulled_record(&self) -> PathBuf {
+        self.runner.state_dir.join("bootc-pulled")
+    }
+
+    fn recorded_pulls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.pulled_record())
+            .map(|t| t.lines().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    /// `bootc status`, with the recorded pulls in `pulled`.
+    fn tool_status(&self) -> Result<HostStatus, HostError> {
+        let mut s = self.bootc_status()?.host_status();
+        for p in self.recorded_pulls() {
+            if !s.pulled.contains(&p)
+                && s.staged.as_ref() != Some(&p)
+                && s.booted.as_ref() != Some(&p)
+            {
+                s.pulled.push(p);
+            }
+        }
+        Ok(s)
     }
 
     fn switch(&self, image: &str, from_downloaded: bool) -> Result<(), HostError> {
@@ -188,7 +215,7 @@ impl Host for Bootc {
     }
 
     fn status(&self) -> Result<HostStatus, HostError> {
-        let mut s = self.bootc_status()?.host_status();
+        let mut s = self.tool_status()?;
         s.kargs = files::booted_kargs(&self.root)?;
         s.boot_id = files::boot_id(&self.root)?;
         Ok(s)
@@ -196,39 +223,32 @@ impl Host for Bootc {
 
     fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
-        let s = self.bootc_status()?.host_status();
-        let mark = self.pull_mark();
-        let marked = std::fs::read_to_string(&mark).is_ok_and(|m| m.trim() == image);
-        let half_done = marked && s.staged.as_deref() == Some(image);
-        if !half_done {
-            if s.booted.as_deref() == Some(image)
-                || s.staged.as_deref() == Some(image)
-                || s.pulled.iter().any(|p| p == image)
-            {
-                return Ok(());
-            }
-            if let Some(next) = &s.staged {
-                return Err(HostError::Unsupported {
-                    tool: TOOL.into(),
-                    operation: format!("pull {image}"),
-                    reason: format!(
-                        "{next} is staged for the next boot; bootc keeps one staged deployment, \
-                         and pulling would replace it"
-                    ),
-                });
-            }
-            files::write_atomic(&mark, image.as_bytes(), 0o644)?;
-            self.bootc(&["switch", "--quiet", image])?;
+        let s = self.tool_status()?;
+        if s.booted.as_deref() == Some(image)
+            || s.staged.as_deref() == Some(image)
+            || s.pulled.iter().any(|p| p == image)
+        {
+            return Ok(());
         }
-        self.bootc(&["upgrade", "--download-only", "--quiet"])?;
-        let _ = std::fs::remove_file(&mark);
-        Ok(())
+        let imgref = format!("ostree-unverified-registry:{image}");
+        self.bootc(&[
+            "internals",
+            "ostree-container",
+            "image",
+            "pull",
+            "--quiet",
+            OSTREE_REPO,
+            &imgref,
+        ])?;
+        let mut pulled = self.recorded_pulls();
+        pulled.push(image.to_owned());
+        let text: String = pulled.iter().map(|p| format!("{p}\n")).collect();
+        files::write_atomic(&self.pulled_record(), text.as_bytes(), 0o644)
     }
 
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
         let s = self.bootc_status()?.host_status();
-        let _ = std::fs::remove_file(self.pull_mark());
         if s.staged.as_deref() == Some(image)
             || (s.booted.as_deref() == Some(image) && s.staged.is_none())
         {
