@@ -230,14 +230,17 @@ struct Render {
     services: Vec<Service>,
     pvcs: Vec<PersistentVolumeClaim>,
     config_maps: Vec<ConfigMap>,
+    /// OpenShift's SecurityContextConstraints (no k8s-openapi type: kept as JSON).
+    sccs: Vec<Value>,
 }
 
 /// Kinds with no namespace.
-const CLUSTER_SCOPED: [&str; 4] = [
+const CLUSTER_SCOPED: [&str; 5] = [
     "Namespace",
     "CustomResourceDefinition",
     "ClusterRole",
     "ClusterRoleBinding",
+    "SecurityContextConstraints",
 ];
 
 impl Render {
@@ -270,6 +273,9 @@ impl Render {
                 ("v1", "Service") => r.services.push(strict(doc).map_err(bad)?),
                 ("v1", "PersistentVolumeClaim") => r.pvcs.push(strict(doc).map_err(bad)?),
                 ("v1", "ConfigMap") => r.config_maps.push(strict(doc).map_err(bad)?),
+                ("security.openshift.io/v1", "SecurityContextConstraints") => {
+                    r.sccs.push(doc.clone())
+                }
                 _ => {
                     return Err(format!(
                         "{}: {api} {kind} is not a kind this test checks; add it here",
@@ -1255,6 +1261,189 @@ fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
     assert!(args.contains(&"--no-render".to_owned()), "{args:?}");
     // Everything else is still there: the agent, the RBAC.
     assert_eq!(r.daemon_sets.len(), 1);
+
+    // The SCCs: the agent may use the cluster's `privileged`; the build pods run as
+    // machineos-builder, which may use `machineos-builder`, and that SCC admits the Job pod
+    // the controller really creates.
+    let bound = |sa: &str, role: &str| {
+        r.role_bindings.iter().any(|b| {
+            b.role_ref.kind == "ClusterRole"
+                && b.role_ref.name == role
+                && b.subjects.iter().flatten().any(|s| {
+                    s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(NS)
+                })
+        })
+    };
+    assert!(bound("machineos-agent", "system:openshift:scc:privileged"));
+    assert!(bound("machineos-builder", "machineos-builder-scc"));
+    let uses = r
+        .cluster_roles
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("machineos-builder-scc"))
+        .expect("ClusterRole machineos-builder-scc");
+    assert_eq!(
+        grants(
+            "machineos-builder-scc",
+            uses.rules.as_deref().unwrap_or_default()
+        ),
+        table(&[(
+            "security.openshift.io",
+            "securitycontextconstraints:machineos-builder",
+            &["use"]
+        )])
+    );
+    assert!(
+        r.service_accounts
+            .iter()
+            .any(|a| a.metadata.name.as_deref() == Some("machineos-builder"))
+    );
+    let flag = "--build-service-account=machineos-builder".to_owned();
+    assert!(args.contains(&flag), "{args:?}");
+
+    let scc = r
+        .sccs
+        .iter()
+        .find(|s| s["metadata"]["name"] == "machineos-builder")
+        .expect("SCC machineos-builder");
+    let mut inputs = machineos_buildrequest::objects::JobInputs::new(
+        machineos_buildrequest::objects::BuildMeta {
+            build: "worker-0123".into(),
+            build_uid: "uid".into(),
+            machine_os_config: "worker".into(),
+            pool: "worker".into(),
+            rendered_machine_config: "rendered-worker-1".into(),
+        },
+        NS,
+        "registry.example.com/os/worker:worker-0123",
+        "push-secret",
+    );
+    inputs.service_account = Some("machineos-builder".into());
+    let job = machineos_buildrequest::objects::build_job(&inputs);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "machineos-builder");
+    for host in ["hostPID", "hostIPC", "hostNetwork"] {
+        assert!(pod[host] != true, "{host}");
+    }
+    assert_eq!(scc["allowHostPID"], false);
+    let strings = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect()
+    };
+    let volumes = strings(&scc["volumes"]);
+    for v in pod["volumes"].as_array().expect("volumes") {
+        let kind = [
+            "configMap",
+            "secret",
+            "emptyDir",
+            "projected",
+            "downwardAPI",
+        ]
+        .into_iter()
+        .find(|k| v.get(*k).is_some())
+        .unwrap_or_else(|| panic!("a volume kind the SCC does not name: {v}"));
+        assert!(volumes.contains(kind), "{kind} not in {volumes:?}");
+    }
+    assert!(pod["securityContext"]["runAsNonRoot"] == true);
+    assert_eq!(scc["runAsUser"]["type"], "MustRunAsNonRoot");
+    for c in pod["containers"].as_array().expect("containers") {
+        let sc = &c["securityContext"];
+        let added = strings(&sc["capabilities"]["add"]);
+        assert!(
+            added.is_subset(&strings(&scc["allowedCapabilities"])),
+            "{added:?}"
+        );
+        let dropped = strings(&sc["capabilities"]["drop"]);
+        assert!(
+            dropped.contains("ALL")
+                || strings(&scc["requiredDropCapabilities"]).is_subset(&dropped),
+            "{dropped:?}"
+        );
+        if sc["allowPrivilegeEscalation"] == true {
+            assert_eq!(scc["allowPrivilegeEscalation"], true);
+        }
+        assert!(sc["privileged"] != true);
+        assert_eq!(scc["allowPrivilegedContainer"], false);
+    }
+}
+
+#[test]
+fn the_namespace_admits_the_privileged_agent_and_audits_the_rest_at_baseline() {
+    let Some(r) = render_deploy() else {
+        return;
+    };
+    let ns = &r.namespaces[0];
+    let labels = ns.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
+        Some("privileged")
+    );
+    assert_eq!(
+        labels
+            .get("pod-security.kubernetes.io/audit")
+            .map(String::as_str),
+        Some("baseline")
+    );
+    // Why privileged: the agent needs it (no lower level admits hostPID or privileged).
+    let agent = r.daemon_sets[0]
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .expect("the agent's pod spec");
+    assert_eq!(agent.host_pid, Some(true));
+    // The build pods pass baseline: no host namespaces, no privileged, only capabilities
+    // from baseline's list.
+    let baseline_caps: BTreeSet<&str> = [
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ]
+    .into_iter()
+    .collect();
+    let job = machineos_buildrequest::objects::build_job(
+        &machineos_buildrequest::objects::JobInputs::new(
+            machineos_buildrequest::objects::BuildMeta {
+                build: "worker-0123".into(),
+                build_uid: "uid".into(),
+                machine_os_config: "worker".into(),
+                pool: "worker".into(),
+                rendered_machine_config: "rendered-worker-1".into(),
+            },
+            NS,
+            "registry.example.com/os/worker:worker-0123",
+            "push-secret",
+        ),
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    for c in pod["containers"].as_array().expect("containers") {
+        for cap in c["securityContext"]["capabilities"]["add"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let cap = cap.as_str().unwrap_or_default();
+            assert!(baseline_caps.contains(cap), "{cap} is beyond baseline");
+        }
+        assert!(c["securityContext"]["privileged"] != true);
+    }
+    for host in ["hostPID", "hostIPC", "hostNetwork"] {
+        assert!(pod[host] != true, "{host}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
