@@ -5,8 +5,10 @@
 # the ostree-ext judge links against, which imports and deploys our images as nodes do;
 # kubectl, which judges the test API server — preinstalled, Debian's 1.20 a last resort;
 # busybox-static, the coreutils of the stub base machineos-synth builds for RUN steps;
-# promtool, from the prometheus package, which checks and unit-tests the shipped alerts),
-# then runs the whole workspace's tests.
+# promtool, from the prometheus package, which checks and unit-tests the shipped alerts;
+# mmdebstrap, which makes the machineos image's Debian root filesystem once — the one step
+# here that reaches the Debian mirror — for tests/image.rs), then runs the whole
+# workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -24,9 +26,16 @@ pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v kubectl >/dev/null || missing+=(kubernetes-client)
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+fi
+# The image's root filesystem (scripts/image.sh), made once and kept under target/.
+export MACHINEOS_IMAGE_ROOTFS=${MACHINEOS_IMAGE_ROOTFS:-$PWD/target/image-rootfs.tar}
+if [ ! -s "$MACHINEOS_IMAGE_ROOTFS" ] && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$(dirname "$MACHINEOS_IMAGE_ROOTFS")"
+  bash scripts/image.sh --rootfs-only "$MACHINEOS_IMAGE_ROOTFS"
 fi
 cargo test --workspace --locked
 # The ostree-ext judge is a workspace of its own (see its Cargo.toml).
