@@ -19,11 +19,19 @@
 //!    ([`machineos_buildrequest::containerfile::heredoc`]), then the ephemeral objects are created, the Job or Build last so that its
 //!    inputs exist when it starts: the merged pull Secret `pull-<build>` (push credentials
 //!    for the native image, base pull credentials for the rest), `containerfile-<build>`,
-//!    `mc-<build>` (or its parts). Creates are idempotent (AlreadyExists is success: names
-//!    and contents are functions of the build). A transient API error is retried with
-//!    backoff until the build is cancelled; a permanent one (invalid object, forbidden)
-//!    fails the build with the API server's message.
-//! 5. *Observe*: the Job (with its pods) or the Build in the controller's caches is mapped
+//!    `mc-<build>` (or its parts). Creates are idempotent for the same MachineOSBuild
+//!    (AlreadyExists with its owner uid is success: names and contents are functions of the
+//!    build) and never adopt the past: an object of that name owned by an earlier
+//!    MachineOSBuild of the same name (a rebuild, an interrupted build restarted — the name
+//!    is a function of the inputs, the uid is not), which the garbage collector has not
+//!    removed yet (on a real cluster it runs after the owner's DELETE, not in it), is
+//!    deleted with its uid as precondition and the create repeated once it is gone
+//!    ([`STALE_WAIT`] at most, then a transient failure). A transient API error is retried
+//!    with backoff until the build is cancelled; a permanent one (invalid object,
+//!    forbidden) fails the build with the API server's message.
+//! 5. *Observe*: the Job (with its pods) or the Build in the controller's caches — only one
+//!    owned by the MachineOSBuild's current uid; an earlier incarnation's Failed Job is not
+//!    this build's failure — is mapped
 //!    by [`machineos_buildrequest::objects::job_state`] / `build_state` to a
 //!    [`BackendStatus`]; the digest comes from the pod's termination message or the
 //!    Build's `status.output.to.imageDigest`. A Job that is Complete while the cache shows no
@@ -52,7 +60,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions,
+};
 use kube::{Client, ResourceExt};
 use machineos_build_lifecycle::{
     Backend, BackendStatus, Phase, PushTarget, RegistryImage, Timestamp,
@@ -81,6 +91,10 @@ pub const EXTRA_TAG_ANNOTATION: &str = "machineos.io/extra-tag";
 pub const PUSH_SECRET_ANNOTATION: &str = "machineos.io/push-secret";
 /// How long (seconds) a failed Job waits for its failed pods to reach the cache.
 const POD_CACHE_GRACE: Timestamp = 30;
+/// How long a create waits for an earlier MachineOSBuild's object of the same name to go.
+const STALE_WAIT: Duration = Duration::from_secs(60);
+/// How often it looks again meanwhile.
+const STALE_POLL: Duration = Duration::from_millis(500);
 
 /// Which object runs the RUN steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +277,24 @@ impl RunStepBackend {
             .collect()
     }
 
+    /// [`Self::runner_objects`] that belong to the MachineOSBuild of their name as it is
+    /// now: owned by its uid. One owned by an earlier MachineOSBuild of the same name (its
+    /// garbage collection pending) is not; a build not in the snapshot yet (created this
+    /// pass) keeps what the snapshot has.
+    fn current_runner_objects<'a>(&self, s: &'a Snapshot) -> Vec<(String, &'a DynamicObject)> {
+        self.runner_objects(s)
+            .into_iter()
+            .filter(
+                |(build, obj)| match s.builds.iter().find(|b| &b.name_any() == build) {
+                    Some(b) => b
+                        .uid()
+                        .is_some_and(|uid| obj.owner_references().iter().any(|o| o.uid == uid)),
+                    None => true,
+                },
+            )
+            .collect()
+    }
+
     /// The build's state from its Job (and pods) or Build, `value` being `obj` as JSON.
     fn state_of(&self, s: &Snapshot, obj: &DynamicObject, value: &Value) -> JobState {
         match self.inner.runner {
@@ -370,15 +402,9 @@ impl RunStepBackend {
         };
         // Rendering, gzip and base64 of the MachineConfig: CPU work, on a blocking thread.
         let (request, steps, settings) = (request.clone(), steps.clone(), settings.clone());
+        let owner = build_uid.clone();
         let inputs = tokio::task::spawn_blocking(move || {
-            plan_objects(
-                runner,
-                &settings,
-                &request,
-                &steps,
-                &native.image,
-                build_uid,
-            )
+            plan_objects(runner, &settings, &request, &steps, &native.image, owner)
         })
         .await
         .map_err(|e| {
@@ -392,7 +418,8 @@ impl RunStepBackend {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let what = format!("{} {ns}/{name}", ar.kind);
-            self.create_with_retry(&ar, obj, what).await?;
+            let name = name.to_owned();
+            self.create_owned(&ar, &name, obj, what, &build_uid).await?;
         }
         Ok(())
     }
@@ -411,14 +438,82 @@ impl RunStepBackend {
             .ok_or_else(|| Classified::permanent("Internal", format!("{object} has no uid")))
     }
 
-    async fn create_with_retry(
+    /// Create `obj` (named `name`), owned by the MachineOSBuild whose uid is `owner`: see
+    /// the module's step 4 for what an existing object of that name means.
+    async fn create_owned(
         &self,
         ar: &ApiResource,
+        name: &str,
         obj: Value,
         what: String,
+        owner: &str,
     ) -> Result<(), Classified> {
         let api = self.api(ar);
-        retry_transient(|| api::create(&api, obj.clone(), what.clone())).await
+        let typed: DynamicObject = serde_json::from_value(obj)
+            .map_err(|e| Classified::permanent("Internal", format!("{what}: encoding: {e}")))?;
+        let started = tokio::time::Instant::now();
+        loop {
+            let created = retry_transient(|| async {
+                match api.create(&PostParams::default(), &typed).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if machineos_kube::error::code(&e) == Some(409) => Ok(false),
+                    Err(e) => Err(api::ExecError::Api(machineos_kube::api_err(
+                        "creating",
+                        what.clone(),
+                    )(e))),
+                }
+            })
+            .await?;
+            if created {
+                return Ok(());
+            }
+            // Who holds the name? (The Role lists; it has no `get` on these kinds.)
+            let params = ListParams::default().fields(&format!("metadata.name={name}"));
+            let found = retry_transient(|| async {
+                api.list(&params).await.map_err(|e| {
+                    api::ExecError::Api(machineos_kube::api_err("listing", what.clone())(e))
+                })
+            })
+            .await?;
+            let Some(existing) = found.items.into_iter().next() else {
+                continue; // gone in between: create again
+            };
+            if existing.owner_references().iter().any(|o| o.uid == owner) {
+                return Ok(()); // ours: an earlier attempt of this build made it
+            }
+            if started.elapsed() >= STALE_WAIT {
+                return Err(Classified {
+                    message: format!(
+                        "{what} still belongs to an earlier MachineOSBuild of the same name after \
+                         {}s (its garbage collection is pending)",
+                        STALE_WAIT.as_secs()
+                    ),
+                    reason: "StaleBuildObject",
+                    retry: Retry::Transient,
+                });
+            }
+            if existing.metadata.deletion_timestamp.is_none() {
+                tracing::info!(object = %what, "deleting an earlier MachineOSBuild's object of the same name");
+                let dp = DeleteParams {
+                    preconditions: existing.uid().map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::background()
+                };
+                match api.delete(name, &dp).await {
+                    Ok(_) => {}
+                    // Gone, or replaced since the list: look again.
+                    Err(e) if matches!(machineos_kube::error::code(&e), Some(404 | 409)) => {}
+                    Err(e) => {
+                        return Err(Classified::of(&api::ExecError::Api(
+                            machineos_kube::api_err("deleting", what.clone())(e),
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(STALE_POLL).await;
+        }
     }
 
     /// The registry work and deletes of [`Builder::clean_up`].
@@ -680,7 +775,7 @@ impl Builder for RunStepBackend {
     fn observe(&self, s: &Snapshot) -> HashMap<String, BackendStatus> {
         let mut out = HashMap::new();
         let settings = &self.inner.settings;
-        for (build, obj) in self.runner_objects(s) {
+        for (build, obj) in self.current_runner_objects(s) {
             let value = to_value(obj);
             let runner: RunnerView = view_of(self.inner.runner.kind_name(), obj);
             let target = match self.inner.runner {

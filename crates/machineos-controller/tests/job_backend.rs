@@ -467,3 +467,101 @@ async fn a_newer_config_interrupts_the_running_job_and_deletes_it() {
     running.stop();
     ctl.stop().await;
 }
+
+/// Add (or, with `None`, remove) a finalizer on every ephemeral object: their garbage
+/// collection held back, as a real cluster's collector runs after the owner's DELETE.
+async fn hold_ephemeral(c: &Cluster, finalizer: Option<&str>) {
+    let patch = kube::api::Patch::Merge(
+        json!({"metadata": {"finalizers": finalizer.map_or(vec![], |f| vec![f])}}),
+    );
+    let pp = kube::api::PatchParams::default();
+    for j in ephemeral::<Job>(c).await {
+        let api: Api<Job> = Api::namespaced(c.client.clone(), NS);
+        api.patch(&j.name_any(), &pp, &patch).await.unwrap();
+    }
+    for m in ephemeral::<ConfigMap>(c).await {
+        let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), NS);
+        api.patch(&m.name_any(), &pp, &patch).await.unwrap();
+    }
+    for s in ephemeral::<Secret>(c).await {
+        let api: Api<Secret> = Api::namespaced(c.client.clone(), NS);
+        api.patch(&s.name_any(), &pp, &patch).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let repo = format!("{}/machineos/worker", c.registry.host());
+    setup_job(&c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
+    let failing = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Fail {
+            exit_code: 7,
+            message: "Error: building at STEP \"RUN exit 7\": exit status 7\n".into(),
+        },
+    );
+    let ctl = c.controller().await;
+    let failed = until_phase(&c, "Failed").await;
+    let old_uid = failed.uid().unwrap();
+    drop(failing);
+    // The garbage collector is slow: the failed build's Job and inputs outlive it.
+    hold_ephemeral(&c, Some("machineos.test/slow-gc")).await;
+    let _succeeding = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Succeed {
+            message: format!("{FAKE_DIGEST}\n"),
+        },
+    );
+    // A rebuild: the same MachineOSBuild name, a new uid.
+    c.get(&kinds::machine_os_config())
+        .patch(
+            "worker",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                "machineconfiguration.openshift.io/rebuild": ""}}})),
+        )
+        .await
+        .unwrap();
+    let reborn = c
+        .until(&kinds::build(), "the build recreated", |l| {
+            l.iter().any(|b| b.uid().is_some_and(|u| u != old_uid))
+        })
+        .await
+        .into_iter()
+        .find(|b| b.uid().is_some_and(|u| u != old_uid))
+        .unwrap();
+    assert_eq!(reborn.name_any(), failed.name_any());
+    // The old Failed Job is still there (being deleted): the new build is not failed by it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = c
+        .get(&kinds::build())
+        .get(&reborn.name_any())
+        .await
+        .unwrap();
+    assert_ne!(
+        phase(&now),
+        "Failed",
+        "the rebuild adopted the old Failed Job"
+    );
+    let jobs = ephemeral::<Job>(&c).await;
+    assert!(
+        jobs.iter()
+            .all(|j| j.owner_references().iter().all(|o| o.uid == old_uid)),
+        "no Job of the new build while the old one's name is taken"
+    );
+    assert!(
+        jobs.iter().all(|j| j.metadata.deletion_timestamp.is_some()),
+        "the old Job is being deleted"
+    );
+    // The collector catches up: the new build makes its own objects and succeeds.
+    hold_ephemeral(&c, None).await;
+    let done = until_phase(&c, "Succeeded").await;
+    assert_eq!(done.uid(), reborn.uid());
+    assert_eq!(
+        done.data["status"]["digestedImagePushSpec"],
+        json!(format!("{repo}@{FAKE_DIGEST}"))
+    );
+    ctl.stop().await;
+}
