@@ -41,6 +41,7 @@ use serde_json::Value;
 
 use crate::files::{self, BOOTC_AUTH};
 use crate::json::{Doc, repository};
+use crate::pulled::PullRecord;
 use crate::run::{Ran, Runner};
 use crate::{Host, HostError, HostKind, HostStatus};
 
@@ -160,28 +161,15 @@ impl Bootc {
         parse_status(&self.bootc(&["status", "--format", "json"])?)
     }
 
-    /// The images this host's ostree repository holds by our pulls (one per line).
-    fn pulled_record(&self) -> PathBuf {
-        self.runner.state_dir.join("bootc-pulled")
-    }
-
-    fn recorded_pulls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.pulled_record())
-            .map(|t| t.lines().map(str::to_owned).collect())
-            .unwrap_or_default()
+    /// The images this host's ostree repository holds by our pulls.
+    fn pulled(&self) -> PullRecord {
+        PullRecord::new(&self.runner.state_dir, "bootc-pulled")
     }
 
     /// `bootc status`, with the recorded pulls in `pulled`.
     fn tool_status(&self) -> Result<HostStatus, HostError> {
         let mut s = self.bootc_status()?.host_status();
-        for p in self.recorded_pulls() {
-            if !s.pulled.contains(&p)
-                && s.staged.as_ref() != Some(&p)
-                && s.booted.as_ref() != Some(&p)
-            {
-                s.pulled.push(p);
-            }
-        }
+        self.pulled().report(&mut s);
         Ok(s)
     }
 
@@ -240,10 +228,7 @@ impl Host for Bootc {
             OSTREE_REPO,
             &imgref,
         ])?;
-        let mut pulled = self.recorded_pulls();
-        pulled.push(image.to_owned());
-        let text: String = pulled.iter().map(|p| format!("{p}\n")).collect();
-        files::write_atomic(&self.pulled_record(), text.as_bytes(), 0o644)
+        self.pulled().add(image)
     }
 
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {

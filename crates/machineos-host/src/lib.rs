@@ -16,7 +16,8 @@
 //! Pieces: [`run`] (running tools, directly or as a systemd-run unit), [`bootc`] and
 //! [`rpm_ostree`] (the backends; each module's doc says which commands it runs and why),
 //! [`detect()`] (which backend), [`files`] (pull secret, SSH keys, `/proc` facts),
-//! [`retry`] (the MCO's pull backoff), [`fake`].
+//! [`pulled`] (the record of images pulled and not deployed), [`retry`] (the MCO's pull
+//! backoff), [`fake`].
 
 pub mod bootc;
 pub mod detect;
@@ -24,6 +25,7 @@ pub mod error;
 pub mod fake;
 pub mod files;
 mod json;
+pub mod pulled;
 pub mod retry;
 pub mod rpm_ostree;
 pub mod run;

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use crate::files::{self, RPM_OSTREE_AUTH};
 use crate::json::{Doc, repository};
+use crate::pulled::PullRecord;
 use crate::run::{Ran, Runner};
 use crate::{Host, HostError, HostKind, HostStatus};
 
@@ -147,27 +148,15 @@ impl RpmOstree {
         Ok(self.runner.run(&self.runner.tools.rpm_ostree, args)?.stdout)
     }
 
-    fn pulled_record(&self) -> PathBuf {
-        self.runner.state_dir.join("rpm-ostree-pulled")
-    }
-
-    fn recorded_pulls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.pulled_record())
-            .map(|t| t.lines().map(str::to_owned).collect())
-            .unwrap_or_default()
+    /// The images pulled (`rebase --download-only`) and not deployed.
+    fn pulled(&self) -> PullRecord {
+        PullRecord::new(&self.runner.state_dir, "rpm-ostree-pulled")
     }
 
     /// `rpm-ostree status --json`, parsed, with the recorded pulls.
     fn tool_status(&self) -> Result<HostStatus, HostError> {
         let mut s = parse_status(&self.rpm_ostree(&["status".into(), "--json".into()])?)?;
-        for p in self.recorded_pulls() {
-            if !s.pulled.contains(&p)
-                && s.staged.as_ref() != Some(&p)
-                && s.booted.as_ref() != Some(&p)
-            {
-                s.pulled.push(p);
-            }
-        }
+        self.pulled().report(&mut s);
         Ok(s)
     }
 
@@ -204,10 +193,7 @@ impl Host for RpmOstree {
             "--download-only".into(),
             format!("{TRANSPORT}{image}"),
         ])?;
-        let mut pulled = self.recorded_pulls();
-        pulled.push(image.to_owned());
-        let text: String = pulled.iter().map(|p| format!("{p}\n")).collect();
-        files::write_atomic(&self.pulled_record(), text.as_bytes(), 0o644)
+        self.pulled().add(image)
     }
 
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {

@@ -1305,20 +1305,7 @@ fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
         .iter()
         .find(|s| s["metadata"]["name"] == "machineos-builder")
         .expect("SCC machineos-builder");
-    let mut inputs = machineos_buildrequest::objects::JobInputs::new(
-        machineos_buildrequest::objects::BuildMeta {
-            build: "worker-0123".into(),
-            build_uid: "uid".into(),
-            machine_os_config: "worker".into(),
-            pool: "worker".into(),
-            rendered_machine_config: "rendered-worker-1".into(),
-        },
-        NS,
-        "registry.example.com/os/worker:worker-0123",
-        "push-secret",
-    );
-    inputs.service_account = Some("machineos-builder".into());
-    let job = machineos_buildrequest::objects::build_job(&inputs);
+    let job = example_job(Some("machineos-builder"));
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "machineos-builder");
     for host in ["hostPID", "hostIPC", "hostNetwork"] {
@@ -1369,6 +1356,24 @@ fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
     }
 }
 
+/// The buildah Job the controller creates for a build (as `ServiceAccount` `account`).
+fn example_job(account: Option<&str>) -> Value {
+    let mut inputs = machineos_buildrequest::objects::JobInputs::new(
+        machineos_buildrequest::objects::BuildMeta {
+            build: "worker-0123".into(),
+            build_uid: "uid".into(),
+            machine_os_config: "worker".into(),
+            pool: "worker".into(),
+            rendered_machine_config: "rendered-worker-1".into(),
+        },
+        NS,
+        "registry.example.com/os/worker:worker-0123",
+        "push-secret",
+    );
+    inputs.service_account = account.map(str::to_owned);
+    machineos_buildrequest::objects::build_job(&inputs)
+}
+
 #[test]
 fn the_namespace_admits_the_privileged_agent_and_audits_the_rest_at_baseline() {
     let Some(r) = render_deploy() else {
@@ -1415,20 +1420,7 @@ fn the_namespace_admits_the_privileged_agent_and_audits_the_rest_at_baseline() {
     ]
     .into_iter()
     .collect();
-    let job = machineos_buildrequest::objects::build_job(
-        &machineos_buildrequest::objects::JobInputs::new(
-            machineos_buildrequest::objects::BuildMeta {
-                build: "worker-0123".into(),
-                build_uid: "uid".into(),
-                machine_os_config: "worker".into(),
-                pool: "worker".into(),
-                rendered_machine_config: "rendered-worker-1".into(),
-            },
-            NS,
-            "registry.example.com/os/worker:worker-0123",
-            "push-secret",
-        ),
-    );
+    let job = example_job(None);
     let pod = &job["spec"]["template"]["spec"];
     for c in pod["containers"].as_array().expect("containers") {
         for cap in c["securityContext"]["capabilities"]["add"]
