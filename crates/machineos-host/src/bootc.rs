@@ -6,6 +6,9 @@
 //!   `<repository of image.image.image>@<image.imageDigest>`. A staged entry with
 //!   `downloadOnly: true` is not the next boot: it is reported in `pulled`, not `staged`.
 //!   Kernel arguments and the boot id come from `<root>/proc` (bootc's JSON has neither).
+//!   An image deployed from a multi-architecture index by digest reports the platform
+//!   manifest's digest in `imageDigest` and the index in `image.image`: the index is kept
+//!   in [`HostStatus::references`], so `pull`, `deploy` and their checks accept either.
 //! * `pull(X)` never changes what boots next. `bootc switch` has no `--download-only`
 //!   (`SwitchOpts` in `crates/lib/src/cli.rs`), and `bootc upgrade --download-only` only
 //!   downloads the *current spec's* image, so reaching X that way needs a `switch` first —
@@ -59,8 +62,11 @@ pub struct Bootc {
 /// One slot of `bootc status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootcEntry {
-    /// `repo@sha256:…`.
+    /// `repo@sha256:…` (the digest bootc pulled: an index's platform manifest).
     pub image: String,
+    /// The reference it was deployed from (`image.image.image`), when that carries a
+    /// digest other than `image`'s: a multi-architecture index.
+    pub reference: Option<String>,
     /// `downloadOnly`: staged with finalization locked.
     pub download_only: bool,
 }
@@ -118,8 +124,10 @@ fn entry_image(d: &Doc<'_>, entry: &Value, path: &str) -> Result<Option<BootcEnt
             format!("not a digest: {digest:?}"),
         ));
     }
+    let image = format!("{}@{digest}", repository(name));
     Ok(Some(BootcEntry {
-        image: format!("{}@{digest}", repository(name)),
+        reference: (name.contains('@') && name != image).then(|| name.to_owned()),
+        image,
         download_only: d.bool(entry, path, "downloadOnly")?,
     }))
 }
@@ -132,14 +140,25 @@ impl BootcStatus {
             Some(e) if e.download_only => (None, vec![e.image.clone()]),
             s => (img(s), Vec::new()),
         };
+        let references = [&self.staged, &self.booted, &self.rollback]
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some((e.image.clone(), e.reference.clone()?)))
+            .collect();
         HostStatus {
             booted: img(&self.booted),
             staged,
             rollback: img(&self.rollback),
             pulled,
+            references,
             ..HostStatus::default()
         }
     }
+}
+
+/// Whether `image` boots next: staged, or booted with nothing staged.
+fn next_boot_is(s: &HostStatus, image: &str) -> bool {
+    s.is(s.staged.as_deref(), image) || (s.is(s.booted.as_deref(), image) && s.staged.is_none())
 }
 
 impl Bootc {
@@ -187,7 +206,8 @@ impl Bootc {
             Ran::Done(_) => Ok(()),
             Ran::Waited => {
                 // Someone's switch ran; if it was not to `image`, run ours.
-                if self.bootc_status()?.host_status().staged.as_deref() == Some(image) {
+                let s = self.bootc_status()?.host_status();
+                if s.is(s.staged.as_deref(), image) {
                     Ok(())
                 } else {
                     self.switch(image, from_downloaded)
@@ -212,9 +232,9 @@ impl Host for Bootc {
     fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
         let s = self.tool_status()?;
-        if s.booted.as_deref() == Some(image)
-            || s.staged.as_deref() == Some(image)
-            || s.pulled.iter().any(|p| p == image)
+        if s.is(s.booted.as_deref(), image)
+            || s.is(s.staged.as_deref(), image)
+            || s.has_pulled(image)
         {
             return Ok(());
         }
@@ -234,16 +254,12 @@ impl Host for Bootc {
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
         let s = self.bootc_status()?.host_status();
-        if s.staged.as_deref() == Some(image)
-            || (s.booted.as_deref() == Some(image) && s.staged.is_none())
-        {
+        if next_boot_is(&s, image) {
             return Ok(());
         }
-        self.switch(image, s.pulled.iter().any(|p| p == image))?;
+        self.switch(image, s.has_pulled(image))?;
         let after = self.bootc_status()?.host_status();
-        if after.staged.as_deref() == Some(image)
-            || (after.booted.as_deref() == Some(image) && after.staged.is_none())
-        {
+        if next_boot_is(&after, image) {
             Ok(())
         } else {
             Err(HostError::Output {

@@ -66,6 +66,24 @@ pub struct HostStatus {
     pub kargs: Vec<String>,
     /// This boot's id (`/proc/sys/kernel/random/boot_id`), to tell a reboot happened.
     pub boot_id: String,
+    /// For an image above that was asked for by another reference with a digest — a
+    /// multi-architecture index, whose host reports the platform manifest it pulled
+    /// (bootc's `imageDigest`, rpm-ostree's `container-image-reference-digest`) — that
+    /// reference: reported image → `repo@sha256:<index>`.
+    pub references: std::collections::BTreeMap<String, String>,
+}
+
+impl HostStatus {
+    /// Whether `reported` (one of the images above) is `image`: the same, or deployed from
+    /// the reference `image` (an index whose manifest the host reports).
+    pub fn is(&self, reported: Option<&str>, image: &str) -> bool {
+        reported.is_some_and(|r| r == image || self.references.get(r).is_some_and(|i| i == image))
+    }
+
+    /// Whether `image` is among the pulled images ([`HostStatus::is`]).
+    pub fn has_pulled(&self, image: &str) -> bool {
+        self.pulled.iter().any(|p| self.is(Some(p), image))
+    }
 }
 
 /// Operations on the node's operating system.

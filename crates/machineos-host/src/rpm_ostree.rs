@@ -10,7 +10,10 @@
 //!   transport prefix (`ostree-unverified-registry:`, `ostree-remote-registry:<remote>:`,
 //!   `ostree-image-signed:docker://`, …) dropped; when the digest member is missing
 //!   (rpm-ostree makes it non-fatal, coreos/rpm-ostree#4185) the reference's own
-//!   `@sha256:…` is used. A deployment that is not a container image has no image.
+//!   `@sha256:…` is used. A deployment that is not a container image has no image. Rebased
+//!   to a multi-architecture index by digest, the digest member is the platform manifest's
+//!   and the reference names the index: the index is kept in [`HostStatus::references`], so
+//!   `pull`, `deploy` and their checks accept either.
 //!   Kernel arguments and the boot id come from `<root>/proc`.
 //! * `pull(X)`: `rpm-ostree rebase --experimental --download-only
 //!   ostree-unverified-registry:X` — the transaction pulls the image into the ostree repo
@@ -79,6 +82,7 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
         .and_then(|d| d.as_array())
         .ok_or_else(|| d.err("$.deployments", "missing or not an array"))?;
     let mut out = HostStatus::default();
+    let mut references = std::collections::BTreeMap::new();
     let mut booted_at = None;
     let mut images = Vec::with_capacity(deployments.len());
     for (i, dep) in deployments.iter().enumerate() {
@@ -99,7 +103,12 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
                         )
                     })?,
                 };
-                Some(format!("{}@{digest}", repository(name)))
+                let image = format!("{}@{digest}", repository(name));
+                // Rebased to an index by digest: the digest member is the manifest's.
+                if name.contains('@') && name != image {
+                    references.insert(image.clone(), name.to_owned());
+                }
+                Some(image)
             }
         };
         if d.bool(dep, &path, "booted")? {
@@ -132,6 +141,7 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
             }
         }
     }
+    out.references = references;
     Ok(out)
 }
 
@@ -161,8 +171,7 @@ impl RpmOstree {
     }
 
     fn next_boot_is(s: &HostStatus, image: &str) -> bool {
-        s.staged.as_deref() == Some(image)
-            || (s.booted.as_deref() == Some(image) && s.staged.is_none())
+        s.is(s.staged.as_deref(), image) || (s.is(s.booted.as_deref(), image) && s.staged.is_none())
     }
 }
 
@@ -181,9 +190,9 @@ impl Host for RpmOstree {
     fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, RPM_OSTREE_AUTH, auth)?;
         let s = self.tool_status()?;
-        if s.booted.as_deref() == Some(image)
-            || s.staged.as_deref() == Some(image)
-            || s.pulled.iter().any(|p| p == image)
+        if s.is(s.booted.as_deref(), image)
+            || s.is(s.staged.as_deref(), image)
+            || s.has_pulled(image)
         {
             return Ok(());
         }

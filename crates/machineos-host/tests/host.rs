@@ -194,6 +194,7 @@ fn bootc_status_of_the_real_shape() {
     let entry = |i: &str| {
         Some(BootcEntry {
             image: i.into(),
+            reference: None,
             download_only: false,
         })
     };
@@ -400,6 +401,55 @@ fn bootc_pull_deploy_reboot() {
     );
     assert_eq!(hs.staged, None);
     assert_eq!(hs.boot_id, "boot-1");
+}
+
+#[test]
+fn an_index_deploys_and_is_recognised_by_the_manifest_the_host_reports() {
+    // The host reports the platform manifest it pulled for an index; deploying the index
+    // is verified against the reference it was asked by, and is idempotent.
+    const INDEX: &str =
+        "quay.io/org/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const MANIFEST: &str =
+        "quay.io/org/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+    for tool in ["bootc", "rpm-ostree"] {
+        let st = Stand::new(Some(A), &[tool]);
+        st.set(
+            "index_manifests",
+            &format!("{INDEX} {}", MANIFEST.split_once('@').unwrap().1),
+        );
+        let h: Box<dyn Host> = if tool == "bootc" {
+            Box::new(st.bootc())
+        } else {
+            Box::new(st.rpm_ostree())
+        };
+        h.pull(INDEX, None).unwrap();
+        h.deploy(INDEX, None)
+            .unwrap_or_else(|e| panic!("{tool}: deploying an index: {e}"));
+        let s = h.status().unwrap();
+        assert_eq!(s.staged.as_deref(), Some(MANIFEST), "{tool}");
+        assert!(s.is(s.staged.as_deref(), INDEX), "{tool}: {s:?}");
+        st.clear_calls();
+        h.deploy(INDEX, None).unwrap();
+        assert!(
+            !st.calls()
+                .iter()
+                .any(|c| c.contains("switch") || c.contains("rebase")),
+            "{tool}: deployed twice: {:?}",
+            st.calls()
+        );
+        st.boot();
+        let s = h.status().unwrap();
+        assert_eq!(s.booted.as_deref(), Some(MANIFEST), "{tool}");
+        assert!(s.is(s.booted.as_deref(), INDEX), "{tool}");
+        st.clear_calls();
+        h.pull(INDEX, None).unwrap();
+        assert_eq!(
+            st.calls().len(),
+            1,
+            "{tool}: only the status: {:?}",
+            st.calls()
+        );
+    }
 }
 
 #[test]
