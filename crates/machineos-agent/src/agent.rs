@@ -24,6 +24,9 @@
 //!   it) is written; the agent then waits (a real host kills it). A harness stops the agent
 //!   (cancels the token), boots the fake host and starts a new agent, which finds a new
 //!   boot id and finishes.
+//! * **Architecture** ([`Observed::arch`], which picks a multi-architecture image's
+//!   manifest): the Node's `kubernetes.io/arch` label, else the architecture the agent was
+//!   built for (it runs on the node).
 //! * Events (`events.k8s.io/v1`, reporter `machineos-agent`/node) are about the Node and
 //!   best effort. Nothing is kept in memory that a restart needs.
 
@@ -45,7 +48,7 @@ use machineos_diagnostics::Backoff;
 use machineos_host::{Host, HostError, HostStatus};
 use machineos_kube::error::code;
 use machineos_kube::{Events, api_err, truncate, upsert_condition};
-use machineos_rollout::vocab::{CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
+use machineos_rollout::vocab::{ARCH_LABEL, CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -258,6 +261,22 @@ fn now_ms() -> Millis {
         })
 }
 
+/// The architecture the agent was built for, in `kubernetes.io/arch` (GOARCH) terms.
+fn own_arch() -> Option<&'static str> {
+    goarch(std::env::consts::ARCH, cfg!(target_endian = "little"))
+}
+
+/// Rust's architecture name → GOARCH (`None` for one no image is built for).
+fn goarch(arch: &str, little_endian: bool) -> Option<&'static str> {
+    Some(match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" if little_endian => "ppc64le",
+        "s390x" => "s390x",
+        _ => return None,
+    })
+}
+
 fn machine_configs() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("machineconfiguration.openshift.io", "v1", "MachineConfig"),
@@ -331,6 +350,12 @@ impl Agent {
         let host = self.host_status().await?;
         let annotations: BTreeMap<String, String> = node.annotations().clone();
         let mut observed = Observed {
+            arch: node
+                .labels()
+                .get(ARCH_LABEL)
+                .filter(|a| !a.is_empty())
+                .cloned()
+                .or_else(|| own_arch().map(str::to_owned)),
             unschedulable: node
                 .spec
                 .as_ref()
@@ -869,5 +894,20 @@ mod tests {
             BTreeMap::from([("core".to_owned(), vec!["k1".to_owned(), "k2".to_owned()])])
         );
         assert_eq!(rendered_of(&json!({})), Rendered::default());
+    }
+
+    #[test]
+    fn rust_architectures_map_to_kubernetes_arch_names() {
+        let cases = [
+            ("x86_64", true, Some("amd64")),
+            ("aarch64", true, Some("arm64")),
+            ("powerpc64", true, Some("ppc64le")),
+            ("powerpc64", false, None),
+            ("s390x", false, Some("s390x")),
+            ("riscv64", true, None),
+        ];
+        for (arch, le, want) in cases {
+            assert_eq!(goarch(arch, le), want, "{arch} little-endian={le}");
+        }
     }
 }

@@ -5,10 +5,15 @@
 //!
 //! Contract (issue 16's protocol, `/tmp/notes/protocol16.md`):
 //! * **Every progress fact is persisted** in the [`PROGRESS`] annotation ([`Progress`]: the
-//!   target, the [`Step`], the drain window's start, attempts, failures, the boot id before
-//!   the reboot, when the reboot was requested). [`Observed`] carries nothing from memory
-//!   but the previous pass's drain outcome and host failure, so an agent rebuilt from the
-//!   annotations resumes where the last one stopped.
+//!   target, when the update started, the [`Step`], the drain window's start, attempts,
+//!   failures, the boot id before the reboot, when the reboot was requested). [`Observed`]
+//!   carries nothing from memory but the previous pass's drain outcome and host failure, so
+//!   an agent rebuilt from the annotations resumes where the last one stopped.
+//! * **Timing:** the update's start (the pass that cordons) is kept in the progress through
+//!   every step; the pass that finishes it writes [`LAST_UPDATE`] (target, start, finish)
+//!   with `currentImage`, in the same patch — or removes it when the start is unknown (the
+//!   host ran the target already, or the progress predates the field), so the record never
+//!   describes an update other than the last one. Nothing decides on it.
 //! * **Safety rules:** staging never cordons and never changes `state`; a node is cordoned
 //!   before it is drained and re-cordoned if someone uncordons it mid-drain; the drain
 //!   window has a timeout, and a failed or timed-out drain never proceeds (the node stays
@@ -18,6 +23,13 @@
 //!   changed boot id means the reboot happened, and the booted image is then checked: the
 //!   wrong image is `Degraded` with both digests in the reason and the node stays cordoned;
 //!   the agent uncordons only a node carrying [`CORDONED_BY_AGENT`].
+//! * **Which image the host runs.** An image the host reports (booted, staged, pulled) *is*
+//!   a target image when the pullspecs are equal, or when the target is a multi-architecture
+//!   index that [`IMAGE_MANIFESTS`] lists and the report is its manifest for the node's
+//!   architecture ([`Observed::arch`]) — bootc and rpm-ostree report the manifest they
+//!   booted, not the index. Another architecture's manifest is not the target. What the
+//!   agent writes (`currentImage`, the progress, the MachineConfigNode) stays the target's
+//!   pullspec, so `currentImage` equals `desiredImage` once done.
 //! * **Atomic node writes:** every [`Action::Annotate`], [`Action::Cordon`] and
 //!   [`Action::Uncordon`] of one pass is meant to be applied as one node patch, before the
 //!   pass's other actions (so the cordon and its `cordoned-by-agent` mark, or the reboot
@@ -29,9 +41,11 @@ use std::time::Duration;
 
 use machineos_diagnostics::Backoff;
 use machineos_host::HostStatus;
+use machineos_rollout::observed::{ImageManifests, LastUpdate};
 use machineos_rollout::vocab::{
-    CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, NodeState,
-    PROGRESS, REASON, STAGE_IMAGE, STAGED_IMAGE, STATE, mcn,
+    CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE,
+    IMAGE_MANIFESTS, LAST_UPDATE, NodeState, PROGRESS, REASON, STAGE_IMAGE, STAGED_IMAGE, STATE,
+    mcn,
 };
 use serde::{Deserialize, Serialize};
 
@@ -90,6 +104,14 @@ pub enum Step {
 pub struct Progress {
     /// What the update is to.
     pub target: Target,
+    /// When the update started (the pass that cordoned); absent in progress written before
+    /// the field existed.
+    #[serde(
+        default,
+        rename = "updateStarted",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub started: Option<Millis>,
     /// Where it is.
     #[serde(flatten)]
     pub step: Step,
@@ -183,6 +205,10 @@ pub struct HostFailure {
 pub struct Observed {
     /// The node's annotations.
     pub annotations: BTreeMap<String, String>,
+    /// The node's architecture (`kubernetes.io/arch`: `amd64`, `arm64`, …), which picks the
+    /// manifest of a multi-architecture image; `None`: unknown (only the pullspec itself is
+    /// the image then).
+    pub arch: Option<String>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// The host's deployments and boot id.
@@ -225,6 +251,28 @@ impl Observed {
     /// The parsed [`PROGRESS`] annotation.
     pub fn progress(&self) -> Option<Progress> {
         self.get(PROGRESS).and_then(Progress::parse)
+    }
+
+    /// `image`'s manifest for the node's architecture, when `image` is a multi-architecture
+    /// index [`IMAGE_MANIFESTS`] lists.
+    pub fn arch_manifest(&self, image: &str) -> Option<String> {
+        let arch = self.arch.as_deref()?;
+        ImageManifests::parse(self.get(IMAGE_MANIFESTS)?)?
+            .manifest(image, arch)
+            .map(str::to_owned)
+    }
+
+    /// Whether an image the host reports (booted, staged or pulled) is `image`: the same
+    /// pullspec, or `image`'s manifest for the node's architecture.
+    pub fn is_image(&self, reported: Option<&str>, image: &str) -> bool {
+        reported.is_some_and(|r| r == image || self.arch_manifest(image).as_deref() == Some(r))
+    }
+
+    /// When the update to `target` in progress started, if recorded.
+    fn started(&self, target: &Target) -> Option<Millis> {
+        self.progress()
+            .filter(|p| &p.target == target)
+            .and_then(|p| p.started)
     }
 }
 
@@ -366,9 +414,10 @@ impl Patch {
         self.0.insert(k.to_owned(), None);
         self
     }
-    fn progress(self, target: &Target, step: Step) -> Self {
+    fn progress(self, target: &Target, started: Option<Millis>, step: Step) -> Self {
         let p = Progress {
             target: target.clone(),
+            started,
             step,
         };
         self.set(PROGRESS, p.to_annotation())
@@ -443,9 +492,9 @@ fn stage(o: &Observed, policy: &Policy) -> Vec<Action> {
         return Vec::new();
     }
     let h = &o.host;
-    let have = h.pulled.iter().any(|p| p == image)
-        || h.staged.as_deref() == Some(image)
-        || h.booted.as_deref() == Some(image);
+    let have = h.pulled.iter().any(|p| o.is_image(Some(p), image))
+        || o.is_image(h.staged.as_deref(), image)
+        || o.is_image(h.booted.as_deref(), image);
     if have {
         return vec![
             Patch::default().set(STAGED_IMAGE, image).action(),
@@ -501,7 +550,7 @@ fn stage(o: &Observed, policy: &Policy) -> Vec<Action> {
 fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
     let progress = o.progress().filter(|p| &p.target == target);
     let Some(progress) = progress else {
-        return start(o, policy, target);
+        return start(o, policy, now, target);
     };
     match progress.step {
         Step::Draining {
@@ -523,12 +572,14 @@ fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
         ),
         // Uncordoned after the drain, before the reboot: pods may have landed since, and the
         // reboot would kill them undrained. Cordon again and drain again.
-        Step::Deploying if !o.unschedulable => redrain(target),
+        Step::Deploying if !o.unschedulable => redrain(target, progress.started),
         Step::Rebooting {
             ref boot_id_before_reboot,
             ..
-        } if !o.unschedulable && o.host.boot_id == *boot_id_before_reboot => redrain(target),
-        Step::Deploying => deploy(o, policy, target),
+        } if !o.unschedulable && o.host.boot_id == *boot_id_before_reboot => {
+            redrain(target, progress.started)
+        }
+        Step::Deploying => deploy(o, policy, now, target),
         Step::Rebooting {
             boot_id_before_reboot,
             reboot_requested,
@@ -559,11 +610,11 @@ fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
 }
 
 /// A new target: already running it → done; else cordon and open the drain window.
-fn start(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
-    if o.host.booted.as_deref() == Some(target.image.as_str()) {
+fn start(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
+    if o.is_image(o.host.booted.as_deref(), &target.image) {
         // Nothing to disrupt: the host already boots the image (a reinstall, or the
         // annotations were lost).
-        return finish(o, policy, target, false);
+        return finish(o, policy, now, target, false);
     }
     if o.rendered.is_none() {
         // Read the rendered config before disrupting anything: its SSH keys and kargs are
@@ -586,6 +637,7 @@ fn start(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
         .set(REASON, "")
         .progress(
             target,
+            Some(now),
             Step::Draining {
                 drain_started: 0,
                 attempts: 0,
@@ -651,7 +703,7 @@ fn draining(w: &DrainWindow) -> Step {
 
 /// Someone uncordoned the node between the drain and the reboot: cordon it again (it is now
 /// ours to uncordon) and open a new drain window.
-fn redrain(target: &Target) -> Vec<Action> {
+fn redrain(target: &Target, started: Option<Millis>) -> Vec<Action> {
     let fresh = DrainWindow {
         started: 0,
         attempts: 0,
@@ -661,7 +713,7 @@ fn redrain(target: &Target) -> Vec<Action> {
     vec![
         Patch::default()
             .set(CORDONED_BY_AGENT, target.image.clone())
-            .progress(target, draining(&fresh))
+            .progress(target, started, draining(&fresh))
             .action(),
         Action::Cordon,
         cond(
@@ -720,7 +772,9 @@ fn drain(
             ..w
         };
         return vec![
-            Patch::default().progress(target, draining(&next)).action(),
+            Patch::default()
+                .progress(target, o.started(target), draining(&next))
+                .action(),
             cond(
                 mcn::DRAINED,
                 false,
@@ -735,7 +789,9 @@ fn drain(
     let why = match &o.drain {
         Some(DrainOutcome::Drained) => {
             return vec![
-                Patch::default().progress(target, Step::Deploying).action(),
+                Patch::default()
+                    .progress(target, o.started(target), Step::Deploying)
+                    .action(),
                 cond(
                     mcn::DRAINED,
                     true,
@@ -799,7 +855,9 @@ fn drain(
             policy.drain_timeout
         );
         out.extend([
-            Patch::default().progress(target, draining(&next)).action(),
+            Patch::default()
+                .progress(target, o.started(target), draining(&next))
+                .action(),
             cond(mcn::DRAINED, false, "DrainFailed", msg.clone()),
             event(true, "DrainFailed", msg),
             Action::Requeue(wait),
@@ -818,7 +876,9 @@ fn drain(
     let left = until(w.started.saturating_add(ms(policy.drain_timeout)), now);
     // The next round runs after the wait (the pass then has no outcome: `drain` is None).
     out.extend([
-        Patch::default().progress(target, draining(&next)).action(),
+        Patch::default()
+            .progress(target, o.started(target), draining(&next))
+            .action(),
         Action::Requeue(policy.drain_retry.min(left)),
     ]);
     out
@@ -833,6 +893,7 @@ fn host_failed(
     let f = o.failure.as_ref().filter(|f| ops.contains(&f.op))?;
     if !f.transient {
         return Some(degrade(
+            o,
             target,
             format!("{:?} for {} failed: {}", f.op, target.image, f.message),
         ));
@@ -855,7 +916,7 @@ fn host_failed(
     ])
 }
 
-fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
+fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
     // A failure of the last pass's operations first: a failed kargs change must not be
     // passed over because the image is staged already.
     if let Some(out) = host_failed(
@@ -871,12 +932,13 @@ fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
     ) {
         return out;
     }
-    if o.host.staged.as_deref() == Some(target.image.as_str()) {
+    if o.is_image(o.host.staged.as_deref(), &target.image) {
         return vec![
             Patch::default()
                 .set(STATE, NodeState::Rebooting.as_str())
                 .progress(
                     target,
+                    o.started(target),
                     Step::Rebooting {
                         boot_id_before_reboot: o.host.boot_id.clone(),
                         reboot_requested: None,
@@ -897,9 +959,9 @@ fn deploy(o: &Observed, policy: &Policy, target: &Target) -> Vec<Action> {
             ),
         ];
     }
-    if o.host.booted.as_deref() == Some(target.image.as_str()) {
+    if o.is_image(o.host.booted.as_deref(), &target.image) {
         // Running it already (deploying the booted image stages nothing).
-        return finish(o, policy, target, false);
+        return finish(o, policy, now, target, false);
     }
     let Some(rendered) = &o.rendered else {
         return vec![
@@ -957,21 +1019,28 @@ fn reboot(
                     .collect()
             })
             .unwrap_or_default();
+        let booted_target = o.is_image(o.host.booted.as_deref(), &target.image);
         return match o.host.booted.as_deref() {
-            Some(b) if b == target.image && !missing.is_empty() => degrade(
+            Some(b) if booted_target && !missing.is_empty() => degrade(
+                o,
                 target,
                 format!(
                     "booted {b} without the kernel arguments {missing:?} of {}",
                     target.config
                 ),
             ),
-            Some(b) if b == target.image => finish(o, policy, target, true),
+            Some(_) if booted_target => finish(o, policy, now, target, true),
             booted => degrade(
+                o,
                 target,
                 format!(
-                    "booted {} after the reboot, expected {}",
+                    "booted {} after the reboot, expected {}{}",
                     booted.unwrap_or("<not a container image>"),
-                    target.image
+                    target.image,
+                    match (o.arch_manifest(&target.image), o.arch.as_deref()) {
+                        (Some(m), Some(arch)) => format!(" (its {arch} manifest {m})"),
+                        _ => String::new(),
+                    }
                 ),
             ),
         };
@@ -985,6 +1054,7 @@ fn reboot(
                 Patch::default()
                     .progress(
                         target,
+                        o.started(target),
                         Step::Rebooting {
                             boot_id_before_reboot: boot_id_before.to_owned(),
                             reboot_requested: None,
@@ -1013,6 +1083,7 @@ fn reboot(
             .set(STATE, NodeState::Rebooting.as_str())
             .progress(
                 target,
+                o.started(target),
                 Step::Rebooting {
                     boot_id_before_reboot: boot_id_before.to_owned(),
                     reboot_requested: Some(now),
@@ -1049,11 +1120,22 @@ fn uncordoned() -> Action {
     )
 }
 
-fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec<Action> {
+fn finish(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    rebooted: bool,
+) -> Vec<Action> {
     // Another image staged for the next boot (the target moved back to the booted image
     // mid-update): stage the target instead first, or the next reboot — anyone's — would
     // boot an image nobody wants any more.
-    if let Some(staged) = o.host.staged.as_deref().filter(|s| *s != target.image) {
+    if let Some(staged) = o
+        .host
+        .staged
+        .as_deref()
+        .filter(|s| !o.is_image(Some(s), &target.image))
+    {
         // A failed restage backs off (transient) or degrades (permanent), never spins.
         if let Some(out) = host_failed(o, policy, target, &[HostOp::Deploy]) {
             return out;
@@ -1067,6 +1149,21 @@ fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec
         .set(REASON, "");
     if o.get(PROGRESS).is_some() {
         patch = patch.remove(PROGRESS);
+    }
+    // The timing of this update, if its start is known; else no record (an older one would
+    // describe another update).
+    match o.started(target) {
+        Some(started) => {
+            let record = LastUpdate {
+                config: target.config.clone(),
+                image: target.image.clone(),
+                started,
+                finished: now,
+            };
+            patch = patch.set(LAST_UPDATE, record.to_annotation());
+        }
+        None if o.get(LAST_UPDATE).is_some() => patch = patch.remove(LAST_UPDATE),
+        None => {}
     }
     let mut out = Vec::new();
     let ours = o.get(CORDONED_BY_AGENT).is_some();
@@ -1110,13 +1207,14 @@ fn finish(o: &Observed, policy: &Policy, target: &Target, rebooted: bool) -> Vec
 }
 
 /// The update failed for this target: Degraded, the node stays cordoned.
-fn degrade(target: &Target, reason: String) -> Vec<Action> {
+fn degrade(o: &Observed, target: &Target, reason: String) -> Vec<Action> {
     vec![
         Patch::default()
             .set(STATE, NodeState::Degraded.as_str())
             .set(REASON, reason.clone())
             .progress(
                 target,
+                o.started(target),
                 Step::Degraded {
                     reason: reason.clone(),
                 },

@@ -59,6 +59,7 @@ fn at(mut o: Observed, step: Step) -> Observed {
         PROGRESS.into(),
         Progress {
             target: target(),
+            started: Some(NOW - 60_000),
             step,
         }
         .to_annotation(),
@@ -608,12 +609,14 @@ fn progress_round_trips_through_its_annotation() {
     ] {
         let p = Progress {
             target: target(),
+            started: Some(NOW - 1),
             step,
         };
         assert_eq!(Progress::parse(&p.to_annotation()), Some(p));
     }
     let text = Progress {
         target: target(),
+        started: None,
         step: draining(NOW, 0, None),
     }
     .to_annotation();
@@ -773,6 +776,16 @@ proptest! {
         prop_assert_eq!(w.o.annotations.get(CURRENT_IMAGE).map(String::as_str), Some(B));
         prop_assert!(!w.o.unschedulable, "uncordoned at the end");
         prop_assert!(!w.o.annotations.contains_key(PROGRESS));
+        // Restarts or not, the update is timed from its start to its finish.
+        let record = w.o.annotations.get(LAST_UPDATE).and_then(|v| LastUpdate::parse(v));
+        prop_assert!(
+            record.as_ref().is_some_and(|r| r.image == B
+                && NOW <= r.started
+                && r.started <= r.finished
+                && r.finished <= w.now),
+            "{:?}",
+            record
+        );
     }
 }
 
@@ -930,5 +943,266 @@ fn a_repeated_reboot_request_still_boots_once() {
     assert_eq!(
         w.o.annotations.get(CURRENT_IMAGE).map(String::as_str),
         Some(B)
+    );
+}
+
+#[test]
+fn an_update_records_when_it_started_and_when_it_finished() {
+    let mut w = World::new();
+    w.pass(false);
+    // The pass that cordons starts the update; the rollout reads the start (in seconds).
+    let started = w.now;
+    assert_eq!(w.o.progress().and_then(|p| p.started), Some(started));
+    assert_eq!(
+        machineos_rollout::NodeAnnotations::from_map(&w.o.annotations).update_started,
+        Some(started / 1000)
+    );
+    let mut finished = None;
+    for _ in 0..20 {
+        w.now += 30_000;
+        w.pass(false);
+        if w.host.lock().reboot_requested {
+            w.host.boot();
+        }
+        if let Some(p) = w.o.progress() {
+            // Every step keeps the start; the record comes only with the finish.
+            assert_eq!(p.started, Some(started), "{p:?}");
+            assert!(!w.o.annotations.contains_key(LAST_UPDATE));
+        }
+        if finished.is_none() && w.o.annotations.get(STATE).map(String::as_str) == Some("Done") {
+            finished = Some(w.now);
+        }
+    }
+    let finished = finished.expect("the update finished");
+    assert!(finished > started);
+    let record =
+        w.o.annotations
+            .get(LAST_UPDATE)
+            .and_then(|v| LastUpdate::parse(v));
+    let want = LastUpdate {
+        config: "rendered-worker-2".into(),
+        image: B.into(),
+        started,
+        finished,
+    };
+    assert_eq!(record.as_ref(), Some(&want));
+    // What the rollout reads: the record, and no update in progress.
+    let seen = machineos_rollout::NodeAnnotations::from_map(&w.o.annotations);
+    assert_eq!(seen.last_update, Some(want));
+    assert_eq!(seen.update_started, None);
+}
+
+#[test]
+fn an_update_finished_without_a_recorded_start_leaves_no_timing_record() {
+    // The host runs the target already: nothing was timed, and an older record goes.
+    let mut o = asked();
+    o.host.booted = Some(B.into());
+    let older = LastUpdate {
+        config: "rendered-worker-1".into(),
+        image: A.into(),
+        started: NOW - 600_000,
+        finished: NOW - 300_000,
+    };
+    o.annotations
+        .insert(LAST_UPDATE.into(), older.to_annotation());
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Done".to_owned())));
+    assert_eq!(patch_of(&a).get(LAST_UPDATE), Some(&None));
+
+    // A progress written before the start was recorded (no `updateStarted`) still parses,
+    // resumes and finishes, without a record.
+    let text = format!(
+        r#"{{"target":{{"config":"rendered-worker-2","image":"{B}"}},"step":"rebooting","bootIdBeforeReboot":"boot-0","rebootRequested":{NOW}}}"#
+    );
+    let p = Progress::parse(&text).expect("the older format parses");
+    assert_eq!(p.started, None);
+    let mut o = ours(asked());
+    o.annotations.insert(PROGRESS.into(), text);
+    o.annotations.insert(STATE.into(), "Rebooting".into());
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B.into());
+    o.host.kargs = vec!["nosmt".into()];
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Done".to_owned())));
+    assert!(!patch_of(&a).contains_key(LAST_UPDATE), "{a:?}");
+    // Written with the start, the field is `updateStarted`.
+    let with = Progress {
+        started: Some(NOW),
+        ..p
+    }
+    .to_annotation();
+    assert!(with.contains(&format!("\"updateStarted\":{NOW}")), "{with}");
+}
+
+/// B as a two-architecture index: its amd64 and arm64 manifests.
+const B_AMD64: &str =
+    "quay.io/os/worker@sha256:a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
+const B_ARM64: &str =
+    "quay.io/os/worker@sha256:b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
+
+/// The rollout's [`IMAGE_MANIFESTS`] for `index` = B's manifests.
+fn manifests_of(index: &str) -> String {
+    ImageManifests(
+        [(
+            index.to_owned(),
+            [("amd64", B_AMD64), ("arm64", B_ARM64)]
+                .into_iter()
+                .map(|(a, m)| (a.to_owned(), m.to_owned()))
+                .collect(),
+        )]
+        .into(),
+    )
+    .to_annotation()
+}
+
+#[test]
+fn a_multi_arch_target_booted_as_the_nodes_manifest_is_the_target() {
+    // (the node's arch, the manifests the rollout passed, what booted, done?)
+    let cases: [(Option<&str>, Option<&str>, &str, bool); 9] = [
+        // B is an index: the host reports its manifest for the node's architecture.
+        (Some("amd64"), Some(B), B_AMD64, true),
+        (Some("arm64"), Some(B), B_ARM64, true),
+        // Another architecture's manifest of the same index is not the target.
+        (Some("amd64"), Some(B), B_ARM64, false),
+        (Some("arm64"), Some(B), B_AMD64, false),
+        // A host that reports the index itself runs the target too.
+        (Some("amd64"), Some(B), B, true),
+        // The architecture unknown: only the index itself.
+        (None, Some(B), B_AMD64, false),
+        // Manifests of another image say nothing about B.
+        (Some("amd64"), Some(C), B_AMD64, false),
+        // Single-arch (no manifests): the pullspec, exactly, as before.
+        (Some("amd64"), None, B, true),
+        (Some("amd64"), None, B_AMD64, false),
+    ];
+    for (arch, index, booted, done) in cases {
+        let mut o = ours(at(
+            asked(),
+            Step::Rebooting {
+                boot_id_before_reboot: "boot-0".into(),
+                reboot_requested: Some(NOW),
+            },
+        ));
+        o.arch = arch.map(str::to_owned);
+        if let Some(index) = index {
+            o.annotations
+                .insert(IMAGE_MANIFESTS.into(), manifests_of(index));
+        }
+        o.host.boot_id = "boot-1".into();
+        o.host.booted = Some(booted.into());
+        o.host.kargs = vec!["nosmt".into()];
+        let a = decide(&o, &policy(), NOW);
+        let p = patch_of(&a);
+        let case = format!("{arch:?} {index:?} booted {booted}");
+        if done {
+            assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())), "{case}");
+            // What the node records is the pullspec the pool records: the index.
+            assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())), "{case}");
+            assert!(
+                has(&a, |a| matches!(
+                    a,
+                    Action::SetMcnVersions { current_image: Some(i), .. } if i == B
+                )),
+                "{case}"
+            );
+            assert!(has(&a, |a| *a == Action::Uncordon), "{case}");
+        } else {
+            assert_eq!(p.get(STATE), Some(&Some("Degraded".to_owned())), "{case}");
+            assert!(!p.contains_key(CURRENT_IMAGE), "{case}");
+            let reason = p.get(REASON).cloned().flatten().unwrap_or_default();
+            assert!(
+                reason.contains(booted) && reason.contains(B),
+                "{case}: {reason}"
+            );
+            assert!(!has(&a, |a| *a == Action::Uncordon), "{case}");
+        }
+    }
+    // The reason names the manifest that was expected.
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.arch = Some("amd64".into());
+    o.annotations
+        .insert(IMAGE_MANIFESTS.into(), manifests_of(B));
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B_ARM64.into());
+    let reason = patch_of(&decide(&o, &policy(), NOW))
+        .get(REASON)
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
+    assert_eq!(
+        reason,
+        format!("booted {B_ARM64} after the reboot, expected {B} (its amd64 manifest {B_AMD64})")
+    );
+}
+
+#[test]
+fn a_multi_arch_target_staged_pulled_or_running_as_the_nodes_manifest_is_recognised() {
+    let multi = |mut o: Observed| {
+        o.arch = Some("amd64".into());
+        o.annotations
+            .insert(IMAGE_MANIFESTS.into(), manifests_of(B));
+        o
+    };
+    // Already running it: done without disruption, recording the index.
+    let mut o = multi(asked());
+    o.host.booted = Some(B_AMD64.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, disruptive), "{a:?}");
+    assert_eq!(patch_of(&a).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    // Another architecture's manifest running: the update starts.
+    o.host.booted = Some(B_ARM64.into());
+    assert!(has(&decide(&o, &policy(), NOW), |a| *a == Action::Cordon));
+
+    // Deployed: the host reports the manifest staged → on to the reboot (not another deploy).
+    let mut o = multi(ours(at(asked(), Step::Deploying)));
+    o.host.staged = Some(B_AMD64.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| matches!(a, Action::Deploy(_))), "{a:?}");
+    assert!(matches!(
+        progress_of(&a).map(|p| p.step),
+        Some(Step::Rebooting { .. })
+    ));
+    // The wrong architecture's manifest staged is not the target: deploy it.
+    o.host.staged = Some(B_ARM64.into());
+    assert!(has(&decide(&o, &policy(), NOW), |a| *a
+        == Action::Deploy(B.into())));
+
+    // Booted after the reboot with the target's manifest staged (as a host may report it):
+    // finished, nothing restaged.
+    let mut o = multi(ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    )));
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B_AMD64.into());
+    o.host.staged = Some(B_AMD64.into());
+    o.host.kargs = vec!["nosmt".into()];
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| matches!(a, Action::Deploy(_))), "{a:?}");
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Done".to_owned())));
+
+    // Staging: the manifest pulled is the stage image pulled (no pull again).
+    let mut o = multi(asked());
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    o.annotations.insert(STAGE_IMAGE.into(), B.into());
+    o.host.pulled = vec![B_AMD64.into()];
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(STAGED_IMAGE), Some(&Some(B.to_owned())));
+    assert!(!has(&a, |a| matches!(a, Action::Pull(_))), "{a:?}");
+    o.host.pulled = vec![B_ARM64.into()];
+    assert_eq!(
+        decide(&o, &policy(), NOW),
+        vec![Action::WritePullSecret, Action::Pull(B.into())]
     );
 }

@@ -1,7 +1,9 @@
 //! A simulated cluster: the test API server, the real loopback registry, the controller and
 //! one `machineos agent` per node, each on its own fake host, where a "reboot" stops that
 //! agent, boots the fake host into its staged image (NotReady, then Ready, as a kubelet would
-//! report) and starts a new agent. The API server's state is sampled every 100 ms: the
+//! report) and starts a new agent. Told an image index's manifest for its architecture, a
+//! host reports that manifest for the index (pulled, staged, booted), as bootc and rpm-ostree
+//! do ([`PlatformHost`]). The API server's state is sampled every 100 ms: the
 //! number of unavailable nodes never exceeds the pool's limit, and the timeline (which
 //! nodes were updating when) is printed.
 
@@ -29,10 +31,79 @@ const OLD: &str =
 const CANARY: &str =
     "quay.io/fedora/os@sha256:cafecafecafecafecafecafecafecafecafecafecafecafecafecafecafecafe";
 
-/// One simulated machine: its fake host and its running agent.
+/// One simulated machine: its fake host, what its platform reports for image indexes, and
+/// its running agent.
 struct Machine {
     host: FakeHost,
+    platform: Manifests,
     agent: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+}
+
+/// Image index → the manifest of one machine's architecture.
+type Manifests = Arc<std::sync::Mutex<BTreeMap<String, String>>>;
+
+/// The fake host as the agent sees it on a real platform: bootc and rpm-ostree report the
+/// manifest of the host's architecture for an index they pulled, deployed or booted
+/// (`platform`: index → that manifest; empty: the fake host's report as it is).
+struct PlatformHost {
+    host: FakeHost,
+    platform: Manifests,
+}
+
+impl PlatformHost {
+    fn resolve(&self, image: &mut Option<String>) {
+        let platform = self.platform.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = image.as_ref().and_then(|i| platform.get(i)) {
+            *image = Some(m.clone());
+        }
+    }
+}
+
+impl Host for PlatformHost {
+    fn kind(&self) -> machineos_host::HostKind {
+        self.host.kind()
+    }
+    fn status(&self) -> Result<machineos_host::HostStatus, machineos_host::HostError> {
+        let mut s = self.host.status()?;
+        self.resolve(&mut s.booted);
+        self.resolve(&mut s.staged);
+        self.resolve(&mut s.rollback);
+        for p in &mut s.pulled {
+            let mut one = Some(std::mem::take(p));
+            self.resolve(&mut one);
+            *p = one.unwrap_or_default();
+        }
+        Ok(s)
+    }
+    fn pull(
+        &self,
+        image: &str,
+        auth: Option<&std::path::Path>,
+    ) -> Result<(), machineos_host::HostError> {
+        self.host.pull(image, auth)
+    }
+    fn deploy(
+        &self,
+        image: &str,
+        auth: Option<&std::path::Path>,
+    ) -> Result<(), machineos_host::HostError> {
+        self.host.deploy(image, auth)
+    }
+    fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), machineos_host::HostError> {
+        self.host.kargs(add, remove)
+    }
+    fn reboot(&self) -> Result<(), machineos_host::HostError> {
+        self.host.reboot()
+    }
+    fn write_pull_secret(
+        &self,
+        dockerconfigjson: &[u8],
+    ) -> Result<std::path::PathBuf, machineos_host::HostError> {
+        self.host.write_pull_secret(dockerconfigjson)
+    }
+    fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), machineos_host::HostError> {
+        self.host.write_ssh_keys(user, keys)
+    }
 }
 
 /// The simulated machines and the "power supply" that reboots them.
@@ -55,11 +126,15 @@ fn start_agent(
     client: &Client,
     node: &str,
     host: &FakeHost,
+    platform: &Manifests,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let token = CancellationToken::new();
     let (client, host, opts, t) = (
         client.clone(),
-        host.clone(),
+        PlatformHost {
+            host: host.clone(),
+            platform: platform.clone(),
+        },
         agent_options(node),
         token.clone(),
     );
@@ -101,8 +176,16 @@ impl Fleet {
             .await
             .unwrap();
             let host = FakeHost::booted(OLD);
-            let agent = Some(start_agent(&client, name, &host));
-            machines.insert(name.clone(), Machine { host, agent });
+            let platform = Manifests::default();
+            let agent = Some(start_agent(&client, name, &host, &platform));
+            machines.insert(
+                name.clone(),
+                Machine {
+                    host,
+                    platform,
+                    agent,
+                },
+            );
         }
         let fleet = Fleet {
             machines: Arc::new(Mutex::new(machines)),
@@ -151,7 +234,7 @@ impl Fleet {
                         let Some(m) = ms.get_mut(&name) else { return };
                         m.host.boot();
                         let _ = hooks::set_node_ready(&shared, &name, true);
-                        m.agent = Some(start_agent(&client, &name, &m.host));
+                        m.agent = Some(start_agent(&client, &name, &m.host, &m.platform));
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -167,7 +250,18 @@ impl Fleet {
             h.abort();
             let _ = h.await;
         }
-        m.agent = Some(start_agent(&self.client, name, &m.host));
+        m.agent = Some(start_agent(&self.client, name, &m.host, &m.platform));
+    }
+
+    /// From now on, node `name`'s host reports `manifest` for the image index `index`.
+    async fn reports(&self, name: &str, index: &str, manifest: &str) {
+        let ms = self.machines.lock().await;
+        if let Some(m) = ms.get(name) {
+            m.platform
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(index.to_owned(), manifest.to_owned());
+        }
     }
 
     async fn host(&self, name: &str) -> FakeHost {
@@ -813,6 +907,168 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         .unwrap();
     assert!(st.done && !st.halted, "{st:?}");
     assert_eq!((st.updated, st.total), (12, 12));
+    fleet.shutdown().await;
+    controller.stop().await;
+}
+
+/// Two amd64 and two arm64 nodes get one image index with both architectures; their hosts
+/// report, as bootc and rpm-ostree do, the manifest of their own architecture for it (pulled,
+/// staged and booted). Every node ends Updated on the index — none Degraded — and each booted
+/// its own architecture's manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_multi_arch_image_rolls_onto_amd64_and_arm64_hosts_that_report_their_manifest() {
+    let c = Cluster::start_with_base(
+        machineos_testkit::RegistryOptions::new()
+            .with_tls()
+            .with_auth("builder", "s3cret-pw"),
+        &["linux/amd64", "linux/arm64"],
+    )
+    .await;
+    let arch_of = |i: usize| {
+        if i.is_multiple_of(2) {
+            "amd64"
+        } else {
+            "arm64"
+        }
+    };
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..4)
+        .map(|i| {
+            let mut labels = worker_labels("zone-a");
+            labels.insert(vocab::ARCH_LABEL.into(), arch_of(i).into());
+            (format!("node-{i:02}"), labels)
+        })
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    // Paused until the image is recorded and the hosts know its manifests (a pool's build
+    // runs while it is paused).
+    pool_with(&c, json!(2), "1").await;
+    let pools = c.get(&kinds::pool());
+    pools
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let controller = c.controller().await;
+    let images = c
+        .until(&kinds::image(), "a MachineOSImage", |l| l.len() == 1)
+        .await;
+    let spec = &images[0].data["spec"];
+    let index = spec["image"].as_str().unwrap().to_owned();
+    let repo = index.rsplit_once('@').unwrap().0.to_owned();
+    let manifest: BTreeMap<String, String> = spec["architectures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["architecture"].as_str().unwrap().to_owned(),
+                format!("{repo}@{}", a["digest"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        manifest.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["amd64", "arm64"],
+        "{spec}"
+    );
+    assert!(
+        manifest.values().all(|m| *m != index),
+        "an index, not a manifest"
+    );
+    for (i, (name, _)) in names.iter().enumerate() {
+        fleet.reports(name, &index, &manifest[arch_of(i)]).await;
+    }
+    pools
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    until_nodes(&c, "every node on the index", EVENTUALLY, |ns| {
+        ns.len() == 4
+            && ns.iter().all(|n| {
+                let a = n.annotations();
+                current_image(n) == Some(index.as_str())
+                    && a.get(vocab::DESIRED_IMAGE) == Some(&index)
+                    && a.get(vocab::STATE).map(String::as_str) == Some("Done")
+                    && !n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false)
+            })
+    })
+    .await;
+    c.until(&kinds::pool(), "the pool Updated", |ps| {
+        ps.iter().any(|p| {
+            p.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Updated" && c["status"] == "True")
+            })
+        })
+    })
+    .await;
+    let pool = pools.get("worker").await.unwrap();
+    assert_eq!(
+        pool.data["status"]["updatedMachineCount"], 4,
+        "{}",
+        pool.data
+    );
+    assert_eq!(
+        pool.data["status"]["degradedMachineCount"], 0,
+        "{}",
+        pool.data
+    );
+    // The rollout passed the manifests with the desired image; each host booted its own
+    // architecture's manifest, once, through one deploy of the index.
+    let want = machineos_rollout::ImageManifests([(index.clone(), manifest.clone())].into());
+    for n in nodes(&c).await {
+        let name = n.name_any();
+        let arch = n.labels()[vocab::ARCH_LABEL].as_str();
+        assert_eq!(
+            n.annotations()
+                .get(vocab::IMAGE_MANIFESTS)
+                .and_then(|v| machineos_rollout::ImageManifests::parse(v)),
+            Some(want.clone()),
+            "{name}"
+        );
+        let m = fleet.machines.lock().await;
+        let host = PlatformHost {
+            host: m[&name].host.clone(),
+            platform: m[&name].platform.clone(),
+        };
+        assert_eq!(
+            host.status().unwrap().booted.as_deref(),
+            Some(manifest[arch].as_str()),
+            "{name} ({arch})"
+        );
+        let s = m[&name].host.lock();
+        let deploys: Vec<&String> = s.calls.iter().filter(|c| c.starts_with("deploy")).collect();
+        assert_eq!(
+            deploys,
+            [&format!("deploy {index}")],
+            "{name}: {:?}",
+            s.calls
+        );
+        assert_eq!(s.boots, 1, "{name}: {:?}", s.calls);
+    }
+    // No node was ever Degraded.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
+    let failed: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("UpdateFailed"))
+        .map(|e| format!("{:?}", e.note))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
     fleet.shutdown().await;
     controller.stop().await;
 }

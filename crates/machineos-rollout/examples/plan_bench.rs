@@ -62,6 +62,7 @@ fn main() {
             pull_secret: None,
             conditions: BTreeMap::new(),
         }],
+        image_manifests: Default::default(),
         controller_node: Some("node-00002".into()),
     };
     let median = |f: &dyn Fn() -> usize| {

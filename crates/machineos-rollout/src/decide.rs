@@ -30,6 +30,11 @@
 //! * **Staging**: every node a (running) rollout targets and that does not run its image yet
 //!   gets [`vocab::STAGE_IMAGE`] at once, whatever its turn; the agent pulls it without
 //!   disruption. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
+//! * **Multi-architecture images**: hosts report the manifest they booted, not the index
+//!   `desiredImage` names. Every node whose `desiredImage` or [`vocab::STAGE_IMAGE`] (as this
+//!   pass leaves them) is an index a MachineOSImage records gets those indexes'
+//!   per-architecture manifests in [`vocab::IMAGE_MANIFESTS`], in the same patch; it is
+//!   removed when neither is. `desiredImage` stays the index (the pullspec the pool records).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,12 +45,13 @@ use crate::observed::{
 use crate::vocab::{self, NodeState};
 
 /// The keys the rollout writes on nodes.
-pub const MANAGED_KEYS: [&str; 5] = [
+pub const MANAGED_KEYS: [&str; 6] = [
     vocab::DESIRED_CONFIG,
     vocab::DESIRED_IMAGE,
     vocab::DRIVEN_BY,
     vocab::STAGE_IMAGE,
     vocab::PULL_SECRET,
+    vocab::IMAGE_MANIFESTS,
 ];
 
 /// Annotation changes for one node: key → new value (`None` removes it).
@@ -889,6 +895,7 @@ impl Pass<'_> {
     /// patches are what changes.
     fn finish(self, pools: Vec<PoolReport>, machine_images: Vec<ImageReport>) -> Decision {
         let Pass {
+            o,
             views,
             mut want,
             events,
@@ -899,6 +906,19 @@ impl Pass<'_> {
                 want[i].insert(vocab::STAGE_IMAGE, None);
                 want[i].insert(vocab::PULL_SECRET, None);
             }
+            // The manifests of the images the node is left with (desired and staged).
+            let after = |k: &'static str| match want[i].get(k) {
+                Some(w) => w.clone(),
+                None => current(v.node, k).map(str::to_owned),
+            };
+            let (desired, stage) = (after(vocab::DESIRED_IMAGE), after(vocab::STAGE_IMAGE));
+            let manifests = o
+                .image_manifests
+                .only(desired.iter().chain(stage.iter()).map(String::as_str));
+            want[i].insert(
+                vocab::IMAGE_MANIFESTS,
+                (!manifests.0.is_empty()).then(|| manifests.to_annotation()),
+            );
         }
         let node_patches = views
             .iter()
@@ -932,6 +952,7 @@ fn current<'a>(n: &'a NodeObserved, key: &str) -> Option<&'a str> {
         vocab::DRIVEN_BY => a.driven_by.as_deref(),
         vocab::STAGE_IMAGE => a.stage_image.as_deref(),
         vocab::PULL_SECRET => a.pull_secret.as_deref(),
+        vocab::IMAGE_MANIFESTS => a.image_manifests.as_deref(),
         _ => None,
     }
 }

@@ -19,8 +19,8 @@ pub use machineos_vocab::node as vocab;
 
 pub use decide::{Decision, NodePatch, decide};
 pub use observed::{
-    ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations, NodeObserved, Observed,
-    PoolImage, PoolObserved, Timestamp,
+    ImageManifests, ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations,
+    NodeObserved, Observed, PoolImage, PoolObserved, Timestamp,
 };
 pub use plan::{Plan, plan};
 pub use selector::Selector;

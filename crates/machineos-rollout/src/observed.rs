@@ -1,7 +1,9 @@
 //! What the rollout decides from: the layered pools (their rendered config, the image built
 //! for it once its build Succeeded, `maxUnavailable`, `paused`, the soak), every node (labels,
 //! the MCO's and machineos's annotations, readiness and since when, cordon, zone, age, a
-//! blocked drain) and the MachineImages. Built by the controller from its caches; plain data.
+//! blocked drain, and the agent's timing of its updates), the MachineImages and the
+//! per-architecture manifests of the multi-architecture images MachineOSImages record. Built
+//! by the controller from its caches; plain data.
 
 use std::collections::BTreeMap;
 
@@ -152,27 +154,127 @@ pub struct NodeAnnotations {
     /// The agent's step in [`vocab::PROGRESS`] (`draining`, `deploying`, `rebooting`,
     /// `degraded`), for `machineos rollout status`; nothing decides on it.
     pub step: Option<String>,
+    /// When the agent started the update in progress ([`vocab::PROGRESS`]'s
+    /// `updateStarted`), only if that progress is for the desired config and image; for
+    /// `machineos rollout status`'s estimate, nothing decides on it.
+    pub update_started: Option<Timestamp>,
+    /// The last update the agent finished and timed ([`vocab::LAST_UPDATE`]); for
+    /// `machineos rollout status`'s estimate, nothing decides on it.
+    pub last_update: Option<LastUpdate>,
+    /// [`vocab::IMAGE_MANIFESTS`], as written (the rollout rewrites it when it differs).
+    pub image_manifests: Option<String>,
+}
+
+/// The [`vocab::LAST_UPDATE`] annotation: the last update the agent finished and timed. The
+/// agent writes it, the rollout reads it (this type is the format both use).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LastUpdate {
+    /// The rendered config it updated to.
+    pub config: String,
+    /// The image it updated to, by digest.
+    pub image: String,
+    /// When the agent began the update (milliseconds since the Unix epoch).
+    pub started: i64,
+    /// When the node ran the target and the agent was done (milliseconds since the epoch).
+    pub finished: i64,
+}
+
+impl LastUpdate {
+    /// The annotation value (JSON).
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parse the annotation value; `None` for anything unreadable.
+    pub fn parse(s: &str) -> Option<LastUpdate> {
+        serde_json::from_str(s).ok()
+    }
+
+    /// Whether it is the update to `config` and `image`.
+    pub fn is_to(&self, config: &str, image: &str) -> bool {
+        self.config == config && self.image == image
+    }
+
+    /// How long it took, in whole seconds (`None` when it finished before it started: a
+    /// clock that stepped back).
+    pub fn seconds(&self) -> Option<u64> {
+        u64::try_from(self.finished.checked_sub(self.started)?)
+            .ok()
+            .map(|ms| ms / 1000)
+    }
+}
+
+/// The [`vocab::IMAGE_MANIFESTS`] annotation, and the rollout's record of every
+/// multi-architecture image: per image (its index pullspec, `repo@sha256:…`), each
+/// architecture's (`kubernetes.io/arch`) manifest pullspec in the same repository. The
+/// rollout writes it, the agent reads it (this type is the format both use).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ImageManifests(pub BTreeMap<String, BTreeMap<String, String>>);
+
+impl ImageManifests {
+    /// The annotation value (JSON).
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parse the annotation value; `None` for anything unreadable.
+    pub fn parse(s: &str) -> Option<ImageManifests> {
+        serde_json::from_str(s).ok()
+    }
+
+    /// The manifest of `image` for `arch`, when `image` is a recorded index that has one.
+    pub fn manifest(&self, image: &str, arch: &str) -> Option<&str> {
+        self.0.get(image)?.get(arch).map(String::as_str)
+    }
+
+    /// The entries of `images` (those recorded), for one node's annotation.
+    pub fn only<'a>(&self, images: impl IntoIterator<Item = &'a str>) -> ImageManifests {
+        ImageManifests(
+            images
+                .into_iter()
+                .filter_map(|i| Some((i.to_owned(), self.0.get(i)?.clone())))
+                .collect(),
+        )
+    }
 }
 
 impl NodeAnnotations {
     /// Read them from a node's annotation map.
     pub fn from_map(a: &BTreeMap<String, String>) -> NodeAnnotations {
         let get = |k: &str| a.get(k).filter(|v| !v.is_empty()).cloned();
+        let progress = a
+            .get(vocab::PROGRESS)
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
+        let desired_config = get(vocab::DESIRED_CONFIG);
+        let desired_image = get(vocab::DESIRED_IMAGE);
+        // The start of the update to what is desired now (not of an older target).
+        let update_started = progress
+            .as_ref()
+            .filter(|p| {
+                let target = |k: &str| p.get("target")?.get(k)?.as_str();
+                target("image") == desired_image.as_deref()
+                    && target("config") == Some(desired_config.as_deref().unwrap_or_default())
+            })
+            .and_then(|p| p.get("updateStarted")?.as_i64())
+            .map(|ms| ms.div_euclid(1000));
         NodeAnnotations {
             current_config: get(vocab::CURRENT_CONFIG),
-            desired_config: get(vocab::DESIRED_CONFIG),
+            desired_config,
             current_image: get(vocab::CURRENT_IMAGE),
-            desired_image: get(vocab::DESIRED_IMAGE),
+            desired_image,
             state: a.get(vocab::STATE).and_then(|s| NodeState::parse(s)),
             reason: get(vocab::REASON),
             stage_image: get(vocab::STAGE_IMAGE),
             staged_image: get(vocab::STAGED_IMAGE),
             pull_secret: get(vocab::PULL_SECRET),
             driven_by: get(vocab::DRIVEN_BY),
-            step: a
-                .get(vocab::PROGRESS)
-                .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            step: progress
+                .as_ref()
                 .and_then(|p| p.get("step")?.as_str().map(str::to_owned)),
+            update_started,
+            last_update: a.get(vocab::LAST_UPDATE).and_then(|v| LastUpdate::parse(v)),
+            image_manifests: get(vocab::IMAGE_MANIFESTS),
         }
     }
 }
@@ -254,6 +356,9 @@ pub struct Observed {
     pub nodes: Vec<NodeObserved>,
     /// Every MachineImage.
     pub machine_images: Vec<MachineImageObserved>,
+    /// The per-architecture manifests of every multi-architecture image a MachineOSImage
+    /// records (single-architecture images are not listed).
+    pub image_manifests: ImageManifests,
     /// The node the controller runs on: updated last.
     pub controller_node: Option<String>,
 }

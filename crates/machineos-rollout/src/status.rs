@@ -8,12 +8,34 @@
 //! `rebooting` (the agent's step), `soaking` (on the image, within `minReadySeconds`),
 //! `updating` (targeted, the agent has not reported a step yet).
 //!
-//! Not here yet: an estimate of the time left (the per-node update times are not recorded
-//! anywhere the CLI can read).
+//! The [`Estimate`] of the time left comes from the update times measured in this rollout.
+//! The agent records when it started an update (in [`PROGRESS`](crate::vocab::PROGRESS))
+//! and, when it finishes, the target with both times
+//! ([`LAST_UPDATE`](crate::vocab::LAST_UPDATE)). A node's time is the median over the
+//! members on the pool's image whose record is of the update to the pool's config and image
+//! (records of other targets are ignored), plus the pool's `minReadySeconds` (a slot frees
+//! after the soak). The remaining nodes — moving now, and the nodes in [`plan()`]'s batches —
+//! then go through as [`decide()`] moves them: at most the capacity [`plan()`] assumes
+//! (`maxUnavailable` scaled over the members, less the members held unavailable) at a time,
+//! each slot taken again as it frees. A moving node counts for the rest of its time (the
+//! node's time less the time since its update started, floored at its soak; in full when no
+//! start is recorded), a soaking one for the rest of its soak. With nothing moving, that is
+//! `ceil(nodes left / capacity)` batches × a node's time.
+//!
+//! Its limits: every node left is assumed to take as long as the median measured one, and
+//! the members unavailable for other reasons (NotReady, cordoned, Degraded) to stay so, as
+//! [`plan()`] assumes: they take slots, and the NotReady ones (like those a MachineImage
+//! moves) are not counted among the nodes left. There is none ([`Status::no_estimate`] says
+//! why) before a node finished in this rollout, before the image is built, when no slot frees
+//! for good, when only held nodes are left, when halted or paused; none and no reason once
+//! done. O(n log n) in the nodes.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::decide::{self, decide};
-use crate::observed::{NodeObserved, Observed, Timestamp};
-use crate::plan::{PlanError, plan};
+use crate::observed::{LastUpdate, NodeObserved, Observed, Timestamp};
+use crate::plan::{Plan, PlanError, plan};
 use crate::vocab::NodeState;
 
 /// One node that holds the rollout back.
@@ -24,6 +46,24 @@ pub struct Held {
     /// Why: `Degraded: …`, `drain blocked: …`, `NotReady`, `follows MachineImage X`, ….
     pub reason: String,
 }
+
+/// The time left, estimated from the update times measured in this rollout (see the module
+/// docs for how, and its limits).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Estimate {
+    /// About how long until every node the rollout can move is updated and soaked.
+    pub seconds_left: u64,
+    /// A node's update time: the median of the measured ones (the agent's start to finish).
+    pub per_node_seconds: u64,
+    /// The pool's `minReadySeconds`, added to each node's time.
+    pub soak_seconds: u64,
+    /// How many nodes were measured.
+    pub measured_nodes: usize,
+}
+
+/// Why there is no [`Estimate`]: no member on the image was timed to it yet.
+pub const NO_NODE_FINISHED: &str = "no node has finished";
 
 /// Where a pool's rollout stands (`-o json` prints it as is, in camelCase).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -49,6 +89,10 @@ pub struct Status {
     pub halted: bool,
     /// Every member is on the image and available.
     pub done: bool,
+    /// The time left, when it can be estimated.
+    pub estimate: Option<Estimate>,
+    /// Why there is no estimate (none once done).
+    pub no_estimate: Option<&'static str>,
 }
 
 /// The status of `pool` at `now`.
@@ -111,6 +155,18 @@ pub fn status(o: &Observed, pool: &str, now: Timestamp) -> Result<Status, PlanEr
     let halted = report.is_some_and(|r| r.halted);
     let done =
         p.image.is_some() && p.updated.len() == p.members && moving.is_empty() && held.is_empty();
+    let (estimate, no_estimate) = if done {
+        (None, None)
+    } else if halted {
+        (None, Some("the rollout is halted"))
+    } else if paused {
+        (None, Some("the pool is paused"))
+    } else {
+        match estimate(o, &p, min_ready, now) {
+            Ok(e) => (Some(e), None),
+            Err(why) => (None, Some(why)),
+        }
+    };
     Ok(Status {
         pool: p.pool,
         image: p.image,
@@ -122,6 +178,106 @@ pub fn status(o: &Observed, pool: &str, now: Timestamp) -> Result<Status, PlanEr
         paused,
         halted,
         done,
+        estimate,
+        no_estimate,
+    })
+}
+
+/// The time left of `p`'s rollout at `now` (see the module docs), or why there is none.
+fn estimate(
+    o: &Observed,
+    p: &Plan,
+    min_ready: i64,
+    now: Timestamp,
+) -> Result<Estimate, &'static str> {
+    let image = p.image.as_deref().ok_or("the image is not built yet")?;
+    let by_name: HashMap<&str, &NodeObserved> =
+        o.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let node = |name: &str| by_name.get(name).copied();
+    let mut measured: Vec<u64> = p
+        .updated
+        .iter()
+        .filter_map(|name| node(name)?.annotations.last_update.as_ref())
+        .filter(|u| u.is_to(&p.config, image))
+        .filter_map(LastUpdate::seconds)
+        .collect();
+    measured.sort_unstable();
+    let mid = measured.len() / 2;
+    let per_node = match measured.len() {
+        0 => return Err(NO_NODE_FINISHED),
+        n if n % 2 == 1 => measured[mid],
+        _ => measured[mid - 1].midpoint(measured[mid]),
+    };
+    let soak = u64::try_from(min_ready).unwrap_or(0);
+    let slot = per_node.saturating_add(soak);
+    // The capacity plan() assumes: maxUnavailable less the members that stay unavailable
+    // (NotReady, cordoned or Degraded and not moving; any unavailable one a MachineImage
+    // moves or two match).
+    let others: HashSet<&str> = (p.machine_images.iter().map(|(n, _)| n))
+        .chain(&p.conflicts)
+        .map(String::as_str)
+        .collect();
+    let moving: HashSet<&str> = p.in_flight.iter().map(String::as_str).collect();
+    let persistent = p
+        .unavailable
+        .iter()
+        .filter(|(name, why)| {
+            others.contains(name.as_str())
+                || (matches!(*why, "NotReady" | "Cordoned" | "Degraded")
+                    && !moving.contains(name.as_str()))
+        })
+        .count();
+    let capacity = p.max_unavailable.saturating_sub(persistent);
+    if capacity == 0 {
+        return Err("no slot to move a node in (see blocked)");
+    }
+    let secs = |d: i64| u64::try_from(d).unwrap_or(0);
+    // When each busy slot frees, from now: the moving nodes, then the soaking ones.
+    let mut busy: BinaryHeap<Reverse<u64>> = p
+        .in_flight
+        .iter()
+        .filter_map(|name| node(name))
+        .map(|n| {
+            let elapsed = n
+                .annotations
+                .update_started
+                .map_or(0, |t| secs(now.saturating_sub(t)));
+            Reverse(per_node.saturating_sub(elapsed).saturating_add(soak))
+        })
+        .collect();
+    for name in &p.updated {
+        if let Some(n) = node(name)
+            && decide::unavailable(n, now, min_ready) == Some("Soaking")
+        {
+            let since = n.ready_since.unwrap_or(now);
+            busy.push(Reverse(secs(
+                min_ready.saturating_sub(now.saturating_sub(since)),
+            )));
+        }
+    }
+    let waiting: usize = p.batches.iter().map(Vec::len).sum();
+    if waiting == 0 && busy.is_empty() {
+        return Err("only held nodes are left");
+    }
+    // The waiting nodes take the slots as they free (the first ones now).
+    let mut end = busy.iter().map(|Reverse(e)| *e).max().unwrap_or(0);
+    let mut at = 0u64;
+    for _ in 0..waiting {
+        while busy.len() >= capacity {
+            let Some(Reverse(free)) = busy.pop() else {
+                break;
+            };
+            at = at.max(free);
+        }
+        let done = at.saturating_add(slot);
+        end = end.max(done);
+        busy.push(Reverse(done));
+    }
+    Ok(Estimate {
+        seconds_left: end,
+        per_node_seconds: per_node,
+        soak_seconds: soak,
+        measured_nodes: measured.len(),
     })
 }
 

@@ -336,6 +336,7 @@ fn a_machine_image_takes_its_node_out_of_the_pool_rollout_within_the_pool_limit(
     ));
     let d = decide(&o, NOW);
     let p = d.node_patches.iter().find(|p| p.node == "n01").unwrap();
+    eprintln!("{:?} {:?}", d.node_patches, d.pools[0].conditions);
     assert_eq!(p.annotations[vocab::DESIRED_IMAGE].as_deref(), Some(CANARY));
     // Only the image moves: the config stays.
     assert_eq!(p.annotations.get(vocab::DESIRED_CONFIG), None);
@@ -719,4 +720,92 @@ fn a_blocked_drain_is_counted_for_its_pool() {
     let d = decide(&o, NOW);
     assert_eq!(d.pools[0].counts.drain_blocked, 1);
     assert_eq!(d.pools[0].counts.machine, 3);
+}
+
+/// NEW as a two-architecture index: its amd64 and arm64 manifests, as a MachineOSImage
+/// records them.
+fn new_is_an_index() -> machineos_rollout::ImageManifests {
+    let m = |c: char| format!("reg/os@sha256:{}", c.to_string().repeat(64));
+    machineos_rollout::ImageManifests(
+        [(
+            NEW.to_owned(),
+            [("amd64".to_owned(), m('a')), ("arm64".to_owned(), m('b'))].into(),
+        )]
+        .into(),
+    )
+}
+
+#[test]
+fn a_multi_arch_image_passes_its_manifests_with_the_desired_and_stage_image() {
+    let mut o = cluster(3, None);
+    o.image_manifests = new_is_an_index();
+    let want = new_is_an_index().to_annotation();
+    let d = decide(&o, NOW);
+    // Every node staging NEW gets its manifests, the targeted one in the patch that sets
+    // desiredImage; desiredImage stays the index.
+    assert_eq!(d.node_patches.len(), 3);
+    for p in &d.node_patches {
+        assert_eq!(p.annotations[vocab::STAGE_IMAGE].as_deref(), Some(NEW));
+        assert_eq!(
+            p.annotations[vocab::IMAGE_MANIFESTS].as_deref(),
+            Some(want.as_str()),
+            "{}",
+            p.node
+        );
+    }
+    let first = &d.node_patches.iter().find(|p| p.node == "n01").unwrap();
+    assert_eq!(
+        first.annotations[vocab::DESIRED_IMAGE].as_deref(),
+        Some(NEW)
+    );
+    // Written once: the next pass leaves it be, through the update and after it.
+    apply(&mut o, &d);
+    let d = decide(&o, NOW);
+    assert!(
+        d.node_patches
+            .iter()
+            .all(|p| !p.annotations.contains_key(vocab::IMAGE_MANIFESTS)),
+        "{:?}",
+        d.node_patches
+    );
+    let n01 = o.nodes.iter_mut().find(|n| n.name == "n01").unwrap();
+    finish(n01, NOW);
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    let n01 = o.nodes.iter().find(|n| n.name == "n01").unwrap();
+    assert_eq!(n01.annotations.stage_image, None);
+    assert_eq!(
+        n01.annotations.image_manifests.as_deref(),
+        Some(want.as_str()),
+        "desiredImage is still the index"
+    );
+    // That pass targeted n00 (zone b) with NEW. A single-arch image next, room for all:
+    // the manifests go with NEW from the node retargeted (in the patch that does it) and
+    // from the one that only staged NEW; n00, still on its way to NEW, keeps them.
+    o.pools[0].image = PoolImage::Built(CANARY.into());
+    o.pools[0].config = "rendered-worker-newer".into();
+    o.pools[0].max_unavailable = Some(MaxUnavailable::Count(3));
+    let n00 = o.nodes.iter().find(|n| n.name == "n00").unwrap();
+    assert_eq!(n00.annotations.desired_image.as_deref(), Some(NEW));
+    let d = decide(&o, NOW + 1000);
+    let patch = |n: &str| {
+        &d.node_patches
+            .iter()
+            .find(|p| p.node == n)
+            .unwrap()
+            .annotations
+    };
+    assert_eq!(patch("n01")[vocab::DESIRED_IMAGE].as_deref(), Some(CANARY));
+    assert_eq!(patch("n01").get(vocab::IMAGE_MANIFESTS), Some(&None));
+    assert_eq!(patch("n02").get(vocab::IMAGE_MANIFESTS), Some(&None));
+    assert_eq!(patch("n00")[vocab::STAGE_IMAGE].as_deref(), Some(CANARY));
+    assert!(!patch("n00").contains_key(vocab::IMAGE_MANIFESTS));
+
+    // A single-arch image never carries the annotation.
+    let d = decide(&cluster(3, None), NOW);
+    assert!(
+        d.node_patches
+            .iter()
+            .all(|p| !p.annotations.contains_key(vocab::IMAGE_MANIFESTS))
+    );
 }

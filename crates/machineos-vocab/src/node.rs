@@ -45,9 +45,24 @@ pub const DRIVEN_BY: &str = "machineos.io/driven-by";
 /// update it cordoned for); the agent uncordons only nodes carrying it.
 pub const CORDONED_BY_AGENT: &str = "machineos.io/cordoned-by-agent";
 /// Node annotation (agent, machineos): the agent's progress through one update, JSON
-/// (target, step, drain start, attempts, boot id before the reboot), so a restarted agent
-/// resumes without re-draining or rebooting twice.
+/// (target, step, when the update started, drain start, attempts, boot id before the
+/// reboot), so a restarted agent resumes without re-draining or rebooting twice. Removed when
+/// the update finishes or is abandoned (a failed one keeps it until the target changes).
 pub const PROGRESS: &str = "machineos.io/update-progress";
+/// Node annotation (agent, machineos): the last update the agent finished and timed, JSON
+/// `{"config", "image", "started", "finished"}` (milliseconds since the Unix epoch: when it
+/// began the update, when the node ran the target), written with `currentImage`; removed
+/// when an update finishes without a recorded start. `machineos rollout status` estimates
+/// the time left from it.
+pub const LAST_UPDATE: &str = "machineos.io/last-update";
+/// Node annotation (controller, machineos): the per-architecture image manifests of the
+/// multi-architecture images the node's `desiredImage` and [`STAGE_IMAGE`] name, JSON
+/// `{"<index pullspec>": {"<kubernetes.io/arch>": "<repository>@<manifest digest>"}}`, from
+/// their MachineOSImages' `spec.architectures`. bootc and rpm-ostree report the manifest
+/// they booted, not the index: the agent takes its architecture's manifest as the index.
+/// Absent when neither image is an index (a single-arch image needs no translation).
+/// Written in the same patch as the annotations it describes.
+pub const IMAGE_MANIFESTS: &str = "machineos.io/image-manifests";
 
 /// Node label the MCO and kube-scheduler use for zones.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

@@ -1,7 +1,10 @@
 //! `machineos rollout plan`: print, without changing anything, the order and batches in
 //! which the controller would move a pool's nodes (machineos-rollout's `plan`, read from the
 //! cluster kubectl would use). `machineos rollout status`: where the rollout stands, once or
-//! until it ends (`--watch`), as `kubectl rollout status` does for a Deployment.
+//! until it ends (`--watch`), as `kubectl rollout status` does for a Deployment, with an
+//! estimate of the time left from the per-node update times measured so far
+//! (machineos-rollout's `status`); `--watch` prints again when the text would change (the
+//! estimate to the minute), in either output.
 
 use anyhow::Context;
 
@@ -87,14 +90,16 @@ fn run_status(a: &StatusArgs) -> anyhow::Result<u8> {
             .await
             .map_err(anyhow::Error::msg)
             .context("rollout status")?;
-            let shown = if a.output == "json" {
-                serde_json::to_string(&s)?
-            } else {
-                status_text(&s)
-            };
-            if shown != last {
-                crate::cli::emit(&shown)?;
-                last = shown;
+            // Compared as text (the estimate to the minute), so the JSON is not printed again
+            // on every look only because a second passed.
+            let text = status_text(&s);
+            if text != last {
+                if a.output == "json" {
+                    crate::cli::emit(&serde_json::to_string(&s)?)?;
+                } else {
+                    crate::cli::emit(&text)?;
+                }
+                last = text;
             }
             let code = status_code(&s);
             if !a.watch || code != 2 {
@@ -147,7 +152,43 @@ pub fn status_text(s: &machineos_rollout::Status) -> String {
     } else {
         "rollout in progress"
     });
+    if s.done || s.halted || s.paused {
+        return out;
+    }
+    if let Some(e) = &s.estimate {
+        let left = if e.seconds_left < 60 {
+            "less than a minute left".to_owned()
+        } else {
+            format!("about {} left", duration(e.seconds_left))
+        };
+        let soak = if e.soak_seconds > 0 {
+            format!(" + {} soak", duration(e.soak_seconds))
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "\n{left} ({} per node{soak}, measured on {} node{})",
+            duration(e.per_node_seconds),
+            e.measured_nodes,
+            if e.measured_nodes == 1 { "" } else { "s" }
+        ));
+    } else if let Some(why) = s.no_estimate {
+        out.push_str(&format!("\nno estimate yet ({why})"));
+    }
     out
+}
+
+/// A duration for people: `40s`, `6m`, `1h05m` (to the minute from a minute on).
+fn duration(seconds: u64) -> String {
+    if seconds < 60 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds.saturating_add(30) / 60;
+    if minutes < 60 {
+        format!("{minutes}m")
+    } else {
+        format!("{}h{:02}m", minutes / 60, minutes % 60)
+    }
 }
 
 fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
@@ -256,19 +297,56 @@ mod tests {
             paused: false,
             halted: false,
             done: false,
+            estimate: None,
+            no_estimate: Some(machineos_rollout::status::NO_NODE_FINISHED),
         };
         assert_eq!(
             status_text(&s),
             "pool worker: [#####...............] 1/4 nodes updated, image reg/os@sha256:11\n  \
              w1: draining\n  w2: soaking\n  w3: held: drain blocked: pod apps/web-0\n\
-             rollout in progress"
+             rollout in progress\n\
+             no estimate yet (no node has finished)"
         );
         assert_eq!(status_code(&s), 2);
+        let estimated = machineos_rollout::Status {
+            estimate: Some(machineos_rollout::status::Estimate {
+                seconds_left: 12 * 60,
+                per_node_seconds: 6 * 60,
+                soak_seconds: 0,
+                measured_nodes: 3,
+            }),
+            no_estimate: None,
+            ..s.clone()
+        };
+        assert!(
+            status_text(&estimated).ends_with(
+                "rollout in progress\nabout 12m left (6m per node, measured on 3 nodes)"
+            ),
+            "{}",
+            status_text(&estimated)
+        );
+        let soaked = machineos_rollout::Status {
+            estimate: Some(machineos_rollout::status::Estimate {
+                seconds_left: 20,
+                per_node_seconds: 3900,
+                soak_seconds: 30,
+                measured_nodes: 1,
+            }),
+            ..estimated
+        };
+        assert!(
+            status_text(&soaked).ends_with(
+                "\nless than a minute left (1h05m per node + 30s soak, measured on 1 node)"
+            ),
+            "{}",
+            status_text(&soaked)
+        );
         let done = machineos_rollout::Status {
             updated: 4,
             moving: vec![],
             held: vec![],
             done: true,
+            no_estimate: None,
             ..s
         };
         assert!(status_text(&done).ends_with("rollout complete"));

@@ -8,16 +8,21 @@
 //!   MCO's `canLayeredContinue`). Otherwise the pool's image is pending, with the reason.
 //! * `minReadySeconds` is the controller's `--min-ready-seconds`, overridden per pool by
 //!   its annotation [`MIN_READY_ANNOTATION`].
+//! * **Multi-architecture images.** Every MachineOSImage whose `spec.image` is an index
+//!   (no architecture's manifest is the image itself) contributes its `spec.architectures`
+//!   as manifest pullspecs in the image's repository; a spec that does not parse is
+//!   skipped (logged).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use machineos_api::v1alpha1::MachineOSImageSpec;
 use machineos_build_lifecycle::{OptIn, Phase};
 use machineos_rollout::{
-    ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations, NodeObserved, PoolImage,
-    PoolObserved, Selector, vocab,
+    ImageManifests, ImageTarget, MachineImageObserved, MaxUnavailable, NodeAnnotations,
+    NodeObserved, PoolImage, PoolObserved, Selector, vocab,
 };
 use serde_json::{Value, json};
 
@@ -200,8 +205,40 @@ pub fn observe(
         pools,
         nodes,
         machine_images,
+        image_manifests: image_manifests(&s.images),
         controller_node: controller_node.map(str::to_owned),
     }
+}
+
+/// The per-architecture manifests of the MachineOSImages that record an image index.
+pub fn image_manifests(images: &[std::sync::Arc<DynamicObject>]) -> ImageManifests {
+    let mut out = ImageManifests::default();
+    for m in images {
+        let spec = match m
+            .data
+            .get("spec")
+            .cloned()
+            .map(serde_json::from_value::<MachineOSImageSpec>)
+        {
+            Some(Ok(spec)) => spec,
+            Some(Err(e)) => {
+                tracing::warn!(machine_os_image = %m.name_any(), error = %e, "spec does not parse; its manifests are not passed to nodes");
+                continue;
+            }
+            None => continue,
+        };
+        if !spec.is_index() {
+            continue;
+        }
+        let repository = spec.image.repository();
+        let arches = spec
+            .architectures
+            .iter()
+            .map(|a| (a.architecture.clone(), format!("{repository}@{}", a.digest)))
+            .collect();
+        out.0.insert(spec.image.to_string(), arches);
+    }
+    out
 }
 
 /// The image a layered pool rolls, or why not yet.
@@ -289,4 +326,60 @@ pub fn machine_config_node(node: &NodeObserved, pool: &str, pool_config: &str) -
         spec["configImage"] = json!({"desiredImage": img});
     }
     Some(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn moi(name: &str, image: &str, arches: &[(&str, &str)]) -> Arc<DynamicObject> {
+        let architectures: Vec<Value> = arches
+            .iter()
+            .map(|(a, d)| json!({"architecture": a, "digest": d}))
+            .collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+                "kind": "MachineOSImage",
+                "metadata": {"name": name},
+                "spec": {
+                    "machineConfigPool": {"name": "worker"},
+                    "machineConfig": {"name": "rendered-worker-1"},
+                    "image": image,
+                    "architectures": architectures,
+                    "baseImage": format!("quay.io/fedora/fedora-coreos@sha256:{}", "d".repeat(64)),
+                },
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn only_image_indexes_pass_their_per_architecture_manifests() {
+        let d = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        let repo = "reg.example:5000/machineos/worker";
+        let index = format!("{repo}@{}", d('1'));
+        let images = [
+            moi("multi", &index, &[("amd64", &d('a')), ("arm64", &d('b'))]),
+            moi(
+                "single",
+                &format!("{repo}@{}", d('c')),
+                &[("amd64", &d('c'))],
+            ),
+            // Not a valid spec (no digest): skipped.
+            moi("broken", &format!("{repo}:latest"), &[("amd64", &d('e'))]),
+        ];
+        let m = image_manifests(&images);
+        assert_eq!(m.0.len(), 1, "{m:?}");
+        assert_eq!(
+            m.manifest(&index, "amd64"),
+            Some(format!("{repo}@{}", d('a')).as_str())
+        );
+        assert_eq!(
+            m.manifest(&index, "arm64"),
+            Some(format!("{repo}@{}", d('b')).as_str())
+        );
+        assert_eq!(m.manifest(&index, "s390x"), None);
+    }
 }

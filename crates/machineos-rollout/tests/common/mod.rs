@@ -75,6 +75,7 @@ pub fn cluster(n: usize, max: Option<MaxUnavailable>) -> Observed {
             })
             .collect(),
         machine_images: vec![],
+        image_manifests: Default::default(),
         controller_node: None,
     }
 }
@@ -104,6 +105,7 @@ pub fn apply(o: &mut Observed, d: &machineos_rollout::Decision) {
             (vocab::STAGED_IMAGE, &a.staged_image),
             (vocab::PULL_SECRET, &a.pull_secret),
             (vocab::DRIVEN_BY, &a.driven_by),
+            (vocab::IMAGE_MANIFESTS, &a.image_manifests),
         ] {
             if let Some(v) = v {
                 map.insert(k.to_owned(), v.clone());
