@@ -69,6 +69,17 @@ pub enum PlanError {
 
 /// The plan for `pool` at `now`.
 pub fn plan(o: &Observed, pool: &str, now: Timestamp) -> Result<Plan, PlanError> {
+    plan_from(o, &decide(o, now), pool, now)
+}
+
+/// [`plan()`] from the decision `d` already made on `o` at `now` (so a caller that needs the
+/// decision too — [`crate::status()`] — decides once).
+pub fn plan_from(
+    o: &Observed,
+    d: &crate::decide::Decision,
+    pool: &str,
+    now: Timestamp,
+) -> Result<Plan, PlanError> {
     let (pi, p) = o
         .pools
         .iter()
@@ -80,7 +91,6 @@ pub fn plan(o: &Observed, pool: &str, now: Timestamp) -> Result<Plan, PlanError>
         PoolImage::Built(i) => Some(i.clone()),
         PoolImage::Pending(_) => None,
     };
-    let d = decide(o, now);
     let report = d.pools.iter().find(|r| r.pool == pool);
     let views = decide::views(o);
     let members: Vec<&decide::NodeView<'_>> = views.iter().filter(|v| v.pool == Some(pi)).collect();

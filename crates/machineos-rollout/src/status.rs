@@ -1,6 +1,6 @@
 //! `machineos rollout status`: where a pool's rollout stands, as `kubectl rollout status`
 //! shows a Deployment's — the pool's image, updated of total, each moving node's phase, the
-//! nodes that hold it back and why, and whether it is done or halted. Built from [`plan()`]
+//! nodes that hold it back and why, and whether it is done or halted. Built from [`plan()`](crate::plan::plan)
 //! (the same observation and rules as [`decide()`]), plus the agent's step from the node's
 //! progress annotation. Pure; time is an argument.
 //!
@@ -14,8 +14,8 @@
 //! ([`LAST_UPDATE`](crate::vocab::LAST_UPDATE)). A node's time is the median over the
 //! members on the pool's image whose record is of the update to the pool's config and image
 //! (records of other targets are ignored), plus the pool's `minReadySeconds` (a slot frees
-//! after the soak). The remaining nodes — moving now, and the nodes in [`plan()`]'s batches —
-//! then go through as [`decide()`] moves them: at most the capacity [`plan()`] assumes
+//! after the soak). The remaining nodes — moving now, and the nodes in [`plan()`](crate::plan::plan)'s batches —
+//! then go through as [`decide()`] moves them: at most the capacity [`plan()`](crate::plan::plan) assumes
 //! (`maxUnavailable` scaled over the members, less the members held unavailable) at a time,
 //! each slot taken again as it frees. A moving node counts for the rest of its time (the
 //! node's time less the time since its update started, floored at its soak; in full when no
@@ -24,7 +24,7 @@
 //!
 //! Its limits: every node left is assumed to take as long as the median measured one, and
 //! the members unavailable for other reasons (NotReady, cordoned, Degraded) to stay so, as
-//! [`plan()`] assumes: they take slots, and the NotReady ones (like those a MachineImage
+//! [`plan()`](crate::plan::plan) assumes: they take slots, and the NotReady ones (like those a MachineImage
 //! moves) are not counted among the nodes left. There is none ([`Status::no_estimate`] says
 //! why) before a node finished in this rollout, before the image is built, when no slot frees
 //! for good, when only held nodes are left, when halted or paused; none and no reason once
@@ -35,7 +35,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::decide::{self, decide};
 use crate::observed::{LastUpdate, NodeObserved, Observed, Timestamp};
-use crate::plan::{Plan, PlanError, plan};
+use crate::plan::{Plan, PlanError, plan_from};
 use crate::vocab::NodeState;
 
 /// One node that holds the rollout back.
@@ -97,8 +97,8 @@ pub struct Status {
 
 /// The status of `pool` at `now`.
 pub fn status(o: &Observed, pool: &str, now: Timestamp) -> Result<Status, PlanError> {
-    let p = plan(o, pool, now)?;
     let d = decide(o, now);
+    let p = plan_from(o, &d, pool, now)?;
     let report = d.pools.iter().find(|r| r.pool == pool);
     let observed = o.pools.iter().find(|x| x.name == pool);
     let paused = observed.is_some_and(|x| x.paused);
