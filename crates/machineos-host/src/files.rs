@@ -9,8 +9,10 @@
 //!   [`RPM_OSTREE_AUTH`] for rpm-ostree (the MCO's choice, `pkg/daemon`'s
 //!   `useMergedPullSecrets`), mode 0600 — merged into what is there, registry by registry
 //!   ([`merge_auth`]): `/etc/ostree/auth.json` is the node's own, and a Secret naming one
-//!   registry must not drop the credentials of the others. Not yet: taking a registry's
-//!   entry out again once no image needs it (it stays until replaced).
+//!   registry must not drop the credentials of the others. What a merge replaced is kept
+//!   beside the file and put back by the next merge, so a node's own entry for a registry
+//!   returns once the Secret that replaced it is no longer the one written. Not yet: putting
+//!   it back as soon as the update is done (it waits for the next update's write).
 //! * SSH keys go to `<root>/home/<user>/.ssh/authorized_keys.d/`[`SSH_KEY_FRAGMENT`] (mode
 //!   0600; `.ssh` and `authorized_keys.d` 0700). The fragment is `ignition`, the one Ignition
 //!   wrote at first boot and the MCO daemon rewrites (MCO `pkg/daemon/constants`
@@ -69,23 +71,16 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), HostError
     Ok(())
 }
 
-/// `data`'s registries merged into the auth file at `path` (its bytes; absent: empty): each
-/// registry `data`'s `auths` names gets `data`'s entry, every other registry of the file
-/// keeps its own — the node's own credentials are never dropped — and the file's other
-/// members stay. `what` names `data` in errors.
-pub fn merge_auth(path: &Path, data: &[u8], what: &str) -> Result<Vec<u8>, HostError> {
-    fn invalid(path: &str, message: String) -> HostError {
-        HostError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
-        }
+fn invalid(path: &str, message: String) -> HostError {
+    HostError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
     }
-    let given: serde_json::Value =
-        serde_json::from_slice(data).map_err(|e| invalid(what, format!("not JSON: {e}")))?;
-    let Some(given) = given.get("auths").and_then(serde_json::Value::as_object) else {
-        return Err(invalid(what, "no `auths` object".to_owned()));
-    };
-    let mut file: serde_json::Value = match std::fs::read(path) {
+}
+
+/// A JSON file read as an object (absent or blank: `{}`).
+fn read_json_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>, HostError> {
+    let v: serde_json::Value = match std::fs::read(path) {
         Ok(bytes) if !bytes.iter().all(u8::is_ascii_whitespace) => {
             serde_json::from_slice(&bytes)
                 .map_err(|e| invalid(&path.display().to_string(), format!("not JSON: {e}")))?
@@ -94,31 +89,79 @@ pub fn merge_auth(path: &Path, data: &[u8], what: &str) -> Result<Vec<u8>, HostE
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
         Err(e) => return Err(io(path)(e)),
     };
-    let Some(top) = file.as_object_mut() else {
-        return Err(invalid(
+    match v {
+        serde_json::Value::Object(m) => Ok(m),
+        _ => Err(invalid(
             &path.display().to_string(),
             "not a JSON object".to_owned(),
-        ));
+        )),
+    }
+}
+
+/// Where the entries an auth file had before the last merge are kept: beside it
+/// (`<file>.machineos-replaced`), so the record lives as long as the file — across reboots
+/// for `/etc/ostree/auth.json`, in `/run` with `/run/ostree/auth.json`.
+pub fn replaced_record(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".machineos-replaced");
+    path.with_file_name(name)
+}
+
+/// The auth file at `path` (its bytes; absent: empty) with `data`'s registries merged in,
+/// and the record of what the merge replaced ([`replaced_record`]'s content). First the
+/// previous merge is undone — every registry it set gets back the entry it had before it
+/// (or goes, if it had none) — so the node's own credentials for a registry come back once
+/// no Secret names it; then each registry `data`'s `auths` names gets `data`'s entry, its
+/// current one recorded. Every other registry and member of the file stays as it is.
+/// `what` names `data` in errors.
+pub fn merge_auth(path: &Path, data: &[u8], what: &str) -> Result<(Vec<u8>, Vec<u8>), HostError> {
+    let given: serde_json::Value =
+        serde_json::from_slice(data).map_err(|e| invalid(what, format!("not JSON: {e}")))?;
+    let Some(given) = given.get("auths").and_then(serde_json::Value::as_object) else {
+        return Err(invalid(what, "no `auths` object".to_owned()));
     };
-    let auths = top.entry("auths").or_insert_with(|| serde_json::json!({}));
+    let mut file = read_json_object(path)?;
+    let previous = read_json_object(&replaced_record(path))?;
+    let auths = file.entry("auths").or_insert_with(|| serde_json::json!({}));
     let Some(auths) = auths.as_object_mut() else {
         return Err(invalid(
             &path.display().to_string(),
             "`auths` is not an object".to_owned(),
         ));
     };
-    for (registry, entry) in given {
-        auths.insert(registry.clone(), entry.clone());
+    for (registry, before) in previous {
+        match before {
+            serde_json::Value::Null => {
+                auths.remove(&registry);
+            }
+            entry => {
+                auths.insert(registry, entry);
+            }
+        }
     }
-    serde_json::to_vec(&file).map_err(|e| invalid(what, e.to_string()))
+    let mut replaced = serde_json::Map::new();
+    for (registry, entry) in given {
+        let before = auths.insert(registry.clone(), entry.clone());
+        replaced.insert(registry.clone(), before.unwrap_or(serde_json::Value::Null));
+    }
+    let file = serde_json::to_vec(&file).map_err(|e| invalid(what, e.to_string()))?;
+    let replaced = serde_json::to_vec(&replaced).map_err(|e| invalid(what, e.to_string()))?;
+    Ok((file, replaced))
+}
+
+/// [`merge_auth`] `data` into `path` and keep the record; the file first (a crash between
+/// the two leaves the older record, which undoes no more than it should).
+fn merge_into(path: &Path, data: &[u8], what: &str) -> Result<(), HostError> {
+    let (merged, replaced) = merge_auth(path, data, what)?;
+    write_atomic(path, &merged, 0o600)?;
+    write_atomic(&replaced_record(path), &replaced, 0o600)
 }
 
 /// Merge the pull secret `data` (a `.dockerconfigjson`) into the auth file at `<root>/<rel>`
 /// ([`merge_auth`]; mode 0600); returns the full path.
 pub fn write_pull_secret(root: &Path, rel: &str, data: &[u8]) -> Result<PathBuf, HostError> {
     let path = root.join(rel);
-    let merged = merge_auth(&path, data, "the pull secret")?;
-    write_atomic(&path, &merged, 0o600)?;
+    merge_into(&path, data, "the pull secret")?;
     Ok(path)
 }
 
@@ -131,8 +174,7 @@ pub fn install_auth(root: &Path, rel: &str, auth: Option<&Path>) -> Result<(), H
         return Ok(());
     }
     let data = std::fs::read(auth).map_err(io(auth))?;
-    let merged = merge_auth(&target, &data, &auth.display().to_string())?;
-    write_atomic(&target, &merged, 0o600)
+    merge_into(&target, &data, &auth.display().to_string())
 }
 
 /// A user's uid, gid and home from a passwd file.

@@ -877,7 +877,13 @@ fn pull_secrets_where_each_tool_reads_them() {
     assert_eq!(p, st.root.join("run/ostree/auth.json"));
     assert_eq!(mode(&p), 0o600);
     assert_eq!(json(&p), serde_json::json!({"auths": {"a": {}}}));
-    assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+    // No temp file left: the file and the record of what the merge replaced.
+    let mut names: Vec<String> = std::fs::read_dir(p.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["auth.json", "auth.json.machineos-replaced"]);
     // Not a dockerconfigjson: refused, the file untouched.
     assert!(st.rpm_ostree().write_pull_secret(b"{}").is_err());
     assert_eq!(json(&p), serde_json::json!({"auths": {"a": {}}}));
@@ -889,6 +895,24 @@ fn pull_secrets_where_each_tool_reads_them() {
     let merged = json(&st.root.join("etc/ostree/auth.json"));
     assert_eq!(merged["auths"]["b"], serde_json::json!({}));
     assert_eq!(merged["auths"]["quay.io"]["auth"], "bm9kZQ==");
+    assert!(
+        merged["auths"].get("registry.local").is_none(),
+        "the previous Secret's registry goes when another is written: {merged}"
+    );
+    // A Secret for the node's own registry replaces its entry while it is the one
+    // written; the next write puts the node's own back.
+    let auth = st.root.join("etc/ostree/auth.json");
+    st.bootc()
+        .write_pull_secret(br#"{"auths":{"quay.io":{"auth":"aW1hZ2U="}}}"#)
+        .unwrap();
+    assert_eq!(json(&auth)["auths"]["quay.io"]["auth"], "aW1hZ2U=");
+    st.bootc()
+        .write_pull_secret(br#"{"auths":{"c":{}}}"#)
+        .unwrap();
+    let after = json(&auth);
+    assert_eq!(after["auths"]["quay.io"]["auth"], "bm9kZQ==", "{after}");
+    assert!(after["auths"].get("b").is_none(), "{after}");
+    assert_eq!(after["credHelpers"], serde_json::json!({"x": "y"}));
 }
 
 #[test]
