@@ -503,6 +503,15 @@ impl Agent {
                 return Ok(());
             }
             Action::WritePullSecret => (HostOp::PullSecret, self.write_pull_secret(observed).await),
+            Action::ReleasePullSecret => {
+                if let Err(e) =
+                    blocking("release pull secret", move || host.release_pull_secret()).await
+                {
+                    tracing::warn!(node = %self.opts.node, error = %e, "putting back the host's own pull credentials failed");
+                }
+                self.auth = None;
+                return Ok(());
+            }
             Action::Pull(image) => {
                 let image = image.clone();
                 (

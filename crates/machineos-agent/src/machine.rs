@@ -330,6 +330,10 @@ pub enum Action {
     Drain,
     /// Write the pull secret (the node's `pull-secret` annotation, else the agent's default).
     WritePullSecret,
+    /// The update is done: put back what the pull secret write replaced in the host's auth
+    /// file (the node's own credentials) and drop the Secret's registries; the next pull
+    /// writes it again first. Best effort: a failure is logged, never a Degraded node.
+    ReleasePullSecret,
     /// Pull an image without deploying it.
     Pull(String),
     /// Write a user's authorized SSH keys.
@@ -1202,6 +1206,7 @@ fn finish(
             desired_image: Some(target.image.clone()),
         },
         event(false, "UpdateComplete", msg),
+        Action::ReleasePullSecret,
     ]);
     out
 }

@@ -514,6 +514,8 @@ fn a_boot_into_the_target_finishes_and_undoes_only_our_cordon() {
     assert_eq!(p.get(CORDONED_BY_AGENT), Some(&None));
     assert!(has(&a, |a| *a == Action::Uncordon));
     assert!(!has(&a, |a| *a == Action::Reboot));
+    // Done: the host's own pull credentials are put back.
+    assert!(has(&a, |a| *a == Action::ReleasePullSecret));
     for t in [
         mcn::UPDATED,
         mcn::UPDATE_COMPLETE,

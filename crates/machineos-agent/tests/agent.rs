@@ -552,6 +552,10 @@ async fn an_agent_killed_after_the_drain_neither_drains_nor_reboots_again() {
         c.host.lock().pull_secret.as_deref(),
         Some(&b"{\"auths\":{}}"[..])
     );
+    assert!(
+        c.host.lock().pull_secret_releases >= 1,
+        "the pull secret is released once the update is done"
+    );
     agent.stop().await;
 }
 

@@ -104,6 +104,9 @@ impl Host for PlatformHost {
     fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), machineos_host::HostError> {
         self.host.write_ssh_keys(user, keys)
     }
+    fn release_pull_secret(&self) -> Result<(), machineos_host::HostError> {
+        self.host.release_pull_secret()
+    }
 }
 
 /// The simulated machines and the "power supply" that reboots them.

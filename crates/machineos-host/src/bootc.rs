@@ -294,6 +294,10 @@ impl Host for Bootc {
         reboot(&self.runner, TOOL)
     }
 
+    fn release_pull_secret(&self) -> Result<(), HostError> {
+        files::release_auth(&self.root, BOOTC_AUTH)
+    }
+
     fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<PathBuf, HostError> {
         files::write_pull_secret(&self.root, BOOTC_AUTH, dockerconfigjson)
     }

@@ -26,6 +26,9 @@ pub struct FakeState {
     pub boot_into: Option<String>,
     /// The pull secret last written.
     pub pull_secret: Option<Vec<u8>>,
+    /// How many times the pull secret was released ([`Host::release_pull_secret`]); the
+    /// last one written stays in `pull_secret` for tests to read.
+    pub pull_secret_releases: usize,
     /// SSH keys last written, per user.
     pub ssh_keys: std::collections::BTreeMap<String, Vec<String>>,
 }
@@ -134,6 +137,11 @@ impl Host for FakeHost {
         s.calls.push("pull-secret".into());
         s.pull_secret = Some(dockerconfigjson.to_vec());
         Ok(std::path::PathBuf::from("/run/ostree/auth.json"))
+    }
+
+    fn release_pull_secret(&self) -> Result<(), HostError> {
+        self.lock().pull_secret_releases += 1;
+        Ok(())
     }
 
     fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), HostError> {

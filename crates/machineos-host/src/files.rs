@@ -10,9 +10,9 @@
 //!   `useMergedPullSecrets`), mode 0600 — merged into what is there, registry by registry
 //!   ([`merge_auth`]): `/etc/ostree/auth.json` is the node's own, and a Secret naming one
 //!   registry must not drop the credentials of the others. What a merge replaced is kept
-//!   beside the file and put back by the next merge, so a node's own entry for a registry
-//!   returns once the Secret that replaced it is no longer the one written. Not yet: putting
-//!   it back as soon as the update is done (it waits for the next update's write).
+//!   beside the file and put back by the next merge, or by [`release_auth`] once the update
+//!   that needed the Secret is done, so a node's own entry for a registry returns and the
+//!   Secret's registries go.
 //! * SSH keys go to `<root>/home/<user>/.ssh/authorized_keys.d/`[`SSH_KEY_FRAGMENT`] (mode
 //!   0600; `.ssh` and `authorized_keys.d` 0700). The fragment is `ignition`, the one Ignition
 //!   wrote at first boot and the MCO daemon rewrites (MCO `pkg/daemon/constants`
@@ -155,6 +155,19 @@ fn merge_into(path: &Path, data: &[u8], what: &str) -> Result<(), HostError> {
     let (merged, replaced) = merge_auth(path, data, what)?;
     write_atomic(path, &merged, 0o600)?;
     write_atomic(&replaced_record(path), &replaced, 0o600)
+}
+
+/// Undo the last merge into the auth file at `<root>/<rel>` (every registry it set gets back
+/// the entry it had before, or goes) and drop its record; nothing when there is none.
+pub fn release_auth(root: &Path, rel: &str) -> Result<(), HostError> {
+    let path = root.join(rel);
+    let record = replaced_record(&path);
+    if !record.exists() {
+        return Ok(());
+    }
+    let (restored, _) = merge_auth(&path, br#"{"auths":{}}"#, "the release")?;
+    write_atomic(&path, &restored, 0o600)?;
+    std::fs::remove_file(&record).map_err(io(&record))
 }
 
 /// Merge the pull secret `data` (a `.dockerconfigjson`) into the auth file at `<root>/<rel>`

@@ -97,6 +97,9 @@ pub trait Host: Send + Sync {
     fn pull(&self, image: &str, auth: Option<&std::path::Path>) -> Result<(), HostError>;
     /// Make `image` the next boot, keeping the booted deployment as the rollback. Idempotent.
     fn deploy(&self, image: &str, auth: Option<&std::path::Path>) -> Result<(), HostError>;
+    /// Put back what the last pull secret write replaced in the tool's auth file and drop
+    /// the Secret's registries (the update that needed them is done). Idempotent.
+    fn release_pull_secret(&self) -> Result<(), HostError>;
     /// Replace the next boot's kernel arguments `remove` with `add`.
     fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), HostError>;
     /// Reboot the host.

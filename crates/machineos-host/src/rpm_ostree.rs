@@ -251,6 +251,10 @@ impl Host for RpmOstree {
         crate::bootc::reboot(&self.runner, TOOL)
     }
 
+    fn release_pull_secret(&self) -> Result<(), HostError> {
+        files::release_auth(&self.root, RPM_OSTREE_AUTH)
+    }
+
     fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<PathBuf, HostError> {
         files::write_pull_secret(&self.root, RPM_OSTREE_AUTH, dockerconfigjson)
     }

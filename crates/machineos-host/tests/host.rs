@@ -913,6 +913,17 @@ fn pull_secrets_where_each_tool_reads_them() {
     assert_eq!(after["auths"]["quay.io"]["auth"], "bm9kZQ==", "{after}");
     assert!(after["auths"].get("b").is_none(), "{after}");
     assert_eq!(after["credHelpers"], serde_json::json!({"x": "y"}));
+    // The update done, the release puts the file back as the node had it.
+    st.bootc()
+        .write_pull_secret(br#"{"auths":{"quay.io":{"auth":"aW1hZ2U="}}}"#)
+        .unwrap();
+    st.bootc().release_pull_secret().unwrap();
+    assert_eq!(
+        json(&auth),
+        serde_json::json!({"auths": {"quay.io": {"auth": "bm9kZQ=="}}, "credHelpers": {"x": "y"}})
+    );
+    assert!(!files::replaced_record(&auth).exists());
+    st.bootc().release_pull_secret().unwrap();
 }
 
 #[test]
