@@ -14,6 +14,7 @@
 //! | [`store`] | objects, resourceVersions, create/get/update/status/patch/delete, list, watch, dryRun |
 //! | [`gc`] | ownerReferences garbage collection (background, foreground, orphan), namespace deletion |
 //! | [`resource`] | the registry of resources: built-in kinds and CRD-defined ones |
+//! | [`builtin`] | built-in kinds as their typed registries treat them: Secret `stringData`, Pod/Job/Secret validation, which kinds refuse unconditional updates |
 //! | [`meta`] | names, generateName, finalizers, owner references, generation, size limit |
 //! | [`selector`] | label and field selectors |
 //! | [`list`] | list/watch options, resourceVersion semantics, continue tokens |
@@ -37,6 +38,7 @@
 
 pub mod apply;
 pub mod buildexec;
+pub mod builtin;
 pub mod clock;
 pub mod control;
 pub mod disruption;
@@ -70,6 +72,8 @@ pub use store::{
 pub use store_apply::{ApplyOptions, FieldManager};
 pub use watch::{EventType, WatchEvent};
 
+#[cfg(test)]
+mod builtin_tests;
 #[cfg(test)]
 mod store_apply_tests;
 #[cfg(test)]

@@ -15,10 +15,12 @@
 //! [`machineos_crd_validation::Validator`] per served version.
 //!
 //! Simplifications: built-in kinds are not schema-validated (a real server decodes them
-//! into typed structs); core/v1 and events.k8s.io/v1 Events are two separate resources
-//! here, where a real server stores both in one table (an events.k8s.io Event is mirrored
-//! into core/v1 by the store: [`crate::events`]); custom resources are stored in the
-//! version they were written in (no conversion between versions).
+//! into typed structs; the few strategy checks and rewrites this server does reproduce, and
+//! which kinds refuse unconditional updates, are [`crate::builtin`]'s); core/v1 and
+//! events.k8s.io/v1 Events are two separate resources here, where a real server stores
+//! both in one table (an events.k8s.io Event is mirrored into core/v1 by the store:
+//! [`crate::events`]); custom resources are stored in the version they were written in (no
+//! conversion between versions).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -13,11 +13,20 @@
 //!   namespaces) and, for custom resources, the CRD schema and CEL rules in one 422;
 //!   refuses an existing name (409 AlreadyExists), a missing namespace (404), a
 //!   terminating one (403), a set `resourceVersion` (400), a body over 1.5 MiB (413).
+//!   Built-in kinds are first rewritten and checked as their typed registries do
+//!   ([`crate::builtin`]: Secret `stringData` folded into `data`, an empty `generateName`
+//!   dropped; Pod containers and images, a Job's template and `restartPolicy`, a docker
+//!   config Secret's key, in the same 422 as the name's errors).
 //! * **resourceVersion**: one counter for the whole store, bumped by every committed
 //!   change, written as a decimal string; a write that changes nothing (an update equal to
 //!   the stored object) commits nothing.
 //! * **update** with a `resourceVersion` is conditional (409 Conflict when stale), without
-//!   one unconditional; a uid different from the stored one is a 409 precondition failure;
+//!   one unconditional — except for custom resources, CRDs and Builds, whose strategies
+//!   refuse it: 422 `metadata.resourceVersion: Invalid value: 0x0: must be specified for
+//!   an update`, through `/status` too (patches and applies carry the stored
+//!   resourceVersion, so they pass); a uid different from the stored one is a 409
+//!   precondition failure (checked first); the [`crate::builtin`] rewrites and checks
+//!   apply as on create;
 //!   `uid`, `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds` and
 //!   `generation` are kept from the stored object; `generation` is bumped when anything
 //!   outside `metadata` (and `status`, with a status subresource) changes; with a status
@@ -54,6 +63,7 @@ use machineos_crd_validation::{BadValue, ErrorType, Errors, FieldError};
 use serde_json::{Map, Value, json};
 
 use crate::apply::Schema;
+use crate::builtin;
 use crate::clock::{Clock, Ids, ManualClock, rfc3339};
 use crate::error::ApiError;
 pub use crate::key::Subresource;
@@ -419,6 +429,7 @@ impl Store {
         let info = self.info(gr)?;
         let mut obj = obj.clone();
         let version = Self::type_meta(&info, &mut obj)?;
+        builtin::prepare(&info, &mut obj);
         if meta_str(&obj, "resourceVersion").is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
@@ -482,6 +493,7 @@ impl Store {
                 _ => {}
             }
         }
+        errs.extend(builtin::validate(&info, &obj));
         if let Some(v) = info.validators.get(&version) {
             match v.validate_create(&obj) {
                 Ok(o) if errs.is_empty() => obj = o,
@@ -566,8 +578,14 @@ impl Store {
     }
 
     /// The stored object an update of `key` addresses, after the resourceVersion and uid
-    /// preconditions of `new`.
-    fn preconditions(&self, key: &ObjectKey, new: &Value) -> Result<Value, ApiError> {
+    /// preconditions of `new`, and the resourceVersion a kind without unconditional
+    /// updates requires ([`builtin::allows_unconditional_update`]).
+    fn preconditions(
+        &self,
+        info: &ResourceInfo,
+        key: &ObjectKey,
+        new: &Value,
+    ) -> Result<Value, ApiError> {
         let old = self.objects.get(key).cloned().ok_or(ApiError::NotFound {
             gr: key.gr.clone(),
             name: key.name.clone(),
@@ -587,6 +605,11 @@ impl Store {
                     detail: precondition("UID", uid, have),
                 });
             }
+        }
+        if meta_str(new, "resourceVersion").is_none_or(str::is_empty)
+            && !builtin::allows_unconditional_update(info)
+        {
+            return Err(builtin::resource_version_required(&key.gr, &key.name));
         }
         Ok(old)
     }
@@ -623,8 +646,9 @@ impl Store {
         let key = self.key(&info, ns, name)?;
         let mut new = obj.clone();
         let version = Self::type_meta(&info, &mut new)?;
+        builtin::prepare(&info, &mut new);
         Self::check_name_and_ns(&key, &new)?;
-        let old = self.preconditions(&key, &new)?;
+        let old = self.preconditions(&info, &key, &new)?;
         {
             let m = meta_mut(&mut new);
             m.insert("name".into(), json!(key.name));
@@ -675,6 +699,7 @@ impl Store {
                 ));
             }
         }
+        errs.extend(builtin::validate(&info, &new));
         if let Some(v) = info.validators.get(&version) {
             match v.validate_update(&old, &new) {
                 Ok(o) => new = o,
@@ -755,7 +780,7 @@ impl Store {
         let mut body = obj.clone();
         let version = Self::type_meta(&info, &mut body)?;
         Self::check_name_and_ns(&key, &body)?;
-        let old = self.preconditions(&key, &body)?;
+        let old = self.preconditions(&info, &key, &body)?;
         let mut new = old.clone();
         if let Some(m) = new.as_object_mut() {
             match body.get("status") {

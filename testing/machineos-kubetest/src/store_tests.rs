@@ -244,7 +244,7 @@ fn generation_bumps_only_on_spec_changes() {
         .create(
             &jobs(),
             Some("default"),
-            &json!({"metadata": {"name": "j"}, "spec": {"x": 1}, "status": {"active": 9}}),
+            &json!({"metadata": {"name": "j"}, "spec": {"x": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Never"}}}, "status": {"active": 9}}),
             W,
         )
         .unwrap();
@@ -283,7 +283,7 @@ fn status_subresource_separates_status_from_the_rest() {
         .create(
             &pods(),
             Some("default"),
-            &json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}),
+            &json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}}),
             W,
         )
         .unwrap();
@@ -369,7 +369,7 @@ fn generation_is_bumped_when_deletion_starts() {
     s.create(
         &jobs(),
         Some("default"),
-        &json!({"metadata": {"name": "j", "finalizers": ["f"]}, "spec": {}}),
+        &json!({"metadata": {"name": "j", "finalizers": ["f"]}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Never"}}}}),
         W,
     )
     .unwrap();
@@ -498,7 +498,7 @@ fn orphan_deletion_keeps_dependents_without_the_reference() {
         .create(
             &jobs(),
             Some("default"),
-            &json!({"metadata": {"name": "j"}, "spec": {}}),
+            &json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Never"}}}}),
             W,
         )
         .unwrap();
@@ -507,7 +507,8 @@ fn orphan_deletion_keeps_dependents_without_the_reference() {
         &pods(),
         Some("default"),
         &json!({"metadata": {"name": "p", "ownerReferences": [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": juid}]}}),
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": juid}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}),
         W,
     )
     .unwrap();
@@ -811,7 +812,7 @@ fn patches_go_through_update_semantics() {
 fn label_and_field_selectors_filter_lists() {
     let (mut s, _) = store();
     for (name, app, node) in [("a", "web", "n1"), ("b", "db", "n1"), ("c", "web", "n2")] {
-        s.create(&pods(), Some("default"), &json!({"metadata": {"name": name, "labels": {"app": app}}, "spec": {"nodeName": node}}), W)
+        s.create(&pods(), Some("default"), &json!({"metadata": {"name": name, "labels": {"app": app}}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}), W)
             .unwrap();
     }
     let list = |l: Option<&str>, f: Option<&str>| -> Result<Vec<String>, ApiError> {
@@ -1226,7 +1227,9 @@ fn crds_register_validate_and_unregister() {
             &widgets(),
             Some("default"),
             "w",
-            &json!({"status": {"ready": true}}),
+            // A custom resource's status needs its resourceVersion (store.go, Update).
+            &json!({"metadata": {"resourceVersion": w["metadata"]["resourceVersion"]},
+                "status": {"ready": true}}),
             W,
         )
         .unwrap();

@@ -158,7 +158,7 @@ async fn status_subresource_and_finalizers() {
     let s = server().await;
     let c = client();
     let base = format!("{}/apis/batch/v1/namespaces/default/jobs", s.url());
-    let job = json!({"metadata": {"name": "j", "finalizers": ["x/y"]}, "spec": {"template": {}}, "status": {"active": 1}});
+    let job = json!({"metadata": {"name": "j", "finalizers": ["x/y"]}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Never"}}}, "status": {"active": 1}});
     let (code, v) = send(json_body(c.post(&base), "application/json", &job)).await;
     assert_eq!(code, 201, "{v}");
     let (code, v) = send(json_body(
@@ -191,6 +191,79 @@ async fn status_subresource_and_finalizers() {
     // A cluster-scoped resource under a namespace is a 404.
     let (code, _) = send(c.get(format!("{}/api/v1/namespaces/default/nodes", s.url()))).await;
     assert_eq!(code, 404);
+}
+
+/// Over HTTP, as kube-rs and kubectl see it: a PUT of a custom resource (or of its
+/// `/status`) without `metadata.resourceVersion` is kube-apiserver's 422 from
+/// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go` (`Update`, with
+/// `customResourceStrategy.AllowUnconditionalUpdate() == false`); a ConfigMap PUT without
+/// one is taken; a Secret's `stringData` comes back as `data`
+/// (`pkg/apis/core/v1/conversion.go`).
+#[tokio::test(flavor = "multi_thread")]
+async fn unconditional_put_of_a_custom_resource_is_invalid() {
+    let s = server().await;
+    let c = client();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let crds = format!(
+        "{}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        s.url()
+    );
+    let (code, v) = send(json_body(c.post(&crds), "application/json", &crd)).await;
+    assert_eq!(code, 201, "{v}");
+    let base = format!("{}/apis/example.com/v1/namespaces/default/widgets", s.url());
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"a": 1}});
+    let (code, created) = send(json_body(c.post(&base), "application/json", &w)).await;
+    assert_eq!(code, 201, "{created}");
+    for url in [format!("{base}/w"), format!("{base}/w/status")] {
+        let (code, v) = send(json_body(c.put(&url), "application/json", &w)).await;
+        assert_eq!(code, 422, "{url}: {v}");
+        assert_eq!(
+            v["message"],
+            r#"widgets.example.com "w" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
+        );
+        assert_eq!(v["details"]["kind"], "widgets");
+        assert_eq!(
+            v["details"]["causes"][0]["field"],
+            "metadata.resourceVersion"
+        );
+    }
+    let mut with_rv = created.clone();
+    with_rv["spec"]["a"] = json!(2);
+    let (code, v) = send(json_body(
+        c.put(format!("{base}/w")),
+        "application/json",
+        &with_rv,
+    ))
+    .await;
+    assert_eq!((code, v["spec"]["a"].as_i64()), (200, Some(2)), "{v}");
+    // Built-in kinds allow it; stringData is returned as data.
+    let secrets = format!("{}/api/v1/namespaces/default/secrets", s.url());
+    let sec = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
+    let (code, v) = send(json_body(c.post(&secrets), "application/json", &sec)).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["data"], json!({"k": "dg=="}));
+    assert!(v.get("stringData").is_none(), "{v}");
+    let sec = json!({"metadata": {"name": "s"}, "stringData": {"k": "w"}});
+    let (code, v) = send(json_body(
+        c.put(format!("{secrets}/s")),
+        "application/json",
+        &sec,
+    ))
+    .await;
+    assert_eq!(
+        (code, v["data"].clone()),
+        (200, json!({"k": "dw=="})),
+        "{v}"
+    );
 }
 
 fn frames(text: &str) -> Vec<Value> {

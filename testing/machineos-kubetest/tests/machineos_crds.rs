@@ -71,15 +71,20 @@ fn a_machine_config_pool_is_created_and_its_status_cel_rule_enforced() {
             "updatedMachineCount": updated, "readyMachineCount": 3,
             "availableMachineCount": 3, "unavailableMachineCount": 0, "observedGeneration": 1}]})
     };
+    // A custom resource's update names the resourceVersion it read (store.go, Update).
+    let with_rv = |mut o: Value, from: &Value| {
+        o["metadata"]["resourceVersion"] = from["metadata"]["resourceVersion"].clone();
+        o
+    };
     let ok = s
-        .update_status(&gr, None, "worker", &pool(sync(3)), W)
+        .update_status(&gr, None, "worker", &with_rv(pool(sync(3)), &created), W)
         .unwrap();
     assert_eq!(
         ok["status"]["poolSynchronizersStatus"][0]["machineCount"],
         3
     );
     let e = s
-        .update_status(&gr, None, "worker", &pool(sync(4)), W)
+        .update_status(&gr, None, "worker", &with_rv(pool(sync(4)), &ok), W)
         .unwrap_err();
     let status = e.to_status();
     assert_eq!(status["code"], 422);

@@ -10,7 +10,10 @@
 //! `propagationPolicy`, `dryRun`). Any other kind is a 415 `UnsupportedMediaType` saying
 //! so (simplification: a real server decodes protobuf for every built-in kind; client-go
 //! 1.32 does not fall back to JSON on a 415, so e.g. `kubectl create job` fails against
-//! this server — found with `-v=8`); a malformed body is a 400.
+//! this server — found with `-v=8`); a malformed body is a 400. String fields are decoded
+//! as sent, `""` included (client-go's generated marshalling writes every string field);
+//! the store drops an empty `generateName` and folds a Secret's `stringData`
+//! ([`crate::builtin`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
