@@ -257,6 +257,20 @@ impl Cluster {
             .map(|c| (c.status, c.reason))
     }
 
+    /// [`Self::mcn_condition`] once its status is `status`, or as it is after 30 s: the
+    /// agent writes the MachineConfigNode after the node's annotations, so a test that saw
+    /// the node's state waits for the conditions that go with it.
+    async fn mcn_condition_when(&self, t: &str, status: &str) -> Option<(String, String)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let c = self.mcn_condition(t).await;
+            if c.as_ref().is_some_and(|c| c.0 == status) || tokio::time::Instant::now() > deadline {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn events(&self, reason: &str) -> Vec<String> {
         Api::<Event>::namespaced(self.client.clone(), "default")
             .list(&Default::default())
@@ -371,7 +385,7 @@ async fn a_full_update_cordons_drains_deploys_reboots_and_uncordons() {
         assert!(h.status.kargs.contains(&"nosmt".to_owned()));
     }
     assert_eq!(
-        c.mcn_condition("Drained").await,
+        c.mcn_condition_when("Drained", "True").await,
         Some(("True".into(), "Drained".into()))
     );
 
@@ -387,7 +401,10 @@ async fn a_full_update_cordons_drains_deploys_reboots_and_uncordons() {
     assert_eq!(c.annotation(CORDONED_BY_AGENT).await, None);
     for t in ["Updated", "UpdateComplete", "RebootedNode", "Uncordoned"] {
         assert_eq!(
-            c.mcn_condition(t).await.map(|c| c.0).as_deref(),
+            c.mcn_condition_when(t, "True")
+                .await
+                .map(|c| c.0)
+                .as_deref(),
             Some("True"),
             "{t}"
         );
@@ -460,7 +477,7 @@ async fn a_node_cordoned_by_an_admin_stays_cordoned() {
     c.until_state("Done").await;
     assert!(c.unschedulable().await, "the admin's cordon stays");
     assert_eq!(
-        c.mcn_condition("Uncordoned").await,
+        c.mcn_condition_when("Uncordoned", "False").await,
         Some(("False".into(), "CordonedByOthers".into()))
     );
     agent.stop().await;
@@ -573,7 +590,7 @@ async fn a_boot_into_the_wrong_image_is_degraded() {
     assert!(c.unschedulable().await, "stays cordoned");
     assert_eq!(c.annotation(CURRENT_IMAGE).await.as_deref(), Some(A));
     assert_eq!(
-        c.mcn_condition("NodeDegraded")
+        c.mcn_condition_when("NodeDegraded", "True")
             .await
             .map(|c| c.0)
             .as_deref(),
@@ -603,7 +620,8 @@ async fn staging_pulls_without_cordoning_and_retries_transient_failures() {
     assert_eq!(c.annotation(CORDONED_BY_AGENT).await, None);
     assert_eq!(c.count_calls("deploy"), 0);
     assert_eq!(
-        c.mcn_condition("ImagePulledFromRegistry").await,
+        c.mcn_condition_when("ImagePulledFromRegistry", "True")
+            .await,
         Some(("True".into(), "Staged".into()))
     );
     agent.stop().await;
