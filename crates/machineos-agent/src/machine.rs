@@ -27,7 +27,9 @@
 //!   a target image when the pullspecs are equal, or when the target is a multi-architecture
 //!   index that [`IMAGE_MANIFESTS`] lists and the report is its manifest for the node's
 //!   architecture ([`Observed::arch`]) — bootc and rpm-ostree report the manifest they
-//!   booted, not the index. Another architecture's manifest is not the target. What the
+//!   booted, not the index — or when the host says it deployed the report from the target's
+//!   reference (`HostStatus::references`: also an index no MachineOSImage lists, as a
+//!   MachineImage may name). Another architecture's manifest is not the target. What the
 //!   agent writes (`currentImage`, the progress, the MachineConfigNode) stays the target's
 //!   pullspec, so `currentImage` equals `desiredImage` once done.
 //! * **Atomic node writes:** every [`Action::Annotate`], [`Action::Cordon`] and
@@ -263,9 +265,12 @@ impl Observed {
     }
 
     /// Whether an image the host reports (booted, staged or pulled) is `image`: the same
-    /// pullspec, or `image`'s manifest for the node's architecture.
+    /// pullspec, a deployment the host made from the reference `image` (bootc and rpm-ostree
+    /// keep what they were asked for: [`HostStatus::is`]), or `image`'s manifest for the
+    /// node's architecture.
     pub fn is_image(&self, reported: Option<&str>, image: &str) -> bool {
-        reported.is_some_and(|r| r == image || self.arch_manifest(image).as_deref() == Some(r))
+        self.host.is(reported, image)
+            || reported.is_some_and(|r| self.arch_manifest(image).as_deref() == Some(r))
     }
 
     /// When the update to `target` in progress started, if recorded.

@@ -1144,6 +1144,31 @@ fn a_multi_arch_target_booted_as_the_nodes_manifest_is_the_target() {
 }
 
 #[test]
+fn a_host_that_deployed_the_index_is_running_it_without_the_manifests_annotation() {
+    // A MachineImage may name an index no MachineOSImage lists: no manifests annotation. The
+    // host says which reference it deployed the booted manifest from: that is the target.
+    let mut o = ours(at(
+        asked(),
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW),
+        },
+    ));
+    o.arch = Some("amd64".into());
+    o.host.boot_id = "boot-1".into();
+    o.host.booted = Some(B_AMD64.into());
+    o.host.kargs = vec!["nosmt".into()];
+    o.host.references.insert(B_AMD64.into(), B.into());
+    let p = patch_of(&decide(&o, &policy(), NOW));
+    assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())));
+    assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    // Deployed from another reference: still the wrong image.
+    o.host.references.insert(B_AMD64.into(), C.into());
+    let p = patch_of(&decide(&o, &policy(), NOW));
+    assert_eq!(p.get(STATE), Some(&Some("Degraded".to_owned())));
+}
+
+#[test]
 fn a_multi_arch_target_staged_pulled_or_running_as_the_nodes_manifest_is_recognised() {
     let multi = |mut o: Observed| {
         o.arch = Some("amd64".into());
