@@ -531,23 +531,13 @@ async fn an_agent_killed_after_the_drain_neither_drains_nor_reboots_again() {
     // a second drain would evict it.
     c.pod("apps", "late-0", json!({"app": "late"}), json!({}))
         .await;
+    // Written as users write it: the server folds stringData into data.
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "pull"},
         "type": "kubernetes.io/dockerconfigjson",
         "stringData": {".dockerconfigjson": "{\"auths\":{}}"},
     }))
     .unwrap();
-    let secret = Secret {
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                k8s_openapi::ByteString(b"{\"auths\":{}}".to_vec()),
-            )]
-            .into(),
-        ),
-        string_data: None,
-        ..secret
-    };
     Api::<Secret>::namespaced(c.client.clone(), NS)
         .create(&PostParams::default(), &secret)
         .await

@@ -8,6 +8,8 @@
 //!
 //! Prints a transcript (run with `--nocapture` to see it).
 
+mod common;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use machineos_image::Platform;
 use machineos_image::layout::Layout;
-use machineos_kubetest::http::{Server, new_store};
 use machineos_kubetest::kubectl::{self, Kubectl};
 use machineos_testkit::{CopyOptions, RegistryOptions, TestRegistry, skopeo_copy};
 
@@ -103,19 +104,16 @@ fn base_layout(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn kubectl_apply_then_wait_for_the_build_to_succeed() {
-    if !kubectl::available() {
-        eprintln!("SKIPPED: no kubectl");
+    if !common::kubectl_or_skip("the controller as a user runs it") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(Server::start_tls(new_store(), 0))
-        .expect("API server");
-    let kubeconfig = tmp.path().join("kubeconfig");
-    rt.block_on(server.write_kubeconfig(&kubeconfig)).unwrap();
-    let k = Kubectl::with_kubeconfig(&kubeconfig, tmp.path().join("home"))
-        .deadline(Duration::from_secs(120));
+    let common::ApiServer {
+        rt: _rt,
+        server,
+        kubeconfig,
+        kubectl: k,
+    } = common::start(tmp.path(), Duration::from_secs(120));
 
     let reg = TestRegistry::start(RegistryOptions::new().with_tls().with_auth("builder", "pw"))
         .expect("registry");

@@ -25,6 +25,8 @@
 //!
 //! Prints a transcript (run with `--nocapture` to see it).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 use machineos_image::Platform;
 use machineos_image::layout::Layout;
 use machineos_kubetest::hooks;
-use machineos_kubetest::http::{Server, new_store};
+use machineos_kubetest::http::Server;
 use machineos_kubetest::kubectl::{self, Kubectl};
 use machineos_testkit::{CopyOptions, RegistryOptions, TestRegistry, skopeo_copy};
 use serde_json::Value;
@@ -322,24 +324,18 @@ fn the_install_steps_are_one_block_and_work_as_written() {
         "{steps:?}"
     );
 
-    if !kubectl::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl is missing under CI: the install steps cannot run"
-        );
-        eprintln!("SKIPPED running the steps: no kubectl");
+    if !common::kubectl_or_skip("running the install steps") {
         return;
     }
 
     let tmp = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(Server::start_tls(new_store(), 0))
-        .expect("API server");
-    let kubeconfig = tmp.path().join("kubeconfig");
-    rt.block_on(server.write_kubeconfig(&kubeconfig)).unwrap();
+    let common::ApiServer {
+        rt: _rt,
+        server,
+        kubeconfig,
+        kubectl: k,
+    } = common::start(tmp.path(), Duration::from_secs(60));
     let home = tmp.path().join("home");
-    let k = Kubectl::with_kubeconfig(&kubeconfig, &home).deadline(Duration::from_secs(60));
 
     // The world the steps name.
     let reg = TestRegistry::start(RegistryOptions::new().with_tls().with_auth("builder", "pw"))

@@ -6,11 +6,11 @@
 //! `machineos render` on a MachineConfig with `mode: 0644` gives the file mode 420, as the
 //! cluster does.
 
+mod common;
+
 use std::process::Command;
 use std::time::Duration;
 
-use machineos_kubetest::http::{Server, new_store};
-use machineos_kubetest::kubectl::{self, Kubectl};
 use serde_json::Value;
 
 /// Values placed under `spec.config.x` (the schema keeps unknown fields there), one
@@ -65,22 +65,16 @@ fn document(case: &str, name: &str) -> String {
 
 #[test]
 fn yaml_is_read_as_kubectl_reads_it() {
-    if !kubectl::available() {
-        // Under CI the judge must be there: a missing kubectl fails, it does not skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl is required under CI"
-        );
-        eprintln!("SKIPPED: no kubectl");
+    if !common::kubectl_or_skip("YAML as kubectl reads it") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(Server::start_tls(new_store(), 0))
-        .expect("API server");
-    let (k, _) = Kubectl::for_server(&server, tmp.path()).unwrap();
-    let k = k.deadline(Duration::from_secs(60));
+    let common::ApiServer {
+        rt: _rt,
+        server: _server,
+        kubectl: k,
+        ..
+    } = common::start(tmp.path(), Duration::from_secs(60));
     let crds = tmp.path().join("crds.yaml");
     let out = Command::new(env!("CARGO_BIN_EXE_machineos"))
         .arg("crds")
