@@ -222,6 +222,74 @@ fn bootc_status_of_the_real_shape() {
 }
 
 #[test]
+fn bootc_status_of_bootcs_own_fixtures() {
+    // (fixture, booted, staged, rollback, pulled) as HostStatus reports them.
+    const SOME_BOOTED: &str = "quay.io/example/someimage@sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34";
+    const SOME_STAGED: &str = "quay.io/example/someimage@sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566";
+    const CENTOS: &str = "quay.io/centos-bootc/centos-bootc@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38";
+    type Row<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        &'a [&'a str],
+    );
+    let rows: [Row; 5] = [
+        // A download-only staged deployment is pulled, not the next boot.
+        (
+            include_str!("fixtures/bootc/spec-staged-download-only.json"),
+            Some(SOME_BOOTED),
+            None,
+            None,
+            &[SOME_STAGED],
+        ),
+        // Booted from a plain ostree commit (no image): nothing booted that we can name.
+        (
+            include_str!("fixtures/bootc/spec-ostree-to-bootc.json"),
+            None,
+            Some(CENTOS),
+            None,
+            &[],
+        ),
+        (
+            include_str!("fixtures/bootc/spec-only-booted.json"),
+            Some(CENTOS),
+            None,
+            None,
+            &[],
+        ),
+        (
+            include_str!("fixtures/bootc/spec-booted-pinned.json"),
+            Some(CENTOS),
+            None,
+            None,
+            &[],
+        ),
+        // Deployed from an OCI directory: named by its path, never equal to a registry image.
+        (
+            include_str!("fixtures/bootc/spec-via-local-oci.json"),
+            Some(
+                "/var/mnt/osupdate@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
+            ),
+            None,
+            None,
+            &[],
+        ),
+    ];
+    for (i, (json, booted, staged, rollback, pulled)) in rows.into_iter().enumerate() {
+        let hs = bootc::parse_status(json)
+            .unwrap_or_else(|e| panic!("fixture {i}: {e}"))
+            .host_status();
+        assert_eq!(hs.booted.as_deref(), booted, "fixture {i}");
+        assert_eq!(hs.staged.as_deref(), staged, "fixture {i}");
+        assert_eq!(hs.rollback.as_deref(), rollback, "fixture {i}");
+        assert_eq!(hs.pulled, pulled, "fixture {i}");
+        // A tag reference is not an index: no reference kept.
+        assert!(hs.references.is_empty(), "fixture {i}: {:?}", hs.references);
+    }
+}
+
+#[test]
 fn bootc_download_only_staged_is_pulled_not_next_boot() {
     let json = include_str!("fixtures/bootc-status-staged-booted-rollback.json").replacen(
         "\"downloadOnly\": false",
