@@ -18,7 +18,8 @@
 //!
 //! Simplification: the kustomize checks need `kubectl` (kustomize built in) on `PATH`, and
 //! the Component check kubectl 1.21+ (kustomize v4+); without them they print `SKIPPED` and
-//! why, and pass (CI has kubectl 1.32). The CRD and sample checks need no kubectl.
+//! why, and pass — except under `CI` (which has kubectl 1.32), where they fail. The CRD and
+//! sample checks need no kubectl.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -302,6 +303,11 @@ fn kustomize(dir: &Path) -> Option<String> {
     let out = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "kubectl is required under CI: `kubectl kustomize {}` must be checked",
+                dir.display()
+            );
             eprintln!(
                 "SKIPPED: kubectl is not on PATH; `kubectl kustomize {}` was not checked",
                 dir.display()
@@ -836,6 +842,10 @@ fn the_pvc_component_and_an_image_override_apply() {
     match kustomize_major() {
         Some(major) if major >= 4 => {}
         found => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "kubectl 1.21+ (kustomize v4+) is required under CI; found {found:?}"
+            );
             eprintln!(
                 "SKIPPED: kustomize Components need kubectl's kustomize v4+ (kubectl 1.21+); \
                  found {found:?}"
@@ -1222,6 +1232,10 @@ fn the_openshift_component_keeps_the_clusters_crds_and_turns_the_render_off() {
     match kustomize_major() {
         Some(major) if major >= 4 => {}
         found => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "kubectl 1.21+ (kustomize v4+) is required under CI; found {found:?}"
+            );
             eprintln!("SKIPPED: kustomize Components need kubectl 1.21+; found {found:?}");
             return;
         }

@@ -5,7 +5,8 @@
 //! Contract:
 //! * [`path`] is `/usr/bin/kubectl` when it exists (the v1.32 the tests are written
 //!   against), else `kubectl` looked up on `PATH`; [`available`] says whether either is
-//!   there, so a test can print `SKIPPED` and pass without it.
+//!   there; [`judge_or_skip`] lets a test print `SKIPPED` and pass without it, except under
+//!   `CI`, where a missing kubectl fails the test.
 //! * [`run`] spawns a [`Command`] with stdin null and stdout/stderr piped, reads both pipes
 //!   on threads (a child writing more than a pipe buffer never stalls) and kills the child
 //!   at the deadline ([`Error::Deadline`]); spawn and wait failures are [`Error::Spawn`] /
@@ -53,6 +54,21 @@ pub fn path() -> PathBuf {
 /// Whether kubectl is installed ([`INSTALLED`] or on `PATH`).
 pub fn available() -> bool {
     Path::new(INSTALLED).is_file() || on_path("kubectl").is_some()
+}
+
+/// Whether kubectl is here to judge `what`. Without it a test prints `SKIPPED <what>` and
+/// passes — except under `CI` (the variable set), where kubectl is installed on purpose and
+/// its absence is a failure (this panics, naming `what`), never a silent pass.
+pub fn judge_or_skip(what: &str) -> bool {
+    if available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "kubectl is required under CI: {what} cannot be judged without it"
+    );
+    eprintln!("SKIPPED {what}: kubectl is not installed");
+    false
 }
 
 /// `name` in the first `PATH` directory holding a file of that name.

@@ -123,8 +123,7 @@ async fn kube_rs_wire_format() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_apply_server_side() {
-    if !kubectl::available() {
-        eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
+    if !kubectl::judge_or_skip("kubectl_apply_server_side") {
         return;
     }
     let s = server().await;

@@ -160,7 +160,7 @@ fn the_binary_serves_tls_and_writes_a_kubeconfig_kubectl_uses() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
-    if kubectl::available() {
+    if kubectl::judge_or_skip("the kubectl part of the kubetest binary test") {
         let k = Kubectl::with_kubeconfig(&kc, &dir).request_timeout(Duration::from_secs(10));
         let out = k
             .ok(&["get", "namespaces", "-o", "name"])
@@ -181,8 +181,6 @@ fn the_binary_serves_tls_and_writes_a_kubeconfig_kubectl_uses() {
             err.contains("Unauthorized") || err.contains("provide credentials"),
             "{err}"
         );
-    } else {
-        eprintln!("SKIPPED (kubectl part): /usr/bin/kubectl is not installed");
     }
     // Closing stdin stops the server.
     drop(child.stdin.take());

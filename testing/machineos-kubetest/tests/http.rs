@@ -344,8 +344,7 @@ async fn watch_streams_changes_and_times_out() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn real_kubectl() {
-    if !kubectl::available() {
-        eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
+    if !kubectl::judge_or_skip("real_kubectl") {
         return;
     }
     let s = server().await;

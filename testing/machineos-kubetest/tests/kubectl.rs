@@ -35,8 +35,7 @@ struct Cluster {
 impl Cluster {
     /// `None` (after printing why) when kubectl is absent.
     fn start(test: &str) -> Option<Cluster> {
-        if !kubectl::available() {
-            eprintln!("SKIPPED {test}: {} is not installed", kubectl::INSTALLED);
+        if !kubectl::judge_or_skip(test) {
             return None;
         }
         let rt = tokio::runtime::Builder::new_multi_thread()

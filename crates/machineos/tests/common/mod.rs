@@ -12,15 +12,7 @@ use machineos_kubetest::kubectl::{self, Kubectl};
 /// Whether kubectl is here to judge; without it, `SKIPPED: <what>` is printed and the test
 /// returns — except under `CI`, where the missing judge fails the test.
 pub fn kubectl_or_skip(what: &str) -> bool {
-    if kubectl::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "kubectl is required under CI: {what}"
-    );
-    eprintln!("SKIPPED {what}: no kubectl");
-    false
+    kubectl::judge_or_skip(what)
 }
 
 /// The test API server for one test, and kubectl on it.
