@@ -156,11 +156,6 @@ impl BootcStatus {
     }
 }
 
-/// Whether `image` boots next: staged, or booted with nothing staged.
-fn next_boot_is(s: &HostStatus, image: &str) -> bool {
-    s.is(s.staged.as_deref(), image) || (s.is(s.booted.as_deref(), image) && s.staged.is_none())
-}
-
 impl Bootc {
     /// A bootc host whose files are under `root`.
     pub fn new(runner: Runner, root: impl Into<PathBuf>) -> Bootc {
@@ -232,10 +227,7 @@ impl Host for Bootc {
     fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
         let s = self.tool_status()?;
-        if s.is(s.booted.as_deref(), image)
-            || s.is(s.staged.as_deref(), image)
-            || s.has_pulled(image)
-        {
+        if s.holds(image) {
             return Ok(());
         }
         let imgref = format!("ostree-unverified-registry:{image}");
@@ -254,12 +246,12 @@ impl Host for Bootc {
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, BOOTC_AUTH, auth)?;
         let s = self.bootc_status()?.host_status();
-        if next_boot_is(&s, image) {
+        if s.boots_next(image) {
             return Ok(());
         }
         self.switch(image, s.has_pulled(image))?;
         let after = self.bootc_status()?.host_status();
-        if next_boot_is(&after, image) {
+        if after.boots_next(image) {
             Ok(())
         } else {
             Err(HostError::Output {

@@ -84,6 +84,21 @@ impl HostStatus {
     pub fn has_pulled(&self, image: &str) -> bool {
         self.pulled.iter().any(|p| self.is(Some(p), image))
     }
+
+    /// Whether the host holds `image` already: booted, staged or pulled (a `pull` has
+    /// nothing to do).
+    pub fn holds(&self, image: &str) -> bool {
+        self.is(self.booted.as_deref(), image)
+            || self.is(self.staged.as_deref(), image)
+            || self.has_pulled(image)
+    }
+
+    /// Whether `image` boots next: staged, or booted with nothing staged (a `deploy` has
+    /// nothing to do).
+    pub fn boots_next(&self, image: &str) -> bool {
+        self.is(self.staged.as_deref(), image)
+            || (self.is(self.booted.as_deref(), image) && self.staged.is_none())
+    }
 }
 
 /// Operations on the node's operating system.

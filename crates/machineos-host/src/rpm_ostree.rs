@@ -169,10 +169,6 @@ impl RpmOstree {
         self.pulled().report(&mut s);
         Ok(s)
     }
-
-    fn next_boot_is(s: &HostStatus, image: &str) -> bool {
-        s.is(s.staged.as_deref(), image) || (s.is(s.booted.as_deref(), image) && s.staged.is_none())
-    }
 }
 
 impl Host for RpmOstree {
@@ -190,10 +186,7 @@ impl Host for RpmOstree {
     fn pull(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, RPM_OSTREE_AUTH, auth)?;
         let s = self.tool_status()?;
-        if s.is(s.booted.as_deref(), image)
-            || s.is(s.staged.as_deref(), image)
-            || s.has_pulled(image)
-        {
+        if s.holds(image) {
             return Ok(());
         }
         self.rpm_ostree(&[
@@ -207,7 +200,7 @@ impl Host for RpmOstree {
 
     fn deploy(&self, image: &str, auth: Option<&Path>) -> Result<(), HostError> {
         files::install_auth(&self.root, RPM_OSTREE_AUTH, auth)?;
-        if Self::next_boot_is(&self.tool_status()?, image) {
+        if self.tool_status()?.boots_next(image) {
             return Ok(());
         }
         let args = vec![
@@ -217,13 +210,13 @@ impl Host for RpmOstree {
         ];
         let tool = &self.runner.tools.rpm_ostree;
         if let Ran::Waited = self.runner.run_long(tool, &args)? {
-            if Self::next_boot_is(&self.tool_status()?, image) {
+            if self.tool_status()?.boots_next(image) {
                 return Ok(());
             }
             self.runner.run_long(tool, &args)?;
         }
         let after = self.tool_status()?;
-        if Self::next_boot_is(&after, image) {
+        if after.boots_next(image) {
             Ok(())
         } else {
             Err(HostError::Output {
