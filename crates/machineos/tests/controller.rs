@@ -232,18 +232,7 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
         "{image}"
     );
     run(&k, &["get", "machineosimages"]);
-    let holder = run(
-        &k,
-        &[
-            "get",
-            "lease",
-            "machineos-controller",
-            "-n",
-            "machineos",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ],
-    );
+    let holder = run(&k, &common::LEASE_HOLDER);
     println!();
     assert_eq!(holder, "replica-a");
 
@@ -284,17 +273,7 @@ fn kubectl_apply_then_wait_for_the_build_to_succeed() {
     }
     assert!(status.success(), "exit {status:?}:\n{log}");
     assert!(log.contains("MachineOSBuild created"), "{log}");
-    let holder = k
-        .ok(&[
-            "get",
-            "lease",
-            "machineos-controller",
-            "-n",
-            "machineos",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ])
-        .unwrap();
+    let holder = k.ok(&common::LEASE_HOLDER).unwrap();
     assert_eq!(holder, "", "the Lease is released on shutdown");
     let _ = std::io::stdout().flush();
     drop(server);

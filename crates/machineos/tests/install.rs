@@ -455,17 +455,7 @@ fn the_install_steps_are_one_block_and_work_as_written() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let holder = k
-        .ok(&[
-            "get",
-            "lease",
-            "machineos-controller",
-            "-n",
-            "machineos",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ])
-        .unwrap();
+    let holder = k.ok(&common::LEASE_HOLDER).unwrap();
     assert!(
         replicas.iter().any(|r| r.name == holder),
         "the Lease holder {holder:?} is one of the replicas"

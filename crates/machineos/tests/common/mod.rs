@@ -45,3 +45,14 @@ pub fn start(dir: &Path, deadline: Duration) -> ApiServer {
         kubectl,
     }
 }
+
+/// The `kubectl get` arguments of the controller's leader-election Lease holder.
+pub const LEASE_HOLDER: [&str; 7] = [
+    "get",
+    "lease",
+    "machineos-controller",
+    "-n",
+    "machineos",
+    "-o",
+    "jsonpath={.spec.holderIdentity}",
+];
