@@ -15,7 +15,9 @@
 //! `registries.conf` given through `CONTAINERS_REGISTRIES_CONF` (only then; it replaces the
 //! machine's main `registries.conf` for the build, and containers' `insecure` also skips
 //! certificate verification where machineos would verify an HTTPS answer). buildah's output
-//! goes to stderr as it comes; a failure carries its last lines.
+//! goes to stderr as it comes; a failure carries its last lines. Times: `bud --timestamp`
+//! with `SOURCE_DATE_EPOCH` (0 when unset), the native layer's rule, so a RUN-step image is
+//! as reproducible as its RUN steps are.
 //!
 //! Simplified: a Containerfile's images other than the native and extensions images get no
 //! `insecure` entry unless named as insecure registries; no registry deadline applies to
@@ -160,6 +162,10 @@ pub fn build_and_push(
     let mut bud: Vec<String> = storage.to_vec();
     bud.extend(["bud", "--isolation", "chroot", "--format", "oci"].map(String::from));
     bud.extend(common.iter().cloned());
+    // Reproducible as the native layer is: every time in the result (the config's
+    // `created`, the history, the files the RUN steps wrote) is SOURCE_DATE_EPOCH, 0
+    // when unset.
+    bud.extend(["--timestamp".into(), source_date_epoch()?.to_string()]);
     bud.extend(["--iidfile".into(), path_arg(&iid)]);
     bud.extend(["--file".into(), path_arg(&file), path_arg(&context_dir)]);
     run(buildah, "bud", &bud, registries_conf.as_deref())?;
@@ -184,6 +190,12 @@ pub fn build_and_push(
         digest,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// `SOURCE_DATE_EPOCH` as the native layer reads it (0 when unset).
+fn source_date_epoch() -> anyhow::Result<u64> {
+    let options = machineos_layer::write::LayerOptions::from_env()?;
+    Ok(options.mtime)
 }
 
 fn path_arg(p: &Path) -> String {

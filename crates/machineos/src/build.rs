@@ -27,7 +27,15 @@ use crate::input::Input;
 /// The inputs as a recipe (see [`machineos_layering`]), its warnings printed, and the
 /// rendered MachineConfig (none for an Ignition input).
 fn recipe(args: &BuildArgs) -> anyhow::Result<(Recipe, Option<machineos_api::v1::MachineConfig>)> {
-    let (recipe, mc) = match crate::input::read(&args.inputs, &args.render)? {
+    let input = match &args.rendered {
+        Some(path) => {
+            let mc = crate::input::read_rendered(path)?;
+            let recipe = machineos_layering::recipe(&mc, &args.render.pool)?;
+            return with_warnings(args, recipe, Some(mc));
+        }
+        None => crate::input::read(&args.inputs, &args.render)?,
+    };
+    let (recipe, mc) = match input {
         Input::Ignition { name, bytes } => {
             (machineos_layering::ignition_recipe(&bytes, &name)?, None)
         }
@@ -40,6 +48,15 @@ fn recipe(args: &BuildArgs) -> anyhow::Result<(Recipe, Option<machineos_api::v1:
             Some(r.machine_config),
         ),
     };
+    with_warnings(args, recipe, mc)
+}
+
+/// The recipe's warnings, and what it holds that this build does not apply, on stderr.
+fn with_warnings(
+    args: &BuildArgs,
+    recipe: Recipe,
+    mc: Option<machineos_api::v1::MachineConfig>,
+) -> anyhow::Result<(Recipe, Option<machineos_api::v1::MachineConfig>)> {
     for w in &recipe.warnings {
         eprintln!("{}: {w}", recipe.source_name);
     }
@@ -117,7 +134,15 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         &args.render.pool,
         &platform,
     )?;
-    let run_plan = machineos_pipeline::stream::with_extensions(run_plan, from_stream.as_ref());
+    let mut run_plan = machineos_pipeline::stream::with_extensions(run_plan, from_stream.as_ref());
+    // A rendered MachineConfig keeps its content; the extensions image may be named apart
+    // (the controller resolves it by digest).
+    if let Some(plan) = run_plan.as_mut()
+        && args.rendered.is_some()
+        && !args.render.extensions_image.is_empty()
+    {
+        plan.extensions_image = args.render.extensions_image.clone();
+    }
     let runtime = crate::cli::runtime()?;
     let registry = args.registry.client(&[&base, &output])?;
     // RUN steps: everything that can fail is checked before the native image is pushed.
@@ -207,6 +232,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         .as_ref()
         .and_then(|r| r["image"].as_str().map(str::to_owned))
         .unwrap_or_else(|| outcome.pullspec.clone());
+    let result_digest = run_summary
+        .as_ref()
+        .and_then(|r| r["digest"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| outcome.manifest_digest.to_string());
+    write_digestfile(args, &result_digest)?;
     let counts = Counts::of(&outcome.plan, &recipe.config);
     match args.output_format {
         Format::Json => {
@@ -261,6 +291,16 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             );
             crate::cli::emit(&result_pullspec)?;
         }
+    }
+    Ok(())
+}
+
+/// `--digestfile`: the result's digest, alone (no newline), as `buildah push --digestfile`
+/// writes it.
+pub(crate) fn write_digestfile(args: &BuildArgs, digest: &str) -> anyhow::Result<()> {
+    if let Some(path) = &args.digestfile {
+        std::fs::write(path, digest)
+            .with_context(|| format!("--digestfile {}: writing it", path.display()))?;
     }
     Ok(())
 }

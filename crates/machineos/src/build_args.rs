@@ -72,8 +72,21 @@ pub struct BuildArgs {
     pub(crate) render: crate::input::RenderArgs,
     /// MachineConfig manifests (YAML or JSON, multi-document allowed) or directories of
     /// them, rendered for `--pool`; or a single Ignition config (spec 3.0.0–3.6.0).
-    #[arg(value_name = "INPUT", required = true)]
+    #[arg(value_name = "INPUT", required_unless_present = "rendered")]
     pub(crate) inputs: Vec<PathBuf>,
+    /// Instead of INPUTs: one MachineConfig already rendered for `--pool` (by the MCO or
+    /// `machineos controller`), built as it is — its name and content kept, no selection
+    /// or merge. A YAML or JSON manifest, the MCO's build encoding (base64 of gzip), or the
+    /// directory where a build's MachineConfig ConfigMap is mounted (the key
+    /// `machineconfig.json.gz`, or its parts `machineconfig.json.gz.part0`, …). With it,
+    /// a non-empty `--extensions-image` names the extensions image the RUN steps use.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["inputs", "base_dir"])]
+    pub(crate) rendered: Option<PathBuf>,
+    /// Write the published result's digest (`sha256:…`, the index's for several
+    /// platforms, the RUN steps' image with them) to this file, as `buildah push
+    /// --digestfile` does: what a build pod's termination message carries.
+    #[arg(long, value_name = "FILE", conflicts_with = "base_dir")]
+    pub(crate) digestfile: Option<PathBuf>,
 }
 
 /// Summary formats.

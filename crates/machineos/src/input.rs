@@ -115,3 +115,61 @@ pub fn render(m: &Manifests, args: &RenderArgs) -> anyhow::Result<Rendered> {
     }
     Ok(rendered)
 }
+
+/// `--rendered`: one MachineConfig already rendered, read as it is (see the flag's help):
+/// a manifest (YAML or JSON), the MCO's build encoding (base64 of gzip) in a file, or the
+/// directory a build's MachineConfig ConfigMap (or its parts) is mounted at.
+pub fn read_rendered(path: &std::path::Path) -> anyhow::Result<machineos_api::v1::MachineConfig> {
+    use machineos_buildrequest::objects::from_mounted_keys;
+    let name = path.display().to_string();
+    let bytes = if path.is_dir() {
+        let mut files = std::collections::BTreeMap::new();
+        for entry in
+            std::fs::read_dir(path).with_context(|| format!("--rendered {name}: reading it"))?
+        {
+            let entry = entry.with_context(|| format!("--rendered {name}: reading it"))?;
+            let file = entry.file_name().to_string_lossy().into_owned();
+            // Keys only: a mounted volume's `..data` bookkeeping is a directory link.
+            if file.starts_with("..") || !entry.path().is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path())
+                .with_context(|| format!("--rendered {name}: reading {file}"))?;
+            files.insert(file, text);
+        }
+        from_mounted_keys(&files)
+            .with_context(|| format!("--rendered {name}: the mounted MachineConfig"))?
+    } else {
+        let raw = std::fs::read(path).with_context(|| format!("--rendered {name}: reading it"))?;
+        let trimmed = raw.trim_ascii_start();
+        if trimmed.starts_with(b"{")
+            || trimmed.starts_with(b"apiVersion")
+            || trimmed.starts_with(b"kind")
+            || trimmed.starts_with(b"---")
+            || trimmed.starts_with(b"#")
+        {
+            raw
+        } else {
+            // The MCO's encoding: base64 of gzip.
+            let text = String::from_utf8(raw)
+                .map_err(|_| anyhow::anyhow!("--rendered {name}: neither a manifest nor base64"))?;
+            let files = std::collections::BTreeMap::from([(
+                machineos_buildrequest::objects::configmaps::MC_KEY.to_owned(),
+                text,
+            )]);
+            from_mounted_keys(&files).with_context(|| {
+                format!("--rendered {name}: not a manifest, and not the MCO's base64 of gzip")
+            })?
+        }
+    };
+    let m = machineos_render::load_manifests(&name, &bytes)?;
+    let (n, p) = (m.machine_configs.len(), m.pools.len());
+    let mut mcs = m.machine_configs;
+    match mcs.pop() {
+        Some(mc) if n == 1 && p == 0 => Ok(mc),
+        _ => bail!(
+            "--rendered {name}: holds {n} MachineConfig(s) and {p} pool(s); give exactly one \
+             rendered MachineConfig"
+        ),
+    }
+}

@@ -3,7 +3,9 @@
 //!
 //! Contract:
 //!
-//! * `containerfile-<build>`: key `Containerfile` = the rendered Containerfile.
+//! * `containerfile-<build>`: key `Containerfile` = the rendered Containerfile (the
+//!   OpenShift Build's); for the build Job, the MachineOSConfig's Containerfile and the
+//!   registry CA bundle ([`build_inputs_config_map`]).
 //! * The MachineConfig is encoded as the MCO does: standard base64 (with padding, no line
 //!   breaks) of the gzip of the JSON bytes given.
 //! * **Size bound.** The API server refuses a ConfigMap whose data keys plus values exceed
@@ -38,6 +40,8 @@ use super::names::{
 
 /// The Containerfile ConfigMap's key.
 pub const CONTAINERFILE_KEY: &str = "Containerfile";
+/// The build Job's inputs ConfigMap's key for the registry CA bundle (PEM).
+pub const CA_BUNDLE_KEY: &str = "registry-ca.pem";
 /// The MachineConfig ConfigMap's key (the whole encoding, when not split).
 pub const MC_KEY: &str = "machineconfig.json.gz";
 /// machineos' annotation on every part of a split MachineConfig: how many parts there are.
@@ -146,6 +150,33 @@ pub fn containerfile_config_map(meta: &BuildMeta, namespace: &str, containerfile
     })
 }
 
+/// The build Job's inputs ConfigMap, under the same name `containerfile-<build>`: the
+/// MachineOSConfig's Containerfile for the target architecture under [`CONTAINERFILE_KEY`]
+/// (none: the key is absent), and the CA certificates (PEM) the controller trusts for
+/// registries under [`CA_BUNDLE_KEY`] (none: absent). The build pod runs `machineos build`,
+/// which renders the Containerfile template itself, so this holds the user's file as it is.
+pub fn build_inputs_config_map(
+    meta: &BuildMeta,
+    namespace: &str,
+    containerfile: Option<&str>,
+    ca_bundle: Option<&str>,
+) -> Value {
+    let name = containerfile_config_map_name(&meta.build);
+    let mut data = serde_json::Map::new();
+    if let Some(c) = containerfile {
+        data.insert(CONTAINERFILE_KEY.to_owned(), json!(c));
+    }
+    if let Some(ca) = ca_bundle {
+        data.insert(CA_BUNDLE_KEY.to_owned(), json!(ca));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(meta, &name, namespace, false),
+        "data": data,
+    })
+}
+
 /// The MachineConfig ConfigMap(s) of the build, with the default [`McLimits`].
 pub fn machine_config_config_maps(
     meta: &BuildMeta,
@@ -232,8 +263,48 @@ pub fn reassemble(config_maps: &[Value]) -> Result<Vec<u8>, ReassembleError> {
     } else {
         concatenate_parts(config_maps)?
     };
+    decode(&encoded)
+}
+
+/// The MachineConfig JSON bytes from the files of a mounted MachineConfig ConfigMap (or the
+/// one projected volume of its parts), as a build pod sees them: file name → content. The
+/// whole encoding under [`MC_KEY`], else the parts `…part0` to `…part<N-1>`, all of them
+/// (a gap is an error naming the missing part). Other files (a projected volume's
+/// `..data` links, for instance) are ignored.
+pub fn from_mounted_keys(
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<u8>, ReassembleError> {
+    if let Some(whole) = files.get(MC_KEY) {
+        return decode(whole);
+    }
+    let prefix = format!("{MC_KEY}.part");
+    let mut parts: std::collections::BTreeMap<usize, &str> = std::collections::BTreeMap::new();
+    for (name, value) in files {
+        if let Some(i) = name.strip_prefix(&prefix).and_then(|i| i.parse().ok()) {
+            parts.insert(i, value);
+        }
+    }
+    if parts.is_empty() {
+        return Err(ReassembleError::Empty);
+    }
+    let count = parts.keys().max().map_or(0, |m| m + 1);
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !parts.contains_key(i))
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(ReassembleError::Parts(format!(
+            "missing part(s) {} of at least {count}",
+            missing.join(", ")
+        )));
+    }
+    decode(&parts.into_values().collect::<String>())
+}
+
+/// base64, then gunzip: the MachineConfig's JSON.
+fn decode(encoded: &str) -> Result<Vec<u8>, ReassembleError> {
     let gzip = STANDARD
-        .decode(encoded.as_bytes())
+        .decode(encoded.trim().as_bytes())
         .map_err(|e| ReassembleError::Base64(e.to_string()))?;
     let mut json = Vec::new();
     GzDecoder::new(gzip.as_slice())
