@@ -5,13 +5,16 @@
 //!
 //! * [`names`]: `containerfile-<build>`, `mc-<build>`, `pull-<build>`, `build-<build>`,
 //!   fitted to Kubernetes' name limits; the MCO's labels and annotations; owner references.
-//! * [`configmaps`]: the Containerfile ConfigMap; the MachineConfig ConfigMap(s), split when
-//!   over 1 MiB and refused above 8 parts; [`configmaps::reassemble`], the inverse.
+//! * [`configmaps`]: the Containerfile ConfigMap (the Job's inputs: the user's Containerfile
+//!   and the registry CA bundle); the MachineConfig ConfigMap(s), split when over 1 MiB and
+//!   refused above 8 parts; [`configmaps::reassemble`] and [`configmaps::from_mounted_keys`]
+//!   (what the build pod reads), the inverse.
 //! * [`secrets`]: the merged pull Secret `pull-<build>` (the push Secret's and the base pull
 //!   Secret's credentials in one `.dockerconfigjson`, since a build takes one pull
 //!   authfile), canonicalized as the MCO canonicalizes its per-build copies.
-//! * [`job`]: the `batch/v1` Job running rootless buildah, the digest coming back through
-//!   the container's termination message (no API credentials in the pod).
+//! * [`job`]: the `batch/v1` Job running the whole build, `machineos build` then rootless
+//!   buildah for RUN steps, the digest coming back through the container's termination
+//!   message (no API credentials in the pod).
 //! * [`state`]: [`state::job_state`], the Job's and its pods' status → [`state::JobState`].
 //! * [`build`]: the `build.openshift.io/v1` Build (Docker strategy, the Containerfile
 //!   inline) for clusters that run OpenShift's build controller.
@@ -40,8 +43,8 @@ pub mod state;
 pub use build::{BuildApiError, BuildApiInputs, build_build};
 pub use build_state::build_state;
 pub use configmaps::{
-    McError, McLimits, ReassembleError, containerfile_config_map, machine_config_config_maps,
-    machine_config_config_maps_with, reassemble,
+    McError, McLimits, ReassembleError, build_inputs_config_map, containerfile_config_map,
+    from_mounted_keys, machine_config_config_maps, machine_config_config_maps_with, reassemble,
 };
 pub use job::{JobInputs, build_job};
 pub use names::BuildMeta;

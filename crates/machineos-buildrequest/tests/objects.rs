@@ -6,21 +6,21 @@
 //! `MACHINEOS_UPDATE_SNAPSHOTS=1 cargo test -p machineos-buildrequest --test objects`).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use base64::Engine;
 use machineos_buildrequest::objects::configmaps::{
     MC_KEY, MC_PART_ANNOTATION, MC_PARTS_ANNOTATION, encode, mc_part_key,
 };
-use machineos_buildrequest::objects::job::BUILD_SCRIPT;
 use machineos_buildrequest::objects::names::{
     MACHINE_OS_BUILD_KEY, RENDERED_MACHINE_CONFIG_LABEL, TARGET_POOL_LABEL,
     containerfile_config_map_name, is_valid_label_value, job_name, label_value,
     machine_config_config_map_name, machine_config_part_name,
 };
 use machineos_buildrequest::objects::{
-    BuildMeta, JobInputs, McError, McLimits, ReassembleError, build_job, containerfile_config_map,
-    machine_config_config_maps, machine_config_config_maps_with, reassemble,
+    BuildMeta, JobInputs, McError, McLimits, ReassembleError, build_inputs_config_map, build_job,
+    containerfile_config_map, from_mounted_keys, machine_config_config_maps,
+    machine_config_config_maps_with, reassemble,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -269,6 +269,40 @@ fn a_machine_config_over_one_mib_is_split_and_reassembled() {
     assert_eq!(reassemble(&[]), Err(ReassembleError::Empty));
 }
 
+/// What a build pod sees: the ConfigMap(s) mounted as files, one per key.
+fn mounted(cms: &[Value]) -> std::collections::BTreeMap<String, String> {
+    let mut files = std::collections::BTreeMap::new();
+    for cm in cms {
+        for (k, v) in cm["data"].as_object().unwrap() {
+            files.insert(k.clone(), v.as_str().unwrap().to_owned());
+        }
+    }
+    // A projected volume's bookkeeping entries are not parts.
+    files.insert("..data".into(), String::new());
+    files
+}
+
+#[test]
+fn a_build_pod_reads_the_machine_config_back_from_its_mounted_files() {
+    let small = incompressible_json(10_000, 3);
+    let cms = machine_config_config_maps(&meta("worker"), NS, &small).unwrap();
+    assert_eq!(from_mounted_keys(&mounted(&cms)).unwrap(), small);
+    let big = incompressible_json(2_400_000, 5);
+    let cms = machine_config_config_maps(&meta("worker"), NS, &big).unwrap();
+    assert!(cms.len() > 2);
+    assert_eq!(from_mounted_keys(&mounted(&cms)).unwrap(), big);
+    let mut gap = mounted(&cms);
+    gap.remove(&mc_part_key(1));
+    assert!(matches!(
+        from_mounted_keys(&gap),
+        Err(ReassembleError::Parts(m)) if m.contains("missing part(s) 1")
+    ));
+    assert_eq!(
+        from_mounted_keys(&mounted(&[])),
+        Err(ReassembleError::Empty)
+    );
+}
+
 #[test]
 fn a_machine_config_above_eight_parts_is_refused_with_the_sizes() {
     let json = incompressible_json(8_200_000, 11);
@@ -367,7 +401,7 @@ fn inputs() -> JobInputs {
         meta("worker"),
         NS,
         "registry.example.com/os/worker:worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
-        "push-secret",
+        "quay.io/fedora/fedora-coreos@sha256:0000000000000000000000000000000000000000000000000000000000000000",
     )
 }
 
@@ -397,7 +431,8 @@ fn the_job_has_the_owner_limits_and_the_termination_message_contract() {
     let c = &pod["containers"][0];
     assert_eq!(c["terminationMessagePath"], "/dev/termination-log");
     assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
-    assert_eq!(c["command"][2], BUILD_SCRIPT);
+    assert_eq!(c["command"], json!(["machineos"]));
+    assert_eq!(c["args"][0], "build");
     let env: Vec<(&str, &str)> = c["env"]
         .as_array()
         .unwrap()
@@ -405,40 +440,31 @@ fn the_job_has_the_owner_limits_and_the_termination_message_contract() {
         .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
         .collect();
     for want in [
-        ("BUILDAH_ISOLATION", "chroot"),
-        ("STORAGE_DRIVER", "vfs"),
         ("HOME", "/home/build"),
+        ("TMPDIR", "/home/build"),
+        ("POOL", "worker"),
+        ("TERMINATION_LOG", "/dev/termination-log"),
+        ("AUTHFILE", "/tmp/base-image-pull-creds/config.json"),
     ] {
         assert!(env.contains(&want), "{want:?} in {env:?}");
     }
-    assert!(BUILD_SCRIPT.contains("--digestfile \"$TERMINATION_LOG\""));
-    assert!(
-        BUILD_SCRIPT.contains("buildah bud --storage-driver vfs --authfile \"$PULL_AUTHFILE\"")
-    );
-    // buildah bud reads the merged pull Secret, buildah push the push Secret.
-    let volumes = &pod["volumes"];
-    let secret_of = |volume: &str| {
-        volumes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == volume)
-            .map(|v| v["secret"]["secretName"].clone())
-            .unwrap()
-    };
+    // One Secret: the merged pull Secret (the push credentials are in it).
+    let volumes = pod["volumes"].as_array().unwrap();
+    let secrets: Vec<&Value> = volumes
+        .iter()
+        .filter_map(|v| v.get("secret").map(|s| &s["secretName"]))
+        .collect();
     assert_eq!(
-        secret_of("pull-secret"),
-        "pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a"
+        secrets,
+        vec!["pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a"]
     );
-    assert_eq!(secret_of("push-secret"), "push-secret");
-    assert!(env.contains(&("PULL_AUTHFILE", "/tmp/base-image-pull-creds/config.json")));
 
     let mut custom = inputs();
     custom.backoff_limit = 0;
     custom.arch = Some("arm64".into());
     custom.service_account = Some("machine-os-builder".into());
     custom.active_deadline_seconds = Some(3600);
-    custom.image = "registry.example.com/buildah:1".into();
+    custom.image = "registry.example.com/machineos:1".into();
     let job = build_job(&custom);
     assert_eq!(job["spec"]["backoffLimit"], 0);
     assert_eq!(job["spec"]["activeDeadlineSeconds"], 3600);
@@ -450,7 +476,7 @@ fn the_job_has_the_owner_limits_and_the_termination_message_contract() {
     assert_eq!(pod["serviceAccountName"], "machine-os-builder");
     assert_eq!(
         pod["containers"][0]["image"],
-        "registry.example.com/buildah:1"
+        "registry.example.com/machineos:1"
     );
 }
 
@@ -494,158 +520,92 @@ fn every_object_reads_back_through_k8s_openapi_unchanged() {
     }
 }
 
-// ---- the script, run for real with a stub buildah ----
+// ---- the container's arguments ----
 
-/// The build context directory, kept while the temporary directory lives.
-struct ContextDir {
-    _tmp: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl std::ops::Deref for ContextDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// Materialises the mounts in a temporary directory, runs the build script with a stub
-/// `buildah` first in PATH, and returns (exit status, termination log, context dir, stub
-/// calls).
-fn run_script(cms: &[Value], buildah_fails: bool) -> (bool, String, ContextDir, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_owned();
-    let sub = |p: &str| {
-        let path = dir.join(p);
-        std::fs::create_dir_all(&path).unwrap();
-        path
+/// Every `$(VAR)` the arguments name, and the env the container defines.
+fn refs_and_env(job: &Value) -> (Vec<String>, Vec<String>) {
+    let c = &job["spec"]["template"]["spec"]["containers"][0];
+    let re = |s: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = s;
+        while let Some(i) = rest.find("$(") {
+            let tail = &rest[i + 2..];
+            let end = tail.find(')').unwrap();
+            out.push(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        out
     };
-    let (cf, mc, ctx, bin) = (
-        sub("containerfile"),
-        sub("machineconfig"),
-        sub("context"),
-        sub("bin"),
-    );
-    std::fs::write(cf.join("Containerfile"), "FROM scratch\n").unwrap();
-    for cm in cms {
-        for (key, value) in cm["data"].as_object().unwrap() {
-            std::fs::write(mc.join(key), value.as_str().unwrap()).unwrap();
+    let refs = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| re(a.as_str().unwrap()))
+        .collect();
+    let env = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    (refs, env)
+}
+
+#[test]
+fn every_variable_the_arguments_name_is_defined_so_the_kubelet_expands_it() {
+    let mut full = inputs();
+    full.extensions_image = Some("registry.example.com/os/ext@sha256:00".into());
+    full.containerfile = true;
+    full.ca_bundle = true;
+    full.insecure_registries = vec!["registry.local:5000".into()];
+    full.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+    for job in [build_job(&inputs()), build_job(&full)] {
+        let (refs, env) = refs_and_env(&job);
+        assert!(refs.len() >= 6, "{refs:?}");
+        for r in &refs {
+            assert!(env.contains(r), "$({r}) is not in the env {env:?}");
         }
     }
-    let log = dir.join("termination-log");
-    std::fs::write(&log, "").unwrap();
-    let calls = dir.join("calls");
-    let stub = format!(
-        "#!/bin/bash\necho \"$*\" >> {calls}\n{}\nif [[ $1 == push ]]; then\n  while [[ $# -gt 0 ]]; do\n    if [[ $1 == --digestfile ]]; then printf 'sha256:%064d' 7 > \"$2\"; fi\n    shift\n  done\nfi\n",
-        if buildah_fails {
-            "echo 'error: RUN step failed' >&2; exit 3"
-        } else {
-            ""
-        },
-        calls = calls.display()
-    );
-    let stub_path = bin.join("buildah");
-    std::fs::write(&stub_path, stub).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&stub_path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let d = |p: &Path| p.display().to_string();
-    let status = std::process::Command::new("bash")
-        .args(["-c", BUILD_SCRIPT, "build.sh"])
-        .env("PATH", path)
-        .env("TAG", "registry.example.com/os/worker:tag")
-        .env("CONTAINERFILE_DIR", d(&cf))
-        .env("MACHINECONFIG_DIR", d(&mc))
-        .env("MC_PARTS", cms.len().to_string())
-        .env("CONTEXT_DIR", d(&ctx))
-        .env("PULL_AUTHFILE", "/pull/config.json")
-        .env("PUSH_AUTHFILE", "/push/config.json")
-        .env("TERMINATION_LOG", d(&log))
-        .status()
-        .unwrap();
-    let message = std::fs::read_to_string(&log).unwrap();
-    let calls = std::fs::read_to_string(&calls).unwrap_or_default();
-    (
-        status.success(),
-        message,
-        ContextDir {
-            _tmp: tmp,
-            path: ctx,
-        },
-        calls,
+    let args: Vec<String> = serde_json::from_value(
+        build_job(&full)["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
     )
-}
-
-#[test]
-fn the_script_reassembles_the_parts_builds_and_writes_the_digest() {
-    let json = incompressible_json(2_000, 3);
-    let m = meta("worker");
-    for limits in [
-        McLimits::default(),
-        McLimits {
-            chunk_bytes: 700,
-            max_parts: 8,
-        },
+    .unwrap();
+    let pairs: Vec<(&str, &str)> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    for want in [
+        ("--platform", "linux/amd64,linux/arm64"),
+        ("--extensions-image", "$(EXTENSIONS_IMAGE)"),
+        ("--containerfile", "$(CONTAINERFILE)"),
+        ("--ca-file", "$(REGISTRY_CA_FILE)"),
+        ("--insecure-registry", "registry.local:5000"),
+        ("--digestfile", "$(TERMINATION_LOG)"),
     ] {
-        let cms = machine_config_config_maps_with(&m, NS, &json, limits).unwrap();
-        let (ok, message, ctx, calls) = run_script(&cms, false);
-        assert!(ok, "{calls}");
-        assert_eq!(message, format!("sha256:{:064}", 7));
-        let gz = std::fs::read_to_string(ctx.join("machineconfig/machineconfig.json.gz")).unwrap();
-        assert_eq!(gunzip_base64(&gz), json, "{} parts", cms.len());
-        assert_eq!(
-            std::fs::read_to_string(ctx.join("Containerfile")).unwrap(),
-            "FROM scratch\n"
-        );
-        let lines: Vec<&str> = calls.lines().collect();
-        assert_eq!(
-            lines[0],
-            format!(
-                "bud --storage-driver vfs --authfile /pull/config.json --tag \
-                 registry.example.com/os/worker:tag --file {0}/Containerfile {0}",
-                ctx.display()
-            )
-        );
-        assert!(
-            lines[1].starts_with(
-                "push --storage-driver vfs --authfile /push/config.json --digestfile "
-            )
-        );
-        assert!(lines[1].ends_with(" registry.example.com/os/worker:tag"));
+        assert!(pairs.contains(&want), "{want:?} in {args:?}");
+    }
+    // Without them, no flag names an input that is not there.
+    let (refs, _) = refs_and_env(&build_job(&inputs()));
+    for absent in ["EXTENSIONS_IMAGE", "CONTAINERFILE", "REGISTRY_CA_FILE"] {
+        assert!(!refs.iter().any(|r| r == absent), "{absent} in {refs:?}");
     }
 }
 
 #[test]
-fn the_script_fails_without_a_digest_on_a_failed_build_or_a_missing_part() {
-    let json = incompressible_json(2_000, 5);
-    let limits = McLimits {
-        chunk_bytes: 700,
-        max_parts: 8,
-    };
-    let cms = machine_config_config_maps_with(&meta("worker"), NS, &json, limits).unwrap();
-    let (ok, message, _, calls) = run_script(&cms, true);
-    assert!(!ok);
-    assert_eq!(message, "", "empty: the kubelet falls back to the log tail");
-    assert!(calls.starts_with("bud "), "{calls}");
-
-    // One part short: the script names the missing part and never calls buildah.
-    let mut short: Vec<Value> = cms[..cms.len() - 1].to_vec();
-    short.push(json!({ "data": {} }));
-    let (ok, message, _, calls) = run_script(&short, false);
-    assert!(!ok && message.is_empty() && calls.is_empty(), "{calls}");
-}
-
-#[test]
-fn the_script_is_valid_bash() {
-    let status = std::process::Command::new("bash")
-        .args(["-n", "-c", BUILD_SCRIPT])
-        .status()
-        .unwrap();
-    assert!(status.success());
+fn the_inputs_config_map_holds_only_what_there_is() {
+    let m = meta("worker");
+    let both = build_inputs_config_map(&m, NS, Some("FROM configs AS final\n"), Some("PEM"));
+    assert_eq!(
+        both["data"],
+        json!({"Containerfile": "FROM configs AS final\n", "registry-ca.pem": "PEM"})
+    );
+    let none = build_inputs_config_map(&m, NS, None, None);
+    assert_eq!(none["data"], json!({}));
+    assert_eq!(
+        none["metadata"]["name"],
+        containerfile_config_map_name(&m.build)
+    );
 }
 
 // ---- golden files ----
@@ -665,7 +625,20 @@ fn golden_yaml_of_the_job_and_the_config_maps() {
     split.mc_parts = 2;
     split.arch = Some("arm64".into());
     split.service_account = Some("machine-os-builder".into());
+    split.extensions_image =
+        Some("quay.io/openshift/extensions@sha256:1111111111111111111111111111111111111111111111111111111111111111".into());
+    split.containerfile = true;
+    split.ca_bundle = true;
     golden("job-split-arm64.yaml", &build_job(&split));
+    golden(
+        "build-inputs-configmap.yaml",
+        &build_inputs_config_map(
+            &m,
+            NS,
+            Some("FROM configs AS final\nRUN true\n"),
+            Some("-----BEGIN CERTIFICATE-----\n…\n-----END CERTIFICATE-----\n"),
+        ),
+    );
     golden(
         "containerfile-configmap.yaml",
         &containerfile_config_map(

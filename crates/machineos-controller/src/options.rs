@@ -40,7 +40,7 @@ pub struct ControllerOptions {
     pub leader_election: bool,
     /// Lease duration, renew deadline and retry period (client-go's 15 s / 10 s / 2 s).
     pub lease_timings: (Duration, Duration, Duration),
-    /// The Job builder backend's image (buildah).
+    /// The Job builder backend's image (machineos's: `machineos build` and buildah).
     pub builder_image: String,
     /// The build Job's `backoffLimit`.
     pub job_backoff_limit: i32,

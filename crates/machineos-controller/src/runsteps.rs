@@ -1,5 +1,6 @@
-//! The RUN-step backends: a buildah `batch/v1` Job ([`Runner::Job`]) and an OpenShift
-//! `build.openshift.io/v1` Build ([`Runner::OpenShiftBuild`]), behind [`Builder`].
+//! The backends that build outside the controller process: a `batch/v1` Job
+//! ([`Runner::Job`]) and an OpenShift `build.openshift.io/v1` Build
+//! ([`Runner::OpenShiftBuild`]), behind [`Builder`].
 //!
 //! **A build, step by step** (`machineos_buildrequest` makes every object; this module only
 //! creates, observes and deletes them):
@@ -8,27 +9,40 @@
 //!    kernel swap, the MachineOSConfig's Containerfile for the target architecture). An
 //!    invalid input (an unknown extension, a Containerfile with a syntax error, 64k-pages off
 //!    arm64) fails the build at once, with the field or the line.
-//! 2. *Nothing needs RUN*: the build is handed to the native backend under its own name — no
-//!    Job, no Build, the same digest the native backend gives.
-//! 3. Else the *native stage*: the native engine builds the image with the configuration
-//!    applied and pushes it to `<repository>:<build>-native` (in a native build slot). A
-//!    separate tag, because the registry check the lifecycle does after a restart looks at
-//!    `<repository>:<build>` and must not mistake this intermediate image for the result.
-//! 4. *Prepare*: the Containerfile (`FROM` the native image by digest) is rendered,
-//!    validated and its heredocs lowered to the exec form
-//!    ([`machineos_buildrequest::containerfile::heredoc`]), then the ephemeral objects are created, the Job or Build last so that its
-//!    inputs exist when it starts: the merged pull Secret `pull-<build>` (push credentials
-//!    for the native image, base pull credentials for the rest), `containerfile-<build>`,
-//!    `mc-<build>` (or its parts). Creates are idempotent for the same MachineOSBuild
-//!    (AlreadyExists with its owner uid is success: names and contents are functions of the
-//!    build) and never adopt the past: an object of that name owned by an earlier
-//!    MachineOSBuild of the same name (a rebuild, an interrupted build restarted — the name
-//!    is a function of the inputs, the uid is not), which the garbage collector has not
-//!    removed yet (on a real cluster it runs after the owner's DELETE, not in it), is
-//!    deleted with its uid as precondition and the create repeated once it is gone
+//! 2. *The Job builds everything in its pod*: the controller does no image work for it. The
+//!    pod runs the machineos image's `machineos build` on the rendered MachineConfig (the
+//!    ConfigMaps below) and the base by digest, for the architectures the request names
+//!    (one index over several) — and when something needs RUN, for one architecture on a
+//!    node of it, the native image pushed to `<repository>:<build>-native` and buildah on
+//!    top (see `machineos_buildrequest::objects::job`). The *OpenShift Build* keeps a native
+//!    stage here: with nothing to RUN the build is handed to the native backend under its
+//!    own name (no Build); else the native engine builds and pushes
+//!    `<repository>:<build>-native` (in a native build slot) and the Build's Containerfile
+//!    starts `FROM` it by digest. A separate tag, because the registry check the lifecycle
+//!    does after a restart looks at `<repository>:<build>` and must not mistake this
+//!    intermediate image for the result.
+//! 3. *Prepare*: the inputs — for the Job the MachineOSConfig's Containerfile and the
+//!    controller's registry CA bundle, for the Build the rendered Containerfile validated
+//!    and its heredocs lowered to the exec form
+//!    ([`machineos_buildrequest::containerfile::heredoc`]) — then the ephemeral objects are
+//!    created, the Job or Build last so that its inputs exist when it starts: the merged
+//!    pull Secret `pull-<build>` (push credentials, base pull credentials),
+//!    `containerfile-<build>`, `mc-<build>` (or its parts). Creates are idempotent for the
+//!    same MachineOSBuild (AlreadyExists with its owner uid is success: names and contents
+//!    are functions of the build) and never adopt the past: an object of that name owned by
+//!    an earlier MachineOSBuild of the same name (a rebuild, an interrupted build restarted
+//!    — the name is a function of the inputs, the uid is not), which the garbage collector
+//!    has not removed yet (on a real cluster it runs after the owner's DELETE, not in it),
+//!    is deleted with its uid as precondition and the create repeated once it is gone
 //!    ([`STALE_WAIT`] at most, then a transient failure). A transient API error is retried
 //!    with backoff until the build is cancelled; a permanent one (invalid object,
 //!    forbidden) fails the build with the API server's message.
+//! 4. *Confirm*: the digest a Job's termination message or a Build's status reports is
+//!    recorded only once the registry serves that manifest (asked once with the push
+//!    Secret's credentials, the build `Running` meanwhile; a transient error asks again
+//!    after [`CONFIRM_RETRY`]); the registry's answer also gives each architecture's
+//!    manifest digest of an index. A digest the registry does not have fails the build
+//!    (`BuildImageMissing`).
 //! 5. *Observe*: the Job (with its pods) or the Build in the controller's caches — only one
 //!    owned by the MachineOSBuild's current uid; an earlier incarnation's Failed Job is not
 //!    this build's failure — is mapped
@@ -40,17 +54,18 @@
 //!    30 s, so the failure message carries the last attempt's log lines.
 //! 6. *Clean up* once the lifecycle recorded a terminal phase: after a success the extra tag
 //!    of the push spec (`:latest`) is moved to the image, the intermediate native image is
-//!    deleted from the registry by digest, and the Job (its pods with it) or Build, the
+//!    deleted from the registry by digest (the Job's looked up by its tag first), and the Job (its pods with it) or Build, the
 //!    ConfigMaps and the Secret are deleted; after an interruption, the same without the tag;
 //!    after a failure everything is kept for inspection (the owner references to the
 //!    MachineOSBuild delete them with it).
 //!
 //! **Restarts.** What must survive lives in the API server: the Job or Build, labelled and
-//! annotated with its MachineOSBuild, carrying the native image and the push settings as
-//! annotations. A restarted controller observes a running Job and follows it; a build that
-//! was in its native stage or half-prepared has no Job, so the lifecycle starts it again,
-//! and the native stage pushes the same digest (the engine is deterministic) and the
-//! creates find what is already there.
+//! annotated with its MachineOSBuild, carrying the intermediate image and the push settings
+//! as annotations. A restarted controller observes a running Job and follows it (and asks
+//! the registry again about a finished one); a build that was in its native stage or
+//! half-prepared has no Job or Build, so the lifecycle starts it again, the native stage
+//! pushes the same digest (the engine is deterministic) and the creates find what is
+//! already there.
 //!
 //! **Cancel** (an interrupted or deleted build): the in-process stage stops at its next
 //! await, and the Job (background propagation: its pods go with it) or the Build is
@@ -83,7 +98,8 @@ use crate::observe::{Snapshot, view_of};
 use crate::registry_ops::{self, RegistrySettings};
 use machineos_kube::mco::{PodView, RunnerView};
 
-/// Annotation on the Job/Build: the intermediate native image, `repo@sha256:…`.
+/// Annotation on the Job/Build: the intermediate native image, `repo@sha256:…` (the Build's)
+/// or `repo:<build>-native` (the Job's, which its pod pushes).
 pub const NATIVE_IMAGE_ANNOTATION: &str = "machineos.io/native-image";
 /// Annotation on the Job/Build: the push spec's extra tag, moved after a success.
 pub const EXTRA_TAG_ANNOTATION: &str = "machineos.io/extra-tag";
@@ -95,6 +111,8 @@ const POD_CACHE_GRACE: Timestamp = 30;
 const STALE_WAIT: Duration = Duration::from_secs(60);
 /// How often it looks again meanwhile.
 const STALE_POLL: Duration = Duration::from_millis(500);
+/// How long an unanswered registry confirmation waits before it is asked again.
+const CONFIRM_RETRY: Duration = Duration::from_secs(2);
 
 /// Which object runs the RUN steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +207,31 @@ struct Entry {
     cancel: CancellationToken,
 }
 
+/// What the registry says of the digest a Job's termination message or a Build's status
+/// reported (the build is recorded only once the registry shows that manifest).
+#[derive(Debug, Clone)]
+enum Confirmation {
+    /// Being asked (`digest`).
+    Asking { digest: String },
+    /// The registry serves it: the image and its architectures.
+    Present {
+        digest: String,
+        image: RegistryImage,
+    },
+    /// The registry has no such manifest, or refused the question for good.
+    Absent { digest: String, message: String },
+}
+
+impl Confirmation {
+    fn digest(&self) -> &str {
+        match self {
+            Confirmation::Asking { digest }
+            | Confirmation::Present { digest, .. }
+            | Confirmation::Absent { digest, .. } => digest,
+        }
+    }
+}
+
 struct Inner {
     runner: Runner,
     client: Client,
@@ -197,6 +240,8 @@ struct Inner {
     builds: Mutex<HashMap<String, Entry>>,
     /// Builds whose clean-up is under way (not started again until it ends).
     cleaning: Mutex<std::collections::HashSet<String>>,
+    /// What the registry said of the digest each finished Job or Build reported.
+    confirmed: Mutex<HashMap<String, Confirmation>>,
     root: CancellationToken,
     wake: Arc<Notify>,
 }
@@ -225,6 +270,7 @@ impl RunStepBackend {
                 settings,
                 builds: Mutex::new(HashMap::new()),
                 cleaning: Mutex::new(std::collections::HashSet::new()),
+                confirmed: Mutex::new(HashMap::new()),
                 root: CancellationToken::new(),
                 wake,
             }),
@@ -242,6 +288,111 @@ impl RunStepBackend {
             .builds
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn confirmed(&self) -> MutexGuard<'_, HashMap<String, Confirmation>> {
+        self.inner
+            .confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The Succeeded status of `build` once the registry confirmed that `repository` holds
+    /// `digest`; until then Running (a question is sent once, its answer wakes the loop);
+    /// Failed when it does not. `credentials` read the repository (the push Secret's).
+    fn confirm(
+        &self,
+        build: &str,
+        repository: &str,
+        digest: &str,
+        credentials: Option<(String, Vec<u8>)>,
+        (since, at): (Timestamp, Timestamp),
+    ) -> BackendStatus {
+        let known = self
+            .confirmed()
+            .get(build)
+            .filter(|c| c.digest() == digest)
+            .cloned();
+        match known {
+            Some(Confirmation::Present { image, .. }) => BackendStatus::Succeeded { image, at },
+            Some(Confirmation::Absent { message, .. }) => BackendStatus::Failed {
+                error: Classified::permanent("BuildImageMissing", message),
+                at,
+            },
+            Some(Confirmation::Asking { .. }) => BackendStatus::Running { since },
+            None => {
+                self.confirmed().insert(
+                    build.to_owned(),
+                    Confirmation::Asking {
+                        digest: digest.to_owned(),
+                    },
+                );
+                let this = self.clone();
+                let (build, image) = (build.to_owned(), format!("{repository}@{digest}"));
+                let digest = digest.to_owned();
+                let kind = self.inner.runner.kind_name();
+                tokio::spawn(async move {
+                    let answer = this.ask_registry(&image, &digest, credentials, kind).await;
+                    match answer {
+                        Some(c) => {
+                            this.confirmed().insert(build, c);
+                        }
+                        None => {
+                            // Not answered (a transient error): ask again a little later.
+                            tokio::time::sleep(CONFIRM_RETRY).await;
+                            this.confirmed().remove(&build);
+                        }
+                    }
+                    this.inner.wake.notify_one();
+                });
+                BackendStatus::Running { since }
+            }
+        }
+    }
+
+    /// Whether the registry serves `image` (`repo@digest`): `None` when it did not answer.
+    async fn ask_registry(
+        &self,
+        image: &str,
+        digest: &str,
+        credentials: Option<(String, Vec<u8>)>,
+        kind: &str,
+    ) -> Option<Confirmation> {
+        let creds: Vec<(String, Vec<u8>)> = credentials.into_iter().collect();
+        let absent = |message: String| Confirmation::Absent {
+            digest: digest.to_owned(),
+            message,
+        };
+        let client = match self.inner.settings.registry.client(&creds) {
+            Ok(c) => c,
+            Err(e) => return Some(absent(format!("checking {image}: {}", e.message))),
+        };
+        let reference = match machineos_image::ImageRef::parse(image) {
+            Ok(machineos_image::ImageRef::Registry(r)) => r,
+            _ => return Some(absent(format!("the {kind} reported {image}, not an image"))),
+        };
+        match client.for_operation().image_info(&reference).await {
+            Ok(Some(info)) => Some(Confirmation::Present {
+                digest: digest.to_owned(),
+                image: RegistryImage {
+                    image: image.to_owned(),
+                    architectures: info
+                        .architectures
+                        .into_iter()
+                        .map(|(a, d)| (a, d.to_string()))
+                        .collect(),
+                    variant: None,
+                },
+            }),
+            Ok(None) => Some(absent(format!(
+                "the {kind} reported {image}, which the registry does not have"
+            ))),
+            Err(e) if machineos_diagnostics::Classify::retry(&e) == Retry::Transient => {
+                tracing::warn!(%image, error = %e, "confirming the build's image (retrying)");
+                None
+            }
+            Err(e) => Some(absent(format!("checking {image}: {e}"))),
+        }
     }
 
     fn cleaning(&self) -> MutexGuard<'_, std::collections::HashSet<String>> {
@@ -370,6 +521,59 @@ impl RunStepBackend {
         let runner = self.inner.runner;
         let build = &request.build;
         let since = now();
+        // The Job builds everything in its pod; the OpenShift Build starts FROM the native
+        // stage, built and pushed here.
+        let native = match runner {
+            Runner::Job => None,
+            Runner::OpenShiftBuild => Some(self.native_stage(request, since).await?),
+        };
+        self.set(build, Stage::Preparing { since });
+
+        // The owner's uid: a build created in the same pass is not in that pass's snapshot.
+        let build_uid = if request.build_uid.is_empty() {
+            self.build_uid(build).await?
+        } else {
+            request.build_uid.clone()
+        };
+        // Rendering, gzip and base64 of the MachineConfig: CPU work, on a blocking thread.
+        let (request, steps, settings) = (request.clone(), steps.clone(), settings.clone());
+        let owner = build_uid.clone();
+        let inputs = tokio::task::spawn_blocking(move || {
+            plan_objects(
+                runner,
+                &settings,
+                &request,
+                &steps,
+                native.as_deref(),
+                owner,
+            )
+        })
+        .await
+        .map_err(|e| {
+            Classified::permanent("Internal", format!("planning the build's objects: {e}"))
+        })??;
+        let ns = self.inner.settings.namespace.as_str();
+        for (ar, obj) in inputs {
+            let name = obj
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let what = format!("{} {ns}/{name}", ar.kind);
+            let name = name.to_owned();
+            self.create_owned(&ar, &name, obj, what, &build_uid).await?;
+        }
+        Ok(())
+    }
+
+    /// The OpenShift Build's native stage: the native engine's image pushed to
+    /// `<repository>:<build>-native`; its `repo@digest`.
+    async fn native_stage(
+        &self,
+        request: &BuildRequest,
+        since: Timestamp,
+    ) -> Result<String, Classified> {
+        let build = &request.build;
         self.set(build, Stage::Native { since });
         let native_push = PushTarget {
             repository: request.push.repository.clone(),
@@ -392,36 +596,7 @@ impl RunStepBackend {
             .await
             .map_err(|e| e.context("native stage"))?;
         tracing::info!(build = %build, image = %native.image, "native stage pushed");
-        self.set(build, Stage::Preparing { since });
-
-        // The owner's uid: a build created in the same pass is not in that pass's snapshot.
-        let build_uid = if request.build_uid.is_empty() {
-            self.build_uid(build).await?
-        } else {
-            request.build_uid.clone()
-        };
-        // Rendering, gzip and base64 of the MachineConfig: CPU work, on a blocking thread.
-        let (request, steps, settings) = (request.clone(), steps.clone(), settings.clone());
-        let owner = build_uid.clone();
-        let inputs = tokio::task::spawn_blocking(move || {
-            plan_objects(runner, &settings, &request, &steps, &native.image, owner)
-        })
-        .await
-        .map_err(|e| {
-            Classified::permanent("Internal", format!("planning the build's objects: {e}"))
-        })??;
-        let ns = self.inner.settings.namespace.as_str();
-        for (ar, obj) in inputs {
-            let name = obj
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let what = format!("{} {ns}/{name}", ar.kind);
-            let name = name.to_owned();
-            self.create_owned(&ar, &name, obj, what, &build_uid).await?;
-        }
-        Ok(())
+        Ok(native.image)
     }
 
     /// The MachineOSBuild's uid, read from the API server (transient errors retried).
@@ -533,10 +708,20 @@ impl RunStepBackend {
                             Err(e) => tracing::warn!(%image, error = %e, "bad image reference"),
                         }
                     }
-                    if let Some(native) = &r.native_image
-                        && let Err(e) = registry_ops::delete(&client, native).await
-                    {
-                        tracing::warn!(image = %native, error = %e, "deleting the intermediate native image failed");
+                    if let Some(native) = &r.native_image {
+                        // The Job's is its tag (the pod pushed it): by digest first.
+                        let by_digest = match registry_ops::resolve(&client, native).await {
+                            Ok(d) => Some(d),
+                            Err((e, _)) => {
+                                tracing::info!(image = %native, error = %e, "no intermediate native image to delete");
+                                None
+                            }
+                        };
+                        if let Some(image) = by_digest
+                            && let Err(e) = registry_ops::delete(&client, &image).await
+                        {
+                            tracing::warn!(%image, error = %e, "deleting the intermediate native image failed");
+                        }
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "registry credentials for the clean-up"),
@@ -551,43 +736,27 @@ impl RunStepBackend {
     }
 }
 
-/// The ephemeral objects of a RUN-step build, in creation order (the Job or Build last):
-/// the merged pull Secret, the Containerfile ConfigMap, the MachineConfig ConfigMap(s), the
-/// Job or Build annotated with the native image, the push Secret and the extra tag. Pure.
+/// The ephemeral objects of a build, in creation order (the Job or Build last): the merged
+/// pull Secret, the Containerfile ConfigMap (for the Job: the user's Containerfile and the
+/// registry CA bundle; for the Build: the rendered Containerfile `FROM` the native image),
+/// the MachineConfig ConfigMap(s), the Job or Build annotated with the push Secret, the
+/// extra tag and the intermediate image (the native image by digest, or for the Job its
+/// `<build>-native` tag when RUN steps run). Pure.
 fn plan_objects(
     runner: Runner,
     settings: &RunStepSettings,
     request: &BuildRequest,
     steps: &RunSteps,
-    native_image: &str,
+    native_image: Option<&str>,
     build_uid: String,
 ) -> Result<Vec<(ApiResource, Value)>, Classified> {
     let rendered_name = request.rendered.name().to_owned();
-    let text = containerfile::render(&ContainerfileInputs {
-        run_steps: steps,
-        from_image: native_image,
-        extensions_image: request.inputs.extensions_image.as_deref(),
-        machine_config: &rendered_name,
-        pool: &request.pool,
-        base_image: &request.inputs.base_image,
-    })
-    .map_err(|e| Classified::of(&e).context("Containerfile"))?
-    .ok_or_else(|| {
-        Classified::permanent(
-            "Internal",
-            "Containerfile: nothing to RUN after all (a machineos bug)",
-        )
-    })?;
-    // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and OpenShift's
-    // builder build it.
-    let (text, _) = containerfile::heredoc::lower(&text)
-        .map_err(|e| Classified::of(&e).context("Containerfile"))?;
     let meta = BuildMeta {
         build: request.build.clone(),
         build_uid,
         machine_os_config: request.machine_os_config.clone(),
         pool: request.pool.clone(),
-        rendered_machine_config: rendered_name,
+        rendered_machine_config: rendered_name.clone(),
     };
     let ns = settings.namespace.as_str();
     let (push_name, push_bytes) = &request.push_secret;
@@ -604,23 +773,38 @@ fn plan_objects(
     let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
         .map_err(|e| Classified::of(&e))?;
     let mut inputs = vec![(kinds::secret(), secret)];
-    inputs.push((
-        kinds::config_map(),
-        objects::containerfile_config_map(&meta, ns, &text),
-    ));
-    inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
-    let mut runner_obj = match runner {
-        Runner::Job => {
-            let mut job =
-                objects::JobInputs::new(meta, ns, request.push.pullspec(), push_name.clone());
-            job.mc_parts = mcs.len();
-            job.image = settings.builder_image.clone();
-            job.backoff_limit = settings.backoff_limit;
-            job.arch = Some(settings.arch.clone());
-            job.service_account = settings.service_account.clone();
-            objects::build_job(&job)
+    let (mut runner_obj, intermediate) = match (runner, native_image) {
+        (Runner::Job, _) => {
+            let (job, cm, intermediate) = plan_job(settings, request, steps, meta, mcs.len())?;
+            inputs.push((kinds::config_map(), cm));
+            inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
+            (job, intermediate)
         }
-        Runner::OpenShiftBuild => {
+        (Runner::OpenShiftBuild, Some(native_image)) => {
+            let text = containerfile::render(&ContainerfileInputs {
+                run_steps: steps,
+                from_image: native_image,
+                extensions_image: request.inputs.extensions_image.as_deref(),
+                machine_config: &rendered_name,
+                pool: &request.pool,
+                base_image: &request.inputs.base_image,
+            })
+            .map_err(|e| Classified::of(&e).context("Containerfile"))?
+            .ok_or_else(|| {
+                Classified::permanent(
+                    "Internal",
+                    "Containerfile: nothing to RUN after all (a machineos bug)",
+                )
+            })?;
+            // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and
+            // OpenShift's builder build it.
+            let (text, _) = containerfile::heredoc::lower(&text)
+                .map_err(|e| Classified::of(&e).context("Containerfile"))?;
+            inputs.push((
+                kinds::config_map(),
+                objects::containerfile_config_map(&meta, ns, &text),
+            ));
+            inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
             let mut b = objects::BuildApiInputs::new(
                 meta,
                 ns,
@@ -631,17 +815,83 @@ fn plan_objects(
             b.mc_parts = mcs.len();
             b.arch = Some(settings.arch.clone());
             b.service_account = settings.service_account.clone();
-            objects::build_build(&b).map_err(|e| Classified::of(&e))?
+            let build = objects::build_build(&b).map_err(|e| Classified::of(&e))?;
+            (build, Some(native_image.to_owned()))
+        }
+        (Runner::OpenShiftBuild, None) => {
+            return Err(Classified::permanent(
+                "Internal",
+                "an OpenShift Build without its native stage (a machineos bug)",
+            ));
         }
     };
     let annotations = &mut runner_obj["metadata"]["annotations"];
-    annotations[NATIVE_IMAGE_ANNOTATION] = json!(native_image);
+    if let Some(image) = intermediate {
+        annotations[NATIVE_IMAGE_ANNOTATION] = json!(image);
+    }
     annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
     if let Some(tag) = &request.push.extra_tag {
         annotations[EXTRA_TAG_ANNOTATION] = json!(tag);
     }
     inputs.push((runner.resource(), runner_obj));
     Ok(inputs)
+}
+
+/// The build Job and its inputs ConfigMap, and the intermediate image it pushes (its
+/// `<build>-native` tag, when RUN steps run). Which platforms: with RUN steps one — the
+/// pool's single architecture, else the controller's — and the pod is scheduled there;
+/// without, every architecture the request names (the controller's when none), built
+/// from any node.
+fn plan_job(
+    settings: &RunStepSettings,
+    request: &BuildRequest,
+    steps: &RunSteps,
+    meta: BuildMeta,
+    mc_parts: usize,
+) -> Result<(Value, Value, Option<String>), Classified> {
+    let ns = settings.namespace.as_str();
+    let needs_run = !steps.is_empty();
+    let architectures: Vec<String> = match (needs_run, request.architectures.as_slice()) {
+        (true, [one]) => vec![one.clone()],
+        (true, _) | (false, []) => vec![settings.arch.clone()],
+        (false, many) => many.to_vec(),
+    };
+    let ca: String = settings
+        .registry
+        .ca_pems
+        .iter()
+        .map(|pem| String::from_utf8_lossy(pem).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    // The user's Containerfile for the architecture, ending in one newline.
+    let containerfile = steps
+        .user_containerfile()
+        .map(|(_, text)| format!("{text}\n"));
+    let cm = objects::build_inputs_config_map(
+        &meta,
+        ns,
+        containerfile.as_deref(),
+        (!ca.is_empty()).then_some(ca.as_str()),
+    );
+    let mut job = objects::JobInputs::new(
+        meta,
+        ns,
+        request.push.pullspec(),
+        request.inputs.base_image.clone(),
+    );
+    job.extensions_image = request.inputs.extensions_image.clone();
+    job.containerfile = steps.user_containerfile().is_some();
+    job.ca_bundle = !ca.is_empty();
+    job.insecure_registries = settings.registry.insecure_hosts.clone();
+    job.platforms = architectures.iter().map(|a| format!("linux/{a}")).collect();
+    job.mc_parts = mc_parts;
+    job.image = settings.builder_image.clone();
+    job.backoff_limit = settings.backoff_limit;
+    job.arch = needs_run.then(|| architectures[0].clone());
+    job.service_account = settings.service_account.clone();
+    let intermediate =
+        needs_run.then(|| format!("{}:{}", request.push.repository, native_tag(&request.build)));
+    Ok((objects::build_job(&job), cm, intermediate))
 }
 
 /// `op` until it succeeds or fails for good: transient errors (API 5xx, 429, connection
@@ -725,7 +975,12 @@ impl Builder for RunStepBackend {
             return;
         }
         let cancel = self.inner.root.child_token();
-        let steps = match request.run_steps(&self.inner.settings.arch) {
+        // RUN steps run on the pool's one architecture, else the controller's.
+        let run_arch = match request.architectures.as_slice() {
+            [one] if self.inner.runner == Runner::Job => one.clone(),
+            _ => self.inner.settings.arch.clone(),
+        };
+        let steps = match request.run_steps(&run_arch) {
             Ok(s) => s,
             Err(e) => {
                 self.lock().insert(
@@ -742,7 +997,7 @@ impl Builder for RunStepBackend {
                 return;
             }
         };
-        if steps.is_empty() {
+        if steps.is_empty() && self.inner.runner == Runner::OpenShiftBuild {
             tracing::info!(build = %build, "nothing needs RUN: the native image is the result");
             self.lock().insert(
                 build,
@@ -754,10 +1009,14 @@ impl Builder for RunStepBackend {
             Builder::start(&self.inner.native, request);
             return;
         }
+        let stage = match self.inner.runner {
+            Runner::Job => Stage::Preparing { since: now() },
+            Runner::OpenShiftBuild => Stage::Native { since: now() },
+        };
         self.lock().insert(
             build.clone(),
             Entry {
-                stage: Stage::Native { since: now() },
+                stage,
                 cancel: cancel.clone(),
             },
         );
@@ -774,7 +1033,6 @@ impl Builder for RunStepBackend {
 
     fn observe(&self, s: &Snapshot) -> HashMap<String, BackendStatus> {
         let mut out = HashMap::new();
-        let settings = &self.inner.settings;
         for (build, obj) in self.current_runner_objects(s) {
             let value = to_value(obj);
             let runner: RunnerView = view_of(self.inner.runner.kind_name(), obj);
@@ -784,11 +1042,10 @@ impl Builder for RunStepBackend {
             }
             .unwrap_or_default()
             .to_owned();
-            let arch = runner
-                .node_selector(machineos_vocab::node::ARCH_LABEL)
-                .unwrap_or(&settings.arch)
-                .to_owned();
             let finished_at = parse_time(runner.finished());
+            let started = parse_time(runner.status.start_time.as_deref())
+                .or_else(|| obj.creation_timestamp().map(|t| t.0.as_second()))
+                .unwrap_or_else(now);
             let status = match self.state_of(s, obj, &value) {
                 JobState::Pending { detail } => BackendStatus::Pending { detail },
                 JobState::Running { since } => BackendStatus::Running {
@@ -796,14 +1053,16 @@ impl Builder for RunStepBackend {
                         .or_else(|| obj.creation_timestamp().map(|t| t.0.as_second()))
                         .unwrap_or_else(now),
                 },
-                JobState::Succeeded { digest } => BackendStatus::Succeeded {
-                    image: RegistryImage {
-                        image: format!("{}@{digest}", repository_of(&target)),
-                        architectures: vec![(arch, digest)],
-                        variant: None,
-                    },
-                    at: finished_at.unwrap_or_else(now),
-                },
+                // Recorded once the registry shows it.
+                JobState::Succeeded { digest } => self.confirm(
+                    &build,
+                    &repository_of(&target),
+                    &digest,
+                    obj.annotations()
+                        .get(PUSH_SECRET_ANNOTATION)
+                        .and_then(|n| s.dockerconfigjson(n)),
+                    (started, finished_at.unwrap_or_else(now)),
+                ),
                 // The message names the Job (or Build) and its last attempt.
                 JobState::Failed { message } => BackendStatus::Failed {
                     error: Classified::permanent(self.inner.runner.failed_reason(), message),
@@ -832,6 +1091,7 @@ impl Builder for RunStepBackend {
     }
 
     fn cancel(&self, build: &str) {
+        self.confirmed().remove(build);
         // A build handed to the native backend is cancelled there ([`crate::builder::Builders::cancel`]
         // asks every backend).
         if let Some(e) = self.lock().remove(build) {
@@ -851,6 +1111,7 @@ impl Builder for RunStepBackend {
     }
 
     fn clean_up(&self, s: &Snapshot, build: &str, phase: Phase) {
+        self.confirmed().remove(build);
         if phase == Phase::Failed {
             // Kept for inspection; only the memory goes.
             self.lock().remove(build);
@@ -944,6 +1205,7 @@ impl Builder for RunStepBackend {
     }
 
     fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        self.confirmed().retain(|k, _| keep(k));
         self.lock().retain(|k, e| {
             let alive = keep(k);
             if !alive {

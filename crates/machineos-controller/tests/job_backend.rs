@@ -1,13 +1,15 @@
 //! The Job builder backend through the controller, with the test API server's Job controller
 //! and kubelet simulated (`machineos_kubetest::hooks::JobController`, chosen outcomes): the
-//! native stage pushed under `<build>-native`, the ephemeral objects (merged pull Secret,
-//! Containerfile and MachineConfig ConfigMaps, the Job) with their labels and owner, the
-//! digest read from the pod's termination message, `status.builder.job`, the clean-up after
-//! success, everything kept after a failure with the log tail in the condition, no Job at all
-//! when nothing needs RUN (and then the native digest), a restarted controller
-//! re-attaching to a running Job instead of starting another, a controller killed after the
-//! native stage and before the Job exists (the restarted one finishes the same build), and a
-//! newer config interrupting a running Job (deleted, its pods with it). Real buildah runs are in
+//! controller does no image work (nothing pushed before the pod runs), the ephemeral objects
+//! (merged pull Secret, the inputs and MachineConfig ConfigMaps, the Job running `machineos
+//! build`) with their labels and owner, the digest read from the pod's termination message
+//! and recorded only once the registry serves it (a digest it lacks fails the build),
+//! `status.builder.job`, the clean-up after success, everything kept after a failure with
+//! the log tail in the condition, a Job also when nothing needs RUN (any node, every
+//! architecture), a restarted controller re-attaching to a running Job instead of starting
+//! another, a controller killed before the Job exists (the restarted one finishes the same
+//! build), a newer config interrupting a running Job (deleted, its pods with it), and a
+//! rebuild under slow garbage collection. Real pods (`machineos build` and buildah) are in
 //! `job_buildah.rs`.
 
 mod common;
@@ -59,6 +61,59 @@ where
         .await
         .unwrap()
         .items
+}
+
+/// An image in the push repository under `tag`, as a build pod would have pushed it (the
+/// base, copied); its digest.
+async fn pushed_image(c: &Cluster, tag: &str) -> String {
+    let host = c.registry.host();
+    let opts = machineos_testkit::CopyOptions::new()
+        .src_registry(&c.registry)
+        .dest_registry(&c.registry);
+    let (src, dest) = (
+        format!("docker://{host}/base/os:1"),
+        format!("docker://{host}/machineos/worker:{tag}"),
+    );
+    tokio::task::spawn_blocking(move || machineos_testkit::skopeo_copy(&src, &dest, &opts))
+        .await
+        .unwrap()
+        .unwrap();
+    let link = c.registry.storage_dir().join(format!(
+        "docker/registry/v2/repositories/machineos/worker/_manifests/tags/{tag}/current/link"
+    ));
+    std::fs::read_to_string(link).unwrap().trim().to_owned()
+}
+
+/// The container's arguments of a Job, and the value of its env `name`.
+fn args_of(job: &Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
+
+fn env_of(job: &Job, name: &str) -> Option<String> {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
 }
 
 /// The tags of `repo` in the registry's storage.
@@ -144,30 +199,55 @@ async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
         ("MachineOSBuild", name.as_str())
     );
     assert_eq!(owner.controller, Some(true));
-    let native = job.annotations()["machineos.io/native-image"].clone();
+    // The controller did no image work: nothing is in the push repository yet, and the
+    // Job's pod builds everything — the rendered MachineConfig on the base by digest.
     assert!(
-        native.starts_with(&format!("{repo}@sha256:")),
-        "native image {native}"
+        tags(&c, "machineos/worker").is_empty(),
+        "pushed before the pod ran: {:?}",
+        tags(&c, "machineos/worker")
     );
-    // The native stage is in the registry under its own tag.
-    let tags = tags(&c, "machineos/worker");
+    assert_eq!(
+        job.annotations()["machineos.io/native-image"],
+        format!("{repo}:{name}-native"),
+        "the intermediate tag the pod pushes"
+    );
+    let args = args_of(&job);
+    assert_eq!(args[..3], ["build", "--rendered", "$(MACHINECONFIG_DIR)"]);
     assert!(
-        tags.contains(&format!("{name}-native")),
-        "tags {tags:?} lack {name}-native"
+        args.windows(2)
+            .any(|w| w == ["--containerfile", "$(CONTAINERFILE)"])
     );
-    // The inputs: the Containerfile FROM the native image, the MachineConfig, the merged
-    // pull Secret (push credentials included).
+    assert!(args.windows(2).any(|w| w == ["--platform", "linux/amd64"]));
+    assert!(
+        env_of(&job, "BASE_IMAGE").is_some_and(|b| b.contains("@sha256:")),
+        "the base by digest"
+    );
+    let node_selector = job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone();
+    assert_eq!(
+        node_selector.unwrap()["kubernetes.io/arch"],
+        "amd64",
+        "RUN steps run on a node of the architecture"
+    );
+    // The inputs: the MachineOSConfig's Containerfile as written, the registry's CA, the
+    // MachineConfig, the merged pull Secret (push credentials included).
     let cms = ephemeral::<ConfigMap>(&c).await;
     let cf = cms
         .iter()
         .find(|m| m.name_any() == format!("containerfile-{name}"))
         .expect("containerfile ConfigMap");
-    let text = &cf.data.as_ref().unwrap()["Containerfile"];
-    assert!(
-        text.contains(&format!("FROM {native} AS configs")),
-        "{text}"
-    );
-    assert!(text.contains("RUN echo hi > /etc/hello"), "{text}");
+    let data = cf.data.as_ref().unwrap();
+    let text = &data["Containerfile"];
+    assert_eq!(text, "FROM configs AS final\nRUN echo hi > /etc/hello\n");
+    assert!(data["registry-ca.pem"].contains("BEGIN CERTIFICATE"));
     assert!(cms.iter().any(|m| {
         m.name_any() == format!("mc-{name}")
             && m.data
@@ -184,17 +264,18 @@ async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
         "push credentials in the merged Secret: {merged}"
     );
 
-    // The Job succeeds: its pod's termination message is the digest.
+    // The Job succeeds: its pod pushed the image, its termination message is the digest.
+    let digest = pushed_image(&c, &name).await;
     let _jobs = JobController::spawn(
         c.server.shared().clone(),
         JobOutcome::Succeed {
-            message: format!("{FAKE_DIGEST}\n"),
+            message: format!("{digest}\n"),
         },
     );
     let done = until_phase(&c, "Succeeded").await;
     assert_eq!(
         done.data["status"]["digestedImagePushSpec"],
-        json!(format!("{repo}@{FAKE_DIGEST}"))
+        json!(format!("{repo}@{digest}"))
     );
     assert_eq!(
         done.data["status"]["builder"],
@@ -205,10 +286,10 @@ async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
     c.until_recorded(
         "the Job's image recorded",
         "currentImagePullSpec",
-        &format!("{repo}@{FAKE_DIGEST}"),
+        &format!("{repo}@{digest}"),
     )
     .await;
-    // Clean-up: the Job, its inputs, and the intermediate native image go.
+    // Clean-up: the Job and its inputs go.
     until_no_ephemeral(&c).await;
     ctl.stop().await;
 }
@@ -249,35 +330,90 @@ async fn a_failed_job_fails_the_build_with_its_log_tail_and_keeps_its_objects() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nothing_to_run_creates_no_job_and_gives_the_native_digest() {
+async fn nothing_to_run_still_builds_in_the_job_on_any_node_for_every_architecture() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    // First the native backend.
-    c.setup(&push, "hello").await;
+    let repo = format!("{}/machineos/worker", c.registry.host());
+    setup_job(&c, &push, None).await;
     let ctl = c.controller().await;
-    let native = until_phase(&c, "Succeeded").await;
-    let native_image = native.data["status"]["digestedImagePushSpec"].clone();
-    // Then the same MachineConfig with the Job backend: a new build, no Job.
-    c.apply(&kinds::machine_os_config(), job_mosc(&push, None))
-        .await;
-    let list = c
-        .until(&kinds::build(), "a second build succeeded", |l| {
-            l.len() == 2 && l.iter().all(|b| phase(b) == "Succeeded")
-        })
-        .await;
-    let job_built = list
-        .iter()
-        .find(|b| b.name_any() != native.name_any())
-        .unwrap();
-    assert_eq!(
-        job_built.data["status"]["digestedImagePushSpec"],
-        native_image
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let job = loop {
+        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
+            break j;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no Job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let args = args_of(&job);
+    assert!(!args.iter().any(|a| a == "--containerfile"), "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--platform", "linux/amd64"]));
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert!(
+        pod.node_selector.is_none(),
+        "the native engine builds any architecture from any node"
     );
     assert!(
-        ephemeral::<Job>(&c).await.is_empty(),
-        "no Job when nothing needs RUN"
+        !job.annotations().contains_key("machineos.io/native-image"),
+        "no intermediate image without RUN steps"
     );
-    assert!(ephemeral::<ConfigMap>(&c).await.is_empty());
+    let cf = ephemeral::<ConfigMap>(&c)
+        .await
+        .into_iter()
+        .find(|m| m.name_any().starts_with("containerfile-"))
+        .unwrap();
+    assert!(
+        !cf.data.unwrap_or_default().contains_key("Containerfile"),
+        "no Containerfile to build"
+    );
+    assert!(tags(&c, "machineos/worker").is_empty());
+    let name = job.name_any().trim_start_matches("build-").to_owned();
+    let digest = pushed_image(&c, &name).await;
+    let _jobs = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Succeed {
+            message: digest.clone(),
+        },
+    );
+    let done = until_phase(&c, "Succeeded").await;
+    assert_eq!(
+        done.data["status"]["digestedImagePushSpec"],
+        json!(format!("{repo}@{digest}"))
+    );
+    until_no_ephemeral(&c).await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_the_registry_does_not_have_fails_the_build() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    setup_job(&c, &push, None).await;
+    // The pod says it pushed an image the registry never received.
+    let _jobs = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Succeed {
+            message: format!("{FAKE_DIGEST}\n"),
+        },
+    );
+    let ctl = c.controller().await;
+    let failed = until_phase(&c, "Failed").await;
+    let message = failed.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["type"] == "Failed")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains(FAKE_DIGEST) && message.contains("registry does not have"),
+        "{message}"
+    );
+    assert!(
+        failed.data["status"]["digestedImagePushSpec"].is_null(),
+        "nothing recorded"
+    );
     ctl.stop().await;
 }
 
@@ -309,6 +445,7 @@ async fn a_restarted_controller_follows_the_running_job() {
     };
     ctl.kill();
     running.stop();
+    let digest = pushed_image(&c, &build.name_any()).await;
     let ctl = c.controller().await;
     // The new controller adopts the Job: no second one, the same uid.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -324,7 +461,7 @@ async fn a_restarted_controller_follows_the_running_job() {
         NS,
         &job.name_any(),
         &JobOutcome::Succeed {
-            message: FAKE_DIGEST.into(),
+            message: digest.clone(),
         },
     )
     .unwrap();
@@ -332,17 +469,17 @@ async fn a_restarted_controller_follows_the_running_job() {
     assert_eq!(done.name_any(), build.name_any());
     assert_eq!(
         done.data["status"]["digestedImagePushSpec"],
-        json!(format!("{repo}@{FAKE_DIGEST}"))
+        json!(format!("{repo}@{digest}"))
     );
     ctl.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_the_native_stage_before_the_job_and_restarted() {
+async fn killed_before_the_job_exists_and_restarted() {
     let c = Cluster::start().await;
     let push = format!("{}/machineos/worker:latest", c.registry.host());
-    // Every Job create fails: the first controller pushes the native stage, creates the
-    // inputs, and retries the Job until it is killed.
+    // Every Job create fails: the first controller creates the inputs, and retries the Job
+    // until it is killed.
     let jobs_path = format!("/apis/batch/v1/namespaces/{NS}/jobs");
     c.server.controls().fail_next(
         RequestMatch::path(&jobs_path).method("POST"),
@@ -362,16 +499,16 @@ async fn killed_after_the_native_stage_before_the_job_and_restarted() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let build = until_phase(&c, "Building").await.name_any();
-    let native_tag = format!("{build}-native");
-    let link = c.registry.storage_dir().join(format!(
-        "docker/registry/v2/repositories/machineos/worker/_manifests/tags/{native_tag}/current/link"
-    ));
-    let native_digest = std::fs::read_to_string(&link).expect("the native stage's tag");
+    let inputs: Vec<Option<String>> = ephemeral::<ConfigMap>(&c)
+        .await
+        .iter()
+        .map(|m| m.uid())
+        .collect();
     ctl.kill();
     assert!(ephemeral::<Job>(&c).await.is_empty());
     c.server.controls().clear();
-    // The restarted controller starts the build again: the native stage pushes the same
-    // digest, the inputs are found in place, one Job is created.
+    // The restarted controller starts the build again: the inputs are found in place (the
+    // same objects), one Job is created.
     let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
     let ctl = c.controller().await;
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
@@ -386,21 +523,20 @@ async fn killed_after_the_native_stage_before_the_job_and_restarted() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(job.name_any(), format!("build-{build}"));
-    let annotated = &job.annotations()["machineos.io/native-image"];
-    assert!(
-        annotated.ends_with(&format!("@{}", native_digest.trim())),
-        "{annotated} is the first run's native stage {native_digest}"
-    );
-    assert_eq!(ephemeral::<ConfigMap>(&c).await.len(), 2);
+    let after: Vec<Option<String>> = ephemeral::<ConfigMap>(&c)
+        .await
+        .iter()
+        .map(|m| m.uid())
+        .collect();
+    assert_eq!(after, inputs, "the first run's inputs, kept");
     assert_eq!(ephemeral::<Secret>(&c).await.len(), 1);
     running.stop();
+    let digest = pushed_image(&c, &build).await;
     run_job(
         c.server.shared(),
         NS,
         &job.name_any(),
-        &JobOutcome::Succeed {
-            message: FAKE_DIGEST.into(),
-        },
+        &JobOutcome::Succeed { message: digest },
     )
     .unwrap();
     let done = until_phase(&c, "Succeeded").await;
@@ -508,10 +644,11 @@ async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
     drop(failing);
     // The garbage collector is slow: the failed build's Job and inputs outlive it.
     hold_ephemeral(&c, Some("machineos.test/slow-gc")).await;
+    let digest = pushed_image(&c, &failed.name_any()).await;
     let _succeeding = JobController::spawn(
         c.server.shared().clone(),
         JobOutcome::Succeed {
-            message: format!("{FAKE_DIGEST}\n"),
+            message: format!("{digest}\n"),
         },
     );
     // A rebuild: the same MachineOSBuild name, a new uid.
@@ -561,7 +698,7 @@ async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
     assert_eq!(done.uid(), reborn.uid());
     assert_eq!(
         done.data["status"]["digestedImagePushSpec"],
-        json!(format!("{repo}@{FAKE_DIGEST}"))
+        json!(format!("{repo}@{digest}"))
     );
     ctl.stop().await;
 }
