@@ -6,8 +6,9 @@
 #   bash scripts/image.sh                      # cargo build --release, then the image
 #   bash scripts/image.sh --tag registry.example.com/infra/machineos:v0.1.0 --push
 #
-# Steps: a minimal Debian root filesystem with buildah, util-linux (nsenter) and
-# ca-certificates, made by mmdebstrap from the Debian mirror in /etc/apt (the one step that
+# Steps: a minimal Debian root filesystem with buildah, util-linux (nsenter),
+# ca-certificates and uidmap, the build pods' user `build` (uid 1000, subordinate ids
+# 100000–165535), made by mmdebstrap from the Debian mirror in /etc/apt (the one step that
 # needs the network; `--rootfs-only FILE` stops after it, `--rootfs FILE` reuses one); then
 # `buildah from scratch`, the root filesystem and the binary added, the entrypoint
 # `machineos`, committed with every timestamp at SOURCE_DATE_EPOCH (default: the last
@@ -62,9 +63,13 @@ make_rootfs() { # FILE
   }
   local mode=unshare
   [[ $(id -u) == 0 ]] && mode=root
-  echo "image.sh: Debian $suite root filesystem with buildah, util-linux, ca-certificates → $1" >&2
+  echo "image.sh: Debian $suite root filesystem with buildah, util-linux, ca-certificates, uidmap → $1" >&2
+  # The build Jobs' pods run as uid 1000 `build` with rootless buildah: the user, its
+  # subordinate uid/gid ranges, and newuidmap/newgidmap (uidmap).
   mmdebstrap --quiet --mode="$mode" --variant=essential \
-    --include=buildah,util-linux,ca-certificates \
+    --include=buildah,util-linux,ca-certificates,uidmap,passwd \
+    --customize-hook='chroot "$1" useradd --uid 1000 --user-group --create-home --home-dir /home/build --shell /bin/sh build' \
+    --customize-hook='echo build:100000:65536 >"$1/etc/subuid"; echo build:100000:65536 >"$1/etc/subgid"' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     "$suite" "$1"

@@ -1,6 +1,7 @@
 //! The Job and OpenShift Build backends with real builds: the test API server's pod executor
 //! runs the build Job's pod on this machine (the ConfigMaps and Secrets as files at their
-//! mount paths, `templates/build.sh` with the local buildah), and its build executor plays
+//! mount paths, `machineos build` — this workspace's binary, see
+//! `machineos_testkit::binary` — with the local buildah), and its build executor plays
 //! OpenShift's build controller for Builds; both push to the loopback TLS + htpasswd
 //! registry. The base is machineos-synth's stub base (a shell, and rpm-ostree/rpm/dnf/ostree
 //! stubs that record what they are asked), the extensions image its stub repository.
@@ -14,6 +15,8 @@
 //! * A failing RUN step: the Job retries up to its `backoffLimit`, then the build is Failed
 //!   with buildah's last lines.
 //! * An evicted build pod: the Job's next pod builds, the build succeeds.
+//! * A pool of amd64 and arm64 nodes with nothing to RUN: one pod builds the index of both,
+//!   and the controller records each architecture's manifest as the registry serves it.
 //!
 //! Needs root, buildah, skopeo, umoci, docker-registry and busybox-static; fails (never
 //! passes silently) without them.
@@ -97,9 +100,19 @@ fn registries_conf(c: &Cluster) -> std::path::PathBuf {
     path
 }
 
+/// The pod and Build executors. Build pods find the `machineos` binary first in `PATH`, as
+/// the machineos image has it in `/usr/bin`; the OpenShift Builds' buildah reads the
+/// registry as insecure.
 fn executors(c: &Cluster) -> (PodExecutor, BuildExecutor) {
     let conf = registries_conf(c);
+    let binary = machineos_testkit::binary::machineos_binary().unwrap();
+    let path = format!(
+        "{}:{}",
+        binary.parent().unwrap().display(),
+        machineos_kubetest::podexec::plan::DEFAULT_PATH
+    );
     let settings = ExecSettings::new(c.tmp.path().join("exec"))
+        .env("PATH", path)
         .env("CONTAINERS_REGISTRIES_CONF", conf.display().to_string());
     (
         PodExecutor::spawn(c.server.shared().clone(), settings.clone()),
@@ -436,5 +449,82 @@ async fn an_evicted_build_pod_is_retried_by_the_job() {
         2,
         "the evicted pod and its replacement: {runs:?}"
     );
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
+    let c = Cluster::start_with_base(
+        RegistryOptions::new()
+            .with_tls()
+            .with_auth("builder", "s3cret-pw"),
+        &["linux/amd64", "linux/arm64"],
+    )
+    .await;
+    let (pods, _builds) = executors(&c);
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    let mut m = machine_os_config(&push);
+    m["spec"]["imageBuilder"]["imageBuilderType"] = json!("Job");
+    m["metadata"]["annotations"] = json!({"machineos.io/architectures": "amd64,arm64"});
+    c.apply(&kinds::machine_os_config(), m).await;
+    let ctl = c.controller().await;
+    let built = until_built(&c, "Job").await;
+    assert_eq!(
+        phase(&built),
+        "Succeeded",
+        "{}",
+        condition_message(&built, "Failed")
+    );
+    // One pod built both platforms: nothing needs RUN, so it ran on any node.
+    let runs = pods.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let image = built.data["status"]["digestedImagePushSpec"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The controller recorded each architecture's manifest, as the registry serves them.
+    let images = c
+        .until(&kinds::image(), "a MachineOSImage", |l| l.len() == 1)
+        .await;
+    assert_eq!(images[0].data["spec"]["image"], image.as_str());
+    let arches = images[0].data["spec"]["architectures"].as_array().unwrap();
+    let cert_dir = c.registry.cert_dir().unwrap().display().to_string();
+    let raw = tokio::task::spawn_blocking(move || {
+        machineos_testkit::skopeo(&[
+            "inspect",
+            "--raw",
+            "--cert-dir",
+            &cert_dir,
+            "--creds",
+            "builder:s3cret-pw",
+            &format!("docker://{image}"),
+        ])
+    })
+    .await
+    .unwrap()
+    .expect("skopeo inspect --raw");
+    let index: Value = serde_json::from_str(&raw).unwrap();
+    let entries = index["manifests"].as_array().unwrap();
+    let pairs = |v: &[Value], a: &str, d: &str| -> Vec<(String, String)> {
+        v.iter()
+            .map(|e| {
+                (
+                    e.pointer(a).unwrap().as_str().unwrap().to_owned(),
+                    e[d].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        pairs(arches, "/architecture", "digest"),
+        pairs(entries, "/platform/architecture", "digest")
+    );
+    assert_eq!(arches.len(), 2);
     ctl.stop().await;
 }

@@ -54,8 +54,9 @@ pub struct ControllerArgs {
     /// An extra CA certificate (PEM) to trust for registries. Repeatable.
     #[arg(long = "ca-file", value_name = "FILE")]
     ca_files: Vec<PathBuf>,
-    /// The image the `Job` builder's pod runs (buildah).
-    #[arg(long, value_name = "IMAGE", default_value = machineos_buildrequest::objects::job::DEFAULT_IMAGE)]
+    /// The image the `Job` builder's pod runs: machineos's own (`machineos build`, buildah).
+    /// `deploy/` sets it to the controller's image.
+    #[arg(long, value_name = "IMAGE", env = "MACHINEOS_BUILDER_IMAGE", default_value = machineos_buildrequest::objects::job::DEFAULT_IMAGE)]
     builder_image: String,
     /// The build Job's `backoffLimit` (retries after a failed or evicted pod).
     #[arg(long, value_name = "N", default_value_t = machineos_buildrequest::objects::job::DEFAULT_BACKOFF_LIMIT)]

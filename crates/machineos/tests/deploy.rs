@@ -654,6 +654,16 @@ fn pod(d: &Deployment) -> &PodSpec {
 }
 
 /// The value after `flag` in `args`.
+/// The image the controller gives build Jobs (`MACHINEOS_BUILDER_IMAGE`).
+fn builder_image(c: &k8s_openapi::api::core::v1::Container) -> Option<&str> {
+    c.env
+        .as_deref()?
+        .iter()
+        .find(|e| e.name == "MACHINEOS_BUILDER_IMAGE")?
+        .value
+        .as_deref()
+}
+
 fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     args.iter()
         .position(|a| a == flag)
@@ -681,6 +691,7 @@ fn the_deployment_runs_two_hardened_leader_elected_replicas() {
     assert_eq!(pod.containers.len(), 1);
     let c = &pod.containers[0];
     assert_eq!(c.image.as_deref(), Some(IMAGE));
+    assert_eq!(builder_image(c), Some(IMAGE), "build Jobs run this image");
 
     // Flags: the namespace from the downward API, the cache dir, the listen address.
     let args = c.args.clone().unwrap_or_default();
@@ -693,6 +704,7 @@ fn the_deployment_runs_two_hardened_leader_elected_replicas() {
         .as_deref()
         .unwrap_or_default()
         .iter()
+        .filter(|e| e.name != "MACHINEOS_BUILDER_IMAGE")
         .map(|e| {
             let field = e
                 .value_from
@@ -860,7 +872,11 @@ fn the_pvc_component_and_an_image_override_apply() {
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources:\n  - {base}\n\
          components:\n  - {base}/components/pvc-cache\n\
-         images:\n  - name: ghcr.io/machineos/machineos\n    newName: registry.example.com/mirror/machineos\n    newTag: v1.2.3\n",
+         images:\n  - name: ghcr.io/machineos/machineos\n    newName: registry.example.com/mirror/machineos\n    newTag: v1.2.3\n\
+         replacements:\n  - source:\n      kind: Deployment\n      name: machineos-controller\n      \
+         fieldPath: spec.template.spec.containers.[name=controller].image\n    targets:\n      \
+         - select:\n          kind: Deployment\n          name: machineos-controller\n        \
+         fieldPaths:\n          - spec.template.spec.containers.[name=controller].env.[name=MACHINEOS_BUILDER_IMAGE].value\n",
         base = rel.display()
     );
     std::fs::write(dir.path().join("kustomization.yaml"), overlay).expect("write overlay");
@@ -877,6 +893,11 @@ fn the_pvc_component_and_an_image_override_apply() {
     assert_eq!(
         c.image.as_deref(),
         Some("registry.example.com/mirror/machineos:v1.2.3")
+    );
+    assert_eq!(
+        builder_image(c),
+        c.image.as_deref(),
+        "the build Jobs run the overlay's image too (deploy/README.md's overlay)"
     );
     let cache_dir = flag(c.args.as_deref().unwrap_or_default(), "--cache-dir").expect("flag");
     let m = c
@@ -1382,7 +1403,7 @@ fn example_job(account: Option<&str>) -> Value {
         },
         NS,
         "registry.example.com/os/worker:worker-0123",
-        "push-secret",
+        "registry.example.com/os/base@sha256:0000000000000000000000000000000000000000000000000000000000000000",
     );
     inputs.service_account = account.map(str::to_owned);
     machineos_buildrequest::objects::build_job(&inputs)

@@ -4,7 +4,7 @@
 //! buildah into a private vfs store; then, in a container of the image (`buildah run`,
 //! chroot isolation): `machineos --version`, `machineos agent --help` and `machineos
 //! controller --help`, and the tools the agent and the build pods run — `nsenter` and
-//! `buildah`. The image's entrypoint and labels are what `deploy/` expects to run.
+//! `buildah` — and the build pods' user (uid 1000, subordinate ids, newuidmap). The image's entrypoint and labels are what `deploy/` expects to run.
 //!
 //! Needs root and buildah; under `CI` their absence or a missing root filesystem fails the
 //! test instead of skipping it.
@@ -123,6 +123,16 @@ fn the_image_builds_from_debian_packages_and_runs_the_controller_agent_and_tools
     assert!(nsenter.contains("util-linux"), "{nsenter}");
     let inner = run(&["buildah", "--version"]);
     assert!(inner.starts_with("buildah version"), "{inner}");
+    // The build Job's pod: uid 1000 `build`, with subordinate ids for rootless buildah and
+    // the setuid/file-capability helpers that map them.
+    let id = run(&["id", "build"]);
+    assert!(id.starts_with("uid=1000(build) gid=1000(build)"), "{id}");
+    for file in ["/etc/subuid", "/etc/subgid"] {
+        let ranges = run(&["cat", file]);
+        assert!(ranges.contains("build:100000:65536"), "{file}: {ranges}");
+    }
+    run(&["test", "-x", "/usr/bin/newuidmap"]);
+    run(&["test", "-x", "/usr/bin/newgidmap"]);
     buildah(store.path(), &["rm", ctr]);
 }
 

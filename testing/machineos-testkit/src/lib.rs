@@ -11,7 +11,9 @@
 //!   resets according to [`FaultRule`]s, and records every request.
 //! - [`tools`]: `skopeo`, `umoci` and `buildah` runners that fail with the tool's stderr.
 //! - [`tree`]: snapshots and diffs of directory trees.
+//! - [`binary`]: the `machineos` binary, for tests that run it inside a (test) build pod.
 
+pub mod binary;
 pub mod golden;
 pub mod proxy;
 
