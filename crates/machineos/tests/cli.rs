@@ -205,6 +205,83 @@ fn build_from_an_image_prints_the_pullspec_last_and_inspect_reads_it_back() {
 }
 
 #[test]
+fn a_rendered_machine_config_builds_the_same_image_from_a_file_or_its_mounted_config_maps() {
+    use base64::Engine;
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = format!("oci:{}:base", example_base_image(tmp.path()).display());
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("out");
+    let built = json_build(&base, &format!("oci:{}:inputs", out.display()), &cache);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let stdout = String::from_utf8(built.stdout).unwrap();
+    let (json, _) = stdout.trim_end().rsplit_once('\n').unwrap();
+    let want = serde_json::from_str::<serde_json::Value>(json).unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The rendered MachineConfig the image carries, as the controller stores it.
+    let o = machineos(&["inspect", &format!("oci:{}:inputs", out.display())]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mc =
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["machineConfig"].clone();
+    let mc_json = serde_json::to_vec(&mc).unwrap();
+    let file = tmp.path().join("rendered.json");
+    std::fs::write(&file, &mc_json).unwrap();
+    // The MCO's encoding, split across two mounted ConfigMap keys as a build pod sees them.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&mc_json).unwrap();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+    let mounted = tmp.path().join("mounted");
+    std::fs::create_dir(&mounted).unwrap();
+    let (a, b) = encoded.split_at(encoded.len() / 2);
+    std::fs::write(mounted.join("machineconfig.json.gz.part0"), a).unwrap();
+    std::fs::write(mounted.join("machineconfig.json.gz.part1"), b).unwrap();
+    for (n, rendered) in [file, mounted].iter().enumerate() {
+        let digestfile = tmp.path().join(format!("digest-{n}"));
+        let o = machineos(&[
+            "build",
+            "--rendered",
+            rendered.to_str().unwrap(),
+            "--base",
+            &base,
+            "--output",
+            &format!("oci:{}:rendered-{n}", out.display()),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--platform",
+            "linux/amd64",
+            "--digestfile",
+            digestfile.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            std::fs::read_to_string(&digestfile).unwrap(),
+            want,
+            "--rendered {} builds what the MachineConfigs built",
+            rendered.display()
+        );
+    }
+    // A directory without the MachineConfig's keys: refused, naming the flag.
+    let o = machineos(&[
+        "build",
+        "--rendered",
+        "examples/machineconfigs",
+        "--base",
+        &base,
+        "--output",
+        &format!("oci:{}:x", out.display()),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--rendered examples/machineconfigs"), "{err}");
+}
+
+#[test]
 fn build_without_a_base_names_what_is_missing() {
     let o = machineos(&["build", "examples/machineconfigs"]);
     assert!(!o.status.success());
