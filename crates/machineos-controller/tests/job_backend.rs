@@ -702,3 +702,128 @@ async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
     );
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_under_asynchronous_garbage_collection_builds_with_its_own_objects() {
+    let c = Cluster::start().await;
+    // kube-controller-manager's collector: dependents go seconds after their owner.
+    let _gc = c
+        .server
+        .shared()
+        .defer_garbage_collection(Duration::from_secs(3));
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    let repo = format!("{}/machineos/worker", c.registry.host());
+    setup_job(&c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
+    let failing = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Fail {
+            exit_code: 7,
+            message: "Error: building at STEP \"RUN exit 7\": exit status 7\n".into(),
+        },
+    );
+    let ctl = c.controller().await;
+    let failed = until_phase(&c, "Failed").await;
+    let old_uid = failed.uid().unwrap();
+    drop(failing);
+    let digest = pushed_image(&c, &failed.name_any()).await;
+    let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
+    c.get(&kinds::machine_os_config())
+        .patch(
+            "worker",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                "machineconfiguration.openshift.io/rebuild": ""}}})),
+        )
+        .await
+        .unwrap();
+    // When the new incarnation's Job exists, every input it reads is its own: the old
+    // ones, which the collector has not reached, were deleted and made again, not adopted.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let new_uid = loop {
+        let owners: Vec<String> = ephemeral::<Job>(&c)
+            .await
+            .iter()
+            .flat_map(|j| j.owner_references().iter().map(|o| o.uid.clone()))
+            .filter(|u| *u != old_uid)
+            .collect();
+        if let Some(u) = owners.into_iter().next() {
+            break u;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no Job of the rebuild"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let inputs: Vec<(String, Vec<String>)> = ephemeral::<ConfigMap>(&c)
+        .await
+        .iter()
+        .map(|m| {
+            (
+                m.name_any(),
+                m.owner_references().iter().map(|o| o.uid.clone()).collect(),
+            )
+        })
+        .chain(ephemeral::<Secret>(&c).await.iter().map(|m| {
+            (
+                m.name_any(),
+                m.owner_references().iter().map(|o| o.uid.clone()).collect(),
+            )
+        }))
+        .collect();
+    assert_eq!(inputs.len(), 3, "{inputs:?}");
+    for (name, owners) in &inputs {
+        assert_eq!(
+            owners,
+            &vec![new_uid.clone()],
+            "{name} is the rebuild's own"
+        );
+    }
+    running.stop();
+    let _succeeding = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Succeed {
+            message: format!("{digest}\n"),
+        },
+    );
+    // Polled: the new incarnation never fails (it would, adopting the old Failed Job the
+    // collector has not removed yet) and succeeds with its own Job.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let done = loop {
+        let builds = c
+            .get(&kinds::build())
+            .list(&Default::default())
+            .await
+            .unwrap();
+        if let Some(b) = builds
+            .items
+            .into_iter()
+            .find(|b| b.uid().is_some_and(|u| u != old_uid))
+        {
+            assert_ne!(
+                phase(&b),
+                "Failed",
+                "the rebuild adopted the old Failed Job"
+            );
+            if phase(&b) == "Succeeded" {
+                break b;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no successful rebuild"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        done.name_any(),
+        failed.name_any(),
+        "the same name, a new uid"
+    );
+    assert_eq!(
+        done.data["status"]["digestedImagePushSpec"],
+        json!(format!("{repo}@{digest}"))
+    );
+    until_no_ephemeral(&c).await;
+    ctl.stop().await;
+}

@@ -1,7 +1,8 @@
 //! The garbage collector and namespace controller, run synchronously by the store after
 //! every change until nothing more changes (a real cluster runs them asynchronously; here
 //! a client sees their result as soon as its request returns, and the watch log shows the
-//! same sequence of events a real cluster produces).
+//! same sequence of events a real cluster produces) — or, when the store defers them
+//! (`Store::set_gc_deferred`), in a background pass after the request, as a real cluster's.
 //!
 //! Rules, as kube-controller-manager's garbage collector applies them to
 //! `metadata.ownerReferences` (owners are found by uid, in any namespace):

@@ -12,7 +12,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`store`] | objects, resourceVersions, create/get/update/status/patch/delete, list, watch, dryRun |
-//! | [`gc`] | ownerReferences garbage collection (background, foreground, orphan), namespace deletion |
+//! | [`gc`] | ownerReferences garbage collection (background, foreground, orphan), namespace deletion; inside each write or deferred to a background pass |
 //! | [`resource`] | the registry of resources: built-in kinds and CRD-defined ones |
 //! | [`builtin`] | built-in kinds as their typed registries treat them: Secret `stringData`, Pod/Job/Secret validation, which kinds refuse unconditional updates |
 //! | [`meta`] | names, generateName, finalizers, owner references, generation, size limit |

@@ -42,7 +42,9 @@
 //!   deleting object is a 422. Namespaces are marked `Terminating`, their content deleted,
 //!   and go when empty. Deleting a CRD removes its resource and all its objects.
 //! * **garbage collection** runs synchronously after each change, to a fixpoint (see
-//!   [`crate::gc`]).
+//!   [`crate::gc`]) — or, deferred ([`Store::set_gc_deferred`]), only when
+//!   [`Store::collect_deferred_garbage`] is called (the server's background collector,
+//!   `Shared::defer_garbage_collection`), as a real cluster's runs after the request.
 //! * **dryRun**: every write takes [`WriteOptions::dry_run`] and returns what would be
 //!   stored (for a create without a resourceVersion) without storing it or logging events.
 //! * **list** reads the state [`ListOptions`] selects (the most recent, not older than,
@@ -225,6 +227,11 @@ pub struct Store {
     history: usize,
     /// managedFields: who the current write is by (see `store_apply.rs`).
     pub(crate) tracking: Option<crate::managed::Tracking>,
+    /// Garbage collection deferred to [`Store::collect_deferred_garbage`] (a real cluster's
+    /// asynchronous collector) instead of run inside each write.
+    gc_deferred: bool,
+    /// A write since the last collection may have left the collector work.
+    gc_pending: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -261,6 +268,8 @@ impl Store {
             ids: Ids::new(config.seed),
             history: config.history.max(1),
             tracking: None, // managedFields (store_apply.rs)
+            gc_deferred: false,
+            gc_pending: false,
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let r = s.create(
@@ -277,6 +286,37 @@ impl Store {
     /// The resources served.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Defer garbage collection (`true`): writes no longer run the collector; it runs when
+    /// [`Store::collect_deferred_garbage`] is called — as kube-controller-manager's collector
+    /// runs after the owner's DELETE returned, so dependents (and objects created with an
+    /// owner already gone) outlive it for a while. `false`: back to collecting inside each
+    /// write, starting with what is pending.
+    pub fn set_gc_deferred(&mut self, deferred: bool) {
+        self.gc_deferred = deferred;
+        if !deferred && self.gc_pending {
+            self.gc_pending = false;
+            self.collect_garbage();
+        }
+    }
+
+    /// In deferred mode: run the collector to a fixpoint if a write since the last run may
+    /// have given it work; whether it ran.
+    pub fn collect_deferred_garbage(&mut self) -> bool {
+        if !std::mem::take(&mut self.gc_pending) {
+            return false;
+        }
+        self.collect_garbage();
+        true
+    }
+
+    fn garbage_may_exist(&mut self) {
+        if self.gc_deferred {
+            self.gc_pending = true;
+        } else {
+            self.collect_garbage();
+        }
     }
 
     /// The current resourceVersion.
@@ -758,7 +798,7 @@ impl Store {
             out
         };
         if gc {
-            self.collect_garbage();
+            self.garbage_may_exist();
         }
         Ok(out)
     }
@@ -862,7 +902,7 @@ impl Store {
         let policy = opts.propagation.unwrap_or(info.default_propagation);
         let out = self.delete_key(&key, policy, opts.dry_run);
         if !opts.dry_run {
-            self.collect_garbage();
+            self.garbage_may_exist();
         }
         Ok(out)
     }

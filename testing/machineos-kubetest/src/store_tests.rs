@@ -430,6 +430,44 @@ fn background_deletion_removes_dependents_after_the_owner() {
     assert_eq!(order, ["DELETED owner", "DELETED d1", "DELETED d2"]);
 }
 
+/// kube-apiserver answers the owner's DELETE at once; kube-controller-manager's garbage
+/// collector deletes the dependents afterwards (`garbagecollector.go`, `attemptToDeleteItem`
+/// from its work queue). Deferred, the store does the same.
+#[test]
+fn deferred_garbage_collection_leaves_dependents_until_the_collector_runs() {
+    let (mut s, _) = store();
+    s.set_gc_deferred(true);
+    let uid = owner_and_dependents(&mut s, false);
+    let bg = DeleteOptions {
+        propagation: Some(Propagation::Background),
+        ..DeleteOptions::default()
+    };
+    let d = s.delete(&cm(), Some("default"), "owner", &bg).unwrap();
+    assert!(matches!(d, Deleted::Gone(_)));
+    assert_eq!(
+        names(&s),
+        ["d1", "d2"],
+        "the DELETE returned before the collector ran"
+    );
+    // A dependent created now, naming the owner that is gone, is accepted too.
+    s.create(
+        &cm(),
+        Some("default"),
+        &json!({"metadata": {"name": "late", "ownerReferences": owned(&uid, false)}}),
+        W,
+    )
+    .unwrap();
+    assert_eq!(names(&s), ["d1", "d2", "late"]);
+    assert!(s.collect_deferred_garbage(), "the collector had work");
+    assert!(names(&s).is_empty());
+    assert!(!s.collect_deferred_garbage(), "nothing since");
+    // Back to synchronous: the next delete takes its dependents with it.
+    s.set_gc_deferred(false);
+    owner_and_dependents(&mut s, false);
+    s.delete(&cm(), Some("default"), "owner", &bg).unwrap();
+    assert!(names(&s).is_empty());
+}
+
 #[test]
 fn foreground_deletion_removes_dependents_first_and_blocking_ones_hold_the_owner() {
     let (mut s, _) = store();

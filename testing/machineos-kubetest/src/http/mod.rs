@@ -121,6 +121,35 @@ impl Shared {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Garbage collection as kube-controller-manager runs it, asynchronously: from now on
+    /// writes leave it to a background task that runs the collector every `delay` (when a
+    /// write may have given it work) and tells watchers what it changed. Dependents outlive
+    /// their owner's DELETE, and an object created with an owner already gone exists until
+    /// the next pass — what a controller must not mistake for its own. The task ends with
+    /// the server. Returns its handle.
+    pub fn defer_garbage_collection(
+        self: &Arc<Self>,
+        delay: std::time::Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        self.lock().set_gc_deferred(true);
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(delay).await;
+                let Some(shared) = weak.upgrade() else { return };
+                let rv = {
+                    let mut store = shared.lock();
+                    store
+                        .collect_deferred_garbage()
+                        .then(|| store.resource_version())
+                };
+                if let Some(rv) = rv {
+                    shared.notify(rv);
+                }
+            }
+        })
+    }
+
     /// Tells watchers the store changed, up to resourceVersion `rv`.
     pub fn notify(&self, rv: u64) {
         self.changed.send_replace(rv);
