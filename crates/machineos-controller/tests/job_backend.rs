@@ -8,8 +8,11 @@
 //! the log tail in the condition, a Job also when nothing needs RUN (any node, every
 //! architecture), a restarted controller re-attaching to a running Job instead of starting
 //! another, a controller killed before the Job exists (the restarted one finishes the same
-//! build), a newer config interrupting a running Job (deleted, its pods with it), and a
-//! rebuild under slow garbage collection. Real pods (`machineos build` and buildah) are in
+//! build), a newer config interrupting a running Job (deleted, its pods with it), a rebuild
+//! under slow garbage collection (dependents held by a finalizer) and under the test API
+//! server's asynchronous collector (the rebuild's inputs are its own: a controller that
+//! adopted the old ones fails it), and an interrupted build restarted under the same name
+//! under the asynchronous collector. Real pods (`machineos build` and buildah) are in
 //! `job_buildah.rs`.
 
 mod common;
@@ -825,5 +828,104 @@ async fn a_rebuild_under_asynchronous_garbage_collection_builds_with_its_own_obj
         json!(format!("{repo}@{digest}"))
     );
     until_no_ephemeral(&c).await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_build_restarted_under_asynchronous_garbage_collection_uses_its_own_objects()
+{
+    let c = Cluster::start().await;
+    let _gc = c
+        .server
+        .shared()
+        .defer_garbage_collection(Duration::from_secs(3));
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    setup_job(
+        &c,
+        &push,
+        Some("FROM configs AS final\nRUN echo hi > /etc/hello\n"),
+    )
+    .await;
+    let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
+    let ctl = c.controller().await;
+    let first = until_phase(&c, "Building").await;
+    let (name, old_uid) = (first.name_any(), first.uid().unwrap());
+    // Another configuration interrupts it; going back restarts it under the same name.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "edited"),
+    )
+    .await;
+    until_phase(&c, "Interrupted").await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let (new_uid, job) = loop {
+        let builds = c
+            .get(&kinds::build())
+            .list(&Default::default())
+            .await
+            .unwrap();
+        let reborn = builds
+            .items
+            .iter()
+            .find(|b| b.name_any() == name && b.uid().is_some_and(|u| u != old_uid))
+            .and_then(|b| b.uid());
+        if let Some(uid) = reborn
+            && let Some(j) = ephemeral::<Job>(&c)
+                .await
+                .into_iter()
+                .find(|j| j.owner_references().iter().any(|o| o.uid == uid))
+        {
+            break (uid, j);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no restarted build with its own Job"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Everything of that name the restarted build reads is its own.
+    for (kind, owners) in ephemeral::<ConfigMap>(&c)
+        .await
+        .iter()
+        .filter(|m| m.name_any().ends_with(&name))
+        .map(|m| ("ConfigMap", m.owner_references().to_vec()))
+        .chain(
+            ephemeral::<Secret>(&c)
+                .await
+                .iter()
+                .filter(|m| m.name_any().ends_with(&name))
+                .map(|m| ("Secret", m.owner_references().to_vec())),
+        )
+    {
+        assert!(
+            owners.iter().all(|o| o.uid == new_uid),
+            "a {kind} of the old incarnation: {owners:?}"
+        );
+    }
+    running.stop();
+    let digest = pushed_image(&c, &name).await;
+    run_job(
+        c.server.shared(),
+        NS,
+        &job.name_any(),
+        &JobOutcome::Succeed { message: digest },
+    )
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let b = c.get(&kinds::build()).get(&name).await.unwrap();
+        assert_eq!(b.uid().as_deref(), Some(new_uid.as_str()));
+        if phase(&b) == "Succeeded" {
+            break;
+        }
+        assert_ne!(phase(&b), "Failed");
+        assert!(tokio::time::Instant::now() < deadline, "not Succeeded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     ctl.stop().await;
 }
