@@ -2,7 +2,9 @@
 //! Pods run and Jobs finish "in the cluster" without either (issue 13, "a hook to act
 //! as the kubelet and the Job controller"), and [`JobController`], a background task
 //! that does it for every new Job with a chosen outcome. The outcomes here are simulated;
-//! [`crate::podexec::PodExecutor`] runs the pods for real (it reuses [`sync_job`]).
+//! [`crate::podexec::PodExecutor`] runs the pods for real (it reuses [`sync_job`]); and
+//! [`DisruptionController`], which keeps PodDisruptionBudget status current with the pods
+//! ([`sync_budgets_in`], the status [`crate::disruption::status`] computes).
 //!
 //! Contract:
 //! * Every function goes through the [`Store`] API under the server's
@@ -936,5 +938,89 @@ mod tests {
             (ready["status"].as_str(), ready["reason"].as_str()),
             (Some("False"), Some("PodCompleted"))
         );
+    }
+}
+
+/// The disruption controller's status pass over `s`: every PodDisruptionBudget's status as
+/// [`crate::disruption::status`] computes it from its namespace's pods now, written through
+/// the `status` subresource when it differs from the stored one (so a pass that changes
+/// nothing writes nothing). Returns how many it wrote.
+pub fn sync_budgets_in(s: &mut Store) -> usize {
+    let pdb_gr = GroupResource::new("policy", "poddisruptionbudgets");
+    let now = crate::http::eviction::now_secs();
+    let budgets: Vec<(String, String, Value)> = s
+        .objects()
+        .filter(|(k, _)| k.gr == pdb_gr)
+        .map(|(k, v)| {
+            (
+                k.namespace.clone().unwrap_or_default(),
+                k.name.clone(),
+                v.clone(),
+            )
+        })
+        .collect();
+    let mut written = 0;
+    for (ns, name, pdb) in budgets {
+        let pods: Vec<Value> = s
+            .objects()
+            .filter(|(k, _)| k.gr == pods() && k.namespace.as_deref() == Some(ns.as_str()))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let status =
+            crate::disruption::status(&pdb, &pods, now, &crate::http::table::parse_rfc3339);
+        if pdb.get("status") == Some(&status) {
+            continue;
+        }
+        let mut obj = pdb;
+        obj["status"] = status;
+        if s.update_status(&pdb_gr, Some(&ns), &name, &obj, WriteOptions::default())
+            .is_ok()
+        {
+            written += 1;
+        }
+    }
+    written
+}
+
+/// A background disruption controller (`pkg/controller/disruption/disruption.go`): after
+/// every change to the store, each PodDisruptionBudget's status is brought up to date with
+/// its pods ([`sync_budgets_in`]) — `currentHealthy`, `desiredHealthy`, `expectedPods`,
+/// `disruptionsAllowed`, the `DisruptionAllowed` condition — as `kubectl get pdb` and a
+/// drain see it between evictions. Stops when dropped.
+#[derive(Debug)]
+pub struct DisruptionController {
+    task: JoinHandle<()>,
+}
+
+impl DisruptionController {
+    /// Starts the controller on the current tokio runtime.
+    pub fn spawn(shared: Arc<Shared>) -> DisruptionController {
+        let task = tokio::spawn(async move {
+            let mut signal = shared.subscribe();
+            let mut seen_rv = u64::MAX;
+            loop {
+                {
+                    let mut s = shared.lock();
+                    if s.resource_version() != seen_rv {
+                        if sync_budgets_in(&mut s) > 0 {
+                            shared.notify(s.resource_version());
+                        }
+                        seen_rv = s.resource_version();
+                    }
+                }
+                tokio::select! {
+                    _ = signal.changed() => {}
+                    // disruptedPods entries expire with time, not only with writes.
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => { seen_rv = u64::MAX; }
+                }
+            }
+        });
+        DisruptionController { task }
+    }
+}
+
+impl Drop for DisruptionController {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }

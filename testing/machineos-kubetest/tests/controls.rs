@@ -640,3 +640,87 @@ async fn node_readiness_and_pod_phases_through_status() {
     }
     assert!(hooks::set_pod_phase(sh, "default", "missing", &PodPhase::Running).is_err());
 }
+
+/// kube-controller-manager's disruption controller keeps every budget's status current with
+/// its pods (`pkg/controller/disruption/disruption.go`, `trySync` → `updatePdbStatus`), not
+/// only when an eviction asks: a pod turning unready lowers `currentHealthy` and
+/// `disruptionsAllowed` at once, and `kubectl get pdb` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disruption_controller_keeps_budget_status_current() {
+    let server = Server::start_tls(new_store(), 0).await.unwrap();
+    let shared = server.shared().clone();
+    let _controller = hooks::DisruptionController::spawn(shared.clone());
+    let pods = GroupResource::new("", "pods");
+    let pdbs = GroupResource::new("policy", "poddisruptionbudgets");
+    {
+        let mut s = shared.lock();
+        for name in ["p1", "p2", "p3"] {
+            let p = s
+                .create(
+                    &pods,
+                    Some("default"),
+                    &json!({"metadata": {"name": name, "labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+                    W,
+                )
+                .unwrap();
+            let mut p = p;
+            p["status"] = json!({"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]});
+            s.update_status(&pods, Some("default"), name, &p, W)
+                .unwrap();
+        }
+        s.create(
+            &pdbs,
+            Some("default"),
+            &json!({"metadata": {"name": "web"},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+            W,
+        )
+        .unwrap();
+        shared.notify(s.resource_version());
+    }
+    let status_is = |healthy: i64, allowed: i64| {
+        let shared = shared.clone();
+        async move {
+            hooks::wait_for(&shared, Duration::from_secs(20), |s| {
+                let pdb = s.get(&pdbs_gr(), Some("default"), "web").ok()?;
+                let st = &pdb["status"];
+                (st["currentHealthy"] == healthy
+                    && st["disruptionsAllowed"] == allowed
+                    && st["expectedPods"] == 3
+                    && st["desiredHealthy"] == 2)
+                    .then_some(())
+            })
+            .await
+            .unwrap_or_else(|| panic!("status never reached healthy {healthy}, allowed {allowed}"))
+        }
+    };
+    status_is(3, 1).await;
+    // p1 turns unready: no disruption is allowed any more.
+    {
+        let mut s = shared.lock();
+        let mut p = s.get(&pods, Some("default"), "p1").unwrap();
+        p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+        s.update_status(&pods, Some("default"), "p1", &p, W)
+            .unwrap();
+        shared.notify(s.resource_version());
+    }
+    status_is(2, 0).await;
+    let pdb = shared.lock().get(&pdbs, Some("default"), "web").unwrap();
+    assert_eq!(
+        pdb["status"]["conditions"][0]["reason"], "InsufficientPods",
+        "{pdb}"
+    );
+    if kubectl::judge_or_skip("kubectl get pdb") {
+        let dir = tempfile::tempdir().unwrap();
+        let (k, _) = Kubectl::for_server(&server, dir.path()).unwrap();
+        let table = k.ok(&["get", "pdb", "web", "--no-headers"]).unwrap();
+        let cols: Vec<&str> = table.split_whitespace().collect();
+        assert_eq!(cols[..4], ["web", "2", "N/A", "0"], "{table}");
+    }
+}
+
+fn pdbs_gr() -> GroupResource {
+    GroupResource::new("policy", "poddisruptionbudgets")
+}

@@ -3,7 +3,8 @@
 //! atomically (temporary file and rename: a reader polling for the file never sees half
 //! of it) and prints its URL on stdout, and runs until SIGTERM/SIGINT or until its
 //! standard input closes. `--tls` serves HTTPS with a CA and bearer token generated at
-//! start, both in the kubeconfig (`certificate-authority-data`, `token`).
+//! start, both in the kubeconfig (`certificate-authority-data`, `token`). The disruption
+//! controller runs in it (PodDisruptionBudget status kept current), as in a cluster.
 
 use std::path::Path;
 
@@ -77,6 +78,7 @@ async fn serve(port: u16, tls: bool, out: Option<String>) -> std::io::Result<()>
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let server = Server::start_with(new_store(), opts).await?;
+    let _budgets = machineos_kubetest::hooks::DisruptionController::spawn(server.shared().clone());
     if let Some(f) = out {
         server.write_kubeconfig(Path::new(&f)).await?;
     }
