@@ -295,22 +295,7 @@ async fn a_pool_of_amd64_and_arm64_nodes_gets_one_image_index_with_both() {
     assert_eq!(names, ["amd64", "arm64"]);
 
     // The pushed image is an index of those two manifests, with the digests recorded.
-    let cert_dir = c.registry.cert_dir().unwrap().display().to_string();
-    let raw = tokio::task::spawn_blocking(move || {
-        machineos_testkit::skopeo(&[
-            "inspect",
-            "--raw",
-            "--cert-dir",
-            &cert_dir,
-            "--creds",
-            "builder:s3cret-pw",
-            &format!("docker://{image}"),
-        ])
-    })
-    .await
-    .unwrap()
-    .expect("skopeo inspect --raw");
-    let index: Value = serde_json::from_str(&raw).unwrap();
+    let index = c.raw_manifest(&image).await;
     assert_eq!(
         index["mediaType"],
         "application/vnd.oci.image.index.v1+json"

@@ -164,6 +164,54 @@ async fn until_no_ephemeral(c: &Cluster) {
     }
 }
 
+/// The first build Job for which `pred` holds, waited for.
+async fn until_job(c: &Cluster, what: &str, pred: impl Fn(&Job) -> bool) -> Job {
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        if let Some(j) = ephemeral::<Job>(c).await.into_iter().find(&pred) {
+            return j;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no Job {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The uids an object's owner references name.
+fn owner_uids(o: &impl ResourceExt) -> Vec<String> {
+    o.owner_references().iter().map(|r| r.uid.clone()).collect()
+}
+
+/// A Job build whose RUN step fails, run to `Failed` by a simulated Job controller; the
+/// controller (still running) and the failed build.
+async fn a_failed_build(c: &Cluster) -> (Running, DynamicObject) {
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    setup_job(c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
+    let failing = JobController::spawn(
+        c.server.shared().clone(),
+        JobOutcome::Fail {
+            exit_code: 7,
+            message: "Error: building at STEP \"RUN exit 7\": exit status 7\n".into(),
+        },
+    );
+    let ctl = c.controller().await;
+    let failed = until_phase(c, "Failed").await;
+    drop(failing);
+    (ctl, failed)
+}
+
+/// Ask for a rebuild of the pool's build (the MCO's annotation on the MachineOSConfig).
+async fn request_rebuild(c: &Cluster) {
+    c.get(&kinds::machine_os_config())
+        .patch(
+            "worker",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                "machineconfiguration.openshift.io/rebuild": ""}}})),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
     let c = Cluster::start().await;
@@ -177,14 +225,7 @@ async fn a_job_build_creates_its_objects_reads_the_digest_and_cleans_up() {
     .await;
     // The Job controller is off until the objects are checked.
     let ctl = c.controller().await;
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let job = loop {
-        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
-            break j;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no Job");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let job = until_job(&c, "at all", |_| true).await;
     let build = c
         .get(&kinds::build())
         .list(&Default::default())
@@ -339,14 +380,7 @@ async fn nothing_to_run_still_builds_in_the_job_on_any_node_for_every_architectu
     let repo = format!("{}/machineos/worker", c.registry.host());
     setup_job(&c, &push, None).await;
     let ctl = c.controller().await;
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let job = loop {
-        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
-            break j;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no Job");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let job = until_job(&c, "at all", |_| true).await;
     let args = args_of(&job);
     assert!(!args.iter().any(|a| a == "--containerfile"), "{args:?}");
     assert!(args.windows(2).any(|w| w == ["--platform", "linux/amd64"]));
@@ -434,18 +468,10 @@ async fn a_restarted_controller_follows_the_running_job() {
     let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
     let ctl = c.controller().await;
     let build = until_phase(&c, "Building").await;
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let job = loop {
-        if let Some(j) = ephemeral::<Job>(&c)
-            .await
-            .into_iter()
-            .find(|j| j.status.as_ref().and_then(|s| s.active) == Some(1))
-        {
-            break j;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no running Job");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let job = until_job(&c, "running", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
+    })
+    .await;
     ctl.kill();
     running.stop();
     let digest = pushed_image(&c, &build.name_any()).await;
@@ -514,17 +540,7 @@ async fn killed_before_the_job_exists_and_restarted() {
     // same objects), one Job is created.
     let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
     let ctl = c.controller().await;
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let job = loop {
-        if let Some(j) = ephemeral::<Job>(&c).await.into_iter().next() {
-            break j;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no Job after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let job = until_job(&c, "after the restart", |_| true).await;
     assert_eq!(job.name_any(), format!("build-{build}"));
     let after: Vec<Option<String>> = ephemeral::<ConfigMap>(&c)
         .await
@@ -631,20 +647,9 @@ async fn hold_ephemeral(c: &Cluster, finalizer: Option<&str>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
     let c = Cluster::start().await;
-    let push = format!("{}/machineos/worker:latest", c.registry.host());
     let repo = format!("{}/machineos/worker", c.registry.host());
-    setup_job(&c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
-    let failing = JobController::spawn(
-        c.server.shared().clone(),
-        JobOutcome::Fail {
-            exit_code: 7,
-            message: "Error: building at STEP \"RUN exit 7\": exit status 7\n".into(),
-        },
-    );
-    let ctl = c.controller().await;
-    let failed = until_phase(&c, "Failed").await;
+    let (ctl, failed) = a_failed_build(&c).await;
     let old_uid = failed.uid().unwrap();
-    drop(failing);
     // The garbage collector is slow: the failed build's Job and inputs outlive it.
     hold_ephemeral(&c, Some("machineos.test/slow-gc")).await;
     let digest = pushed_image(&c, &failed.name_any()).await;
@@ -655,15 +660,7 @@ async fn a_rebuild_under_slow_garbage_collection_never_adopts_the_failed_job() {
         },
     );
     // A rebuild: the same MachineOSBuild name, a new uid.
-    c.get(&kinds::machine_os_config())
-        .patch(
-            "worker",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
-                "machineconfiguration.openshift.io/rebuild": ""}}})),
-        )
-        .await
-        .unwrap();
+    request_rebuild(&c).await;
     let reborn = c
         .until(&kinds::build(), "the build recreated", |l| {
             l.iter().any(|b| b.uid().is_some_and(|u| u != old_uid))
@@ -714,65 +711,29 @@ async fn a_rebuild_under_asynchronous_garbage_collection_builds_with_its_own_obj
         .server
         .shared()
         .defer_garbage_collection(Duration::from_secs(3));
-    let push = format!("{}/machineos/worker:latest", c.registry.host());
     let repo = format!("{}/machineos/worker", c.registry.host());
-    setup_job(&c, &push, Some("FROM configs AS final\nRUN exit 7\n")).await;
-    let failing = JobController::spawn(
-        c.server.shared().clone(),
-        JobOutcome::Fail {
-            exit_code: 7,
-            message: "Error: building at STEP \"RUN exit 7\": exit status 7\n".into(),
-        },
-    );
-    let ctl = c.controller().await;
-    let failed = until_phase(&c, "Failed").await;
+    let (ctl, failed) = a_failed_build(&c).await;
     let old_uid = failed.uid().unwrap();
-    drop(failing);
     let digest = pushed_image(&c, &failed.name_any()).await;
     let running = JobController::spawn(c.server.shared().clone(), JobOutcome::Run);
-    c.get(&kinds::machine_os_config())
-        .patch(
-            "worker",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
-                "machineconfiguration.openshift.io/rebuild": ""}}})),
-        )
-        .await
-        .unwrap();
+    request_rebuild(&c).await;
     // When the new incarnation's Job exists, every input it reads is its own: the old
     // ones, which the collector has not reached, were deleted and made again, not adopted.
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let new_uid = loop {
-        let owners: Vec<String> = ephemeral::<Job>(&c)
-            .await
-            .iter()
-            .flat_map(|j| j.owner_references().iter().map(|o| o.uid.clone()))
-            .filter(|u| *u != old_uid)
-            .collect();
-        if let Some(u) = owners.into_iter().next() {
-            break u;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no Job of the rebuild"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let job = until_job(&c, "of the rebuild", |j| {
+        owner_uids(j).iter().any(|u| *u != old_uid)
+    })
+    .await;
+    let new_uid = owner_uids(&job).remove(0);
     let inputs: Vec<(String, Vec<String>)> = ephemeral::<ConfigMap>(&c)
         .await
         .iter()
-        .map(|m| {
-            (
-                m.name_any(),
-                m.owner_references().iter().map(|o| o.uid.clone()).collect(),
-            )
-        })
-        .chain(ephemeral::<Secret>(&c).await.iter().map(|m| {
-            (
-                m.name_any(),
-                m.owner_references().iter().map(|o| o.uid.clone()).collect(),
-            )
-        }))
+        .map(|m| (m.name_any(), owner_uids(m)))
+        .chain(
+            ephemeral::<Secret>(&c)
+                .await
+                .iter()
+                .map(|m| (m.name_any(), owner_uids(m))),
+        )
         .collect();
     assert_eq!(inputs.len(), 3, "{inputs:?}");
     for (name, owners) in &inputs {

@@ -494,22 +494,7 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
         .await;
     assert_eq!(images[0].data["spec"]["image"], image.as_str());
     let arches = images[0].data["spec"]["architectures"].as_array().unwrap();
-    let cert_dir = c.registry.cert_dir().unwrap().display().to_string();
-    let raw = tokio::task::spawn_blocking(move || {
-        machineos_testkit::skopeo(&[
-            "inspect",
-            "--raw",
-            "--cert-dir",
-            &cert_dir,
-            "--creds",
-            "builder:s3cret-pw",
-            &format!("docker://{image}"),
-        ])
-    })
-    .await
-    .unwrap()
-    .expect("skopeo inspect --raw");
-    let index: Value = serde_json::from_str(&raw).unwrap();
+    let index = c.raw_manifest(&image).await;
     let entries = index["manifests"].as_array().unwrap();
     let pairs = |v: &[Value], a: &str, d: &str| -> Vec<(String, String)> {
         v.iter()

@@ -173,6 +173,61 @@ fn expand(arg: &str, env: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// A container's environment as the kubelet gives it to pod `pod_name` on `NODE`: values,
+/// and the downward API fields the manifests use.
+fn container_env(container: &Value, pod_name: &str) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for e in container["env"].as_array().into_iter().flatten() {
+        let key = e["name"].as_str().unwrap().to_owned();
+        let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => pod_name.to_owned(),
+            Some("metadata.namespace") => "machineos".to_owned(),
+            Some("spec.nodeName") => NODE.to_owned(),
+            Some(other) => panic!("a fieldRef this test does not fill: {other}"),
+            None => e["value"].as_str().unwrap_or_default().to_owned(),
+        };
+        env.insert(key, value);
+    }
+    env
+}
+
+/// A kubeconfig with ServiceAccount `sa`'s token (of namespace `machineos`).
+fn service_account_kubeconfig(server: &Server, tmp: &Path, sa: &str) -> PathBuf {
+    let path = tmp.join(format!("{sa}.kubeconfig"));
+    std::fs::write(
+        &path,
+        server
+            .service_account_kubeconfig("machineos", sa)
+            .expect("a ServiceAccount kubeconfig"),
+    )
+    .unwrap();
+    path
+}
+
+/// Pod `name`'s container, run as `machineos ARGV` with `env` and `kubeconfig`, its log in
+/// `<tmp>/<name>.log`.
+fn spawn_pod(
+    tmp: &Path,
+    name: &str,
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    kubeconfig: &Path,
+) -> Child {
+    say(&format!("[pod {name}] machineos {}", argv.join(" ")));
+    let log = std::fs::File::create(tmp.join(format!("{name}.log"))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_machineos"))
+        .args(argv)
+        .envs(env)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", tmp.join("home"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
 /// Act as the Deployment controller and the kubelet for `deployment/machineos-controller`:
 /// run its replicas as processes with its pod spec, mark it available when they are ready.
 fn run_deployment(k: &Kubectl, server: &Server, tmp: &Path, ca: &Path) -> Vec<Replica> {
@@ -203,30 +258,12 @@ fn run_deployment(k: &Kubectl, server: &Server, tmp: &Path, ca: &Path) -> Vec<Re
         .collect();
     assert_eq!(args.first().map(String::as_str), Some("controller"));
 
-    let kubeconfig = tmp.join(format!("{sa}.kubeconfig"));
-    std::fs::write(
-        &kubeconfig,
-        server
-            .service_account_kubeconfig("machineos", sa)
-            .expect("a ServiceAccount kubeconfig"),
-    )
-    .unwrap();
+    let kubeconfig = service_account_kubeconfig(server, tmp, sa);
 
     let mut running = Vec::new();
     for i in 0..replicas {
         let name = format!("machineos-controller-7d4b9c-{i}");
-        let mut env = BTreeMap::new();
-        for e in container["env"].as_array().into_iter().flatten() {
-            let key = e["name"].as_str().unwrap().to_owned();
-            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-                Some("metadata.name") => name.clone(),
-                Some("metadata.namespace") => "machineos".to_owned(),
-                Some("spec.nodeName") => NODE.to_owned(),
-                Some(other) => panic!("a fieldRef this test does not fill: {other}"),
-                None => e["value"].as_str().unwrap_or_default().to_owned(),
-            };
-            env.insert(key, value);
-        }
+        let env = container_env(container, &name);
         let listen = format!("127.0.0.1:{}", free_port());
         let mut argv: Vec<String> = args.iter().map(|a| expand(a, &env)).collect();
         for (flag, value) in [
@@ -244,19 +281,7 @@ fn run_deployment(k: &Kubectl, server: &Server, tmp: &Path, ca: &Path) -> Vec<Re
         }
         argv.push("--ca-file".to_owned());
         argv.push(ca.display().to_string());
-        say(&format!("[pod {name}] machineos {}", argv.join(" ")));
-        let log = std::fs::File::create(tmp.join(format!("{name}.log"))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_machineos"))
-            .args(&argv)
-            .envs(&env)
-            .env("KUBECONFIG", &kubeconfig)
-            .env("HOME", tmp.join("home"))
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = spawn_pod(tmp, &name, &argv, &env, &kubeconfig);
         running.push(Replica {
             name,
             listen,
@@ -357,17 +382,8 @@ fn run_agent(k: &Kubectl, server: &Server, tmp: &Path) -> Replica {
         .as_str()
         .expect("serviceAccountName");
     let container = &pod["containers"][0];
-    let mut env = BTreeMap::new();
-    for e in container["env"].as_array().into_iter().flatten() {
-        let key = e["name"].as_str().unwrap().to_owned();
-        let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-            Some("metadata.namespace") => "machineos".to_owned(),
-            Some("spec.nodeName") => NODE.to_owned(),
-            Some(other) => panic!("a fieldRef this test does not fill: {other}"),
-            None => e["value"].as_str().unwrap_or_default().to_owned(),
-        };
-        env.insert(key, value);
-    }
+    let name = format!("machineos-agent-{NODE}");
+    let env = container_env(container, &name);
     let mut argv: Vec<String> = container["args"]
         .as_array()
         .expect("args")
@@ -377,27 +393,8 @@ fn run_agent(k: &Kubectl, server: &Server, tmp: &Path) -> Replica {
     assert_eq!(argv.first().map(String::as_str), Some("agent"));
     argv.push("--host".to_owned());
     argv.push("fake".to_owned());
-    let kubeconfig = tmp.join(format!("{sa}.kubeconfig"));
-    std::fs::write(
-        &kubeconfig,
-        server
-            .service_account_kubeconfig("machineos", sa)
-            .expect("a ServiceAccount kubeconfig"),
-    )
-    .unwrap();
-    let name = format!("machineos-agent-{NODE}");
-    say(&format!("[pod {name}] machineos {}", argv.join(" ")));
-    let log = std::fs::File::create(tmp.join(format!("{name}.log"))).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .args(&argv)
-        .envs(&env)
-        .env("KUBECONFIG", &kubeconfig)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let kubeconfig = service_account_kubeconfig(server, tmp, sa);
+    let child = spawn_pod(tmp, &name, &argv, &env, &kubeconfig);
     Replica {
         name,
         listen: String::new(),

@@ -657,41 +657,27 @@ pub struct JobController {
 impl JobController {
     /// Starts the controller on the current tokio runtime.
     pub fn spawn(shared: Arc<Shared>, outcome: JobOutcome) -> JobController {
-        let task = tokio::spawn(async move {
-            let mut signal = shared.subscribe();
-            let mut seen_rv = u64::MAX;
-            loop {
-                {
-                    let mut s = shared.lock();
-                    if s.resource_version() != seen_rv {
-                        let gr = jobs();
-                        let todo: Vec<(String, String, bool)> = s
-                            .objects()
-                            .filter(|(k, _)| k.gr == gr)
-                            .map(|(k, v)| {
-                                (
-                                    k.namespace.clone().unwrap_or_default(),
-                                    k.name.clone(),
-                                    job_finished(v),
-                                )
-                            })
-                            .collect();
-                        for (ns, name, finished) in todo {
-                            if !finished {
-                                // A Job deleted or invalid meanwhile is skipped; the next
-                                // change retries the others.
-                                let _ = run_job_in(&mut s, &ns, &name, &outcome);
-                            }
-                        }
-                        seen_rv = s.resource_version();
-                        shared.notify(seen_rv);
-                    }
-                }
-                tokio::select! {
-                    _ = signal.changed() => {}
-                    _ = tokio::time::sleep(crate::http::watch::POLL) => {}
+        let gr = jobs();
+        let task = on_changes(shared, crate::http::watch::POLL, false, move |s| {
+            let todo: Vec<(String, String, bool)> = s
+                .objects()
+                .filter(|(k, _)| k.gr == gr)
+                .map(|(k, v)| {
+                    (
+                        k.namespace.clone().unwrap_or_default(),
+                        k.name.clone(),
+                        job_finished(v),
+                    )
+                })
+                .collect();
+            for (ns, name, finished) in todo {
+                if !finished {
+                    // A Job deleted or invalid meanwhile is skipped; the next change
+                    // retries the others.
+                    let _ = run_job_in(s, &ns, &name, &outcome);
                 }
             }
+            true
         });
         JobController { task }
     }
@@ -995,28 +981,46 @@ pub struct DisruptionController {
 impl DisruptionController {
     /// Starts the controller on the current tokio runtime.
     pub fn spawn(shared: Arc<Shared>) -> DisruptionController {
-        let task = tokio::spawn(async move {
-            let mut signal = shared.subscribe();
-            let mut seen_rv = u64::MAX;
-            loop {
-                {
-                    let mut s = shared.lock();
-                    if s.resource_version() != seen_rv {
-                        if sync_budgets_in(&mut s) > 0 {
-                            shared.notify(s.resource_version());
-                        }
-                        seen_rv = s.resource_version();
-                    }
-                }
-                tokio::select! {
-                    _ = signal.changed() => {}
-                    // disruptedPods entries expire with time, not only with writes.
-                    _ = tokio::time::sleep(Duration::from_secs(5)) => { seen_rv = u64::MAX; }
-                }
-            }
+        // disruptedPods entries expire with time, not only with writes: a pass every 5 s.
+        let task = on_changes(shared, Duration::from_secs(5), true, |s| {
+            sync_budgets_in(s) > 0
         });
         DisruptionController { task }
     }
+}
+
+/// A background controller's loop: `pass` runs under the store's lock whenever the store
+/// changed since its last run (and, with `rerun_on_timer`, every `every` regardless);
+/// watchers are told when it says it wrote.
+fn on_changes(
+    shared: Arc<Shared>,
+    every: Duration,
+    rerun_on_timer: bool,
+    mut pass: impl FnMut(&mut Store) -> bool + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut signal = shared.subscribe();
+        let mut seen_rv = u64::MAX;
+        loop {
+            {
+                let mut s = shared.lock();
+                if s.resource_version() != seen_rv {
+                    if pass(&mut s) {
+                        shared.notify(s.resource_version());
+                    }
+                    seen_rv = s.resource_version();
+                }
+            }
+            tokio::select! {
+                _ = signal.changed() => {}
+                _ = tokio::time::sleep(every) => {
+                    if rerun_on_timer {
+                        seen_rv = u64::MAX;
+                    }
+                }
+            }
+        }
+    })
 }
 
 impl Drop for DisruptionController {

@@ -196,6 +196,27 @@ impl Cluster {
         .unwrap_or_else(|e| panic!("applying {name}: {e}"));
     }
 
+    /// The manifest (or index) `image` names, as the registry serves it (`skopeo inspect
+    /// --raw` with the registry's CA and credentials).
+    pub async fn raw_manifest(&self, image: &str) -> Value {
+        let mut args = vec!["inspect".to_owned(), "--raw".to_owned()];
+        if let Some(dir) = self.registry.cert_dir() {
+            args.extend(["--cert-dir".to_owned(), dir.display().to_string()]);
+        }
+        if let Some((user, pass)) = self.registry.credentials() {
+            args.extend(["--creds".to_owned(), format!("{user}:{pass}")]);
+        }
+        args.push(format!("docker://{image}"));
+        let raw = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            machineos_testkit::skopeo(&args)
+        })
+        .await
+        .unwrap()
+        .expect("skopeo inspect --raw");
+        serde_json::from_str(&raw).unwrap()
+    }
+
     pub fn registry_settings(&self) -> RegistrySettings {
         RegistrySettings::new(
             if self.registry.is_tls() {
