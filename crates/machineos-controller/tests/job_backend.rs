@@ -354,15 +354,7 @@ async fn a_failed_job_fails_the_build_with_its_log_tail_and_keeps_its_objects() 
     );
     let ctl = c.controller().await;
     let failed = until_phase(&c, "Failed").await;
-    let message = failed.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["type"] == "Failed")
-        .unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = condition_message(&failed, "Failed");
     assert!(message.contains("BackoffLimitExceeded"), "{message}");
     assert!(message.contains("exit status 7"), "{message}");
     // Kept for inspection.
@@ -434,15 +426,7 @@ async fn a_digest_the_registry_does_not_have_fails_the_build() {
     );
     let ctl = c.controller().await;
     let failed = until_phase(&c, "Failed").await;
-    let message = failed.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["type"] == "Failed")
-        .unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = condition_message(&failed, "Failed");
     assert!(
         message.contains(FAKE_DIGEST) && message.contains("registry does not have"),
         "{message}"

@@ -174,17 +174,6 @@ async fn until_built(c: &Cluster, builder: &str) -> DynamicObject {
     .unwrap()
 }
 
-fn condition_message(b: &DynamicObject, type_: &str) -> String {
-    b.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["type"] == type_)
-        .and_then(|x| x["message"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// `image` (`repo@sha256:…`) unpacked with umoci and snapshotted, without buildah's empty
 /// bind-mount targets.
 async fn tree(c: &Cluster, image: &str, tag: &str) -> BTreeMap<String, TreeEntry> {

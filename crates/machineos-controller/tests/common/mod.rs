@@ -385,6 +385,18 @@ pub fn base64_encode(b: &[u8]) -> String {
 }
 
 /// The phase a build's conditions say.
+/// The message of a build's condition `type_` (empty when it has none).
+pub fn condition_message(b: &DynamicObject, type_: &str) -> String {
+    b.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|x| x["type"] == type_)
+        .and_then(|x| x["message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 pub fn phase(b: &DynamicObject) -> &'static str {
     let conds = b
         .data
