@@ -236,7 +236,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         .as_ref()
         .and_then(|r| r["digest"].as_str().map(str::to_owned))
         .unwrap_or_else(|| outcome.manifest_digest.to_string());
-    write_digestfile(args, &result_digest)?;
+    crate::build_args::write_digestfile(args, &result_digest)?;
     let counts = Counts::of(&outcome.plan, &recipe.config);
     match args.output_format {
         Format::Json => {
@@ -291,16 +291,6 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             );
             crate::cli::emit(&result_pullspec)?;
         }
-    }
-    Ok(())
-}
-
-/// `--digestfile`: the result's digest, alone (no newline), as `buildah push --digestfile`
-/// writes it.
-pub(crate) fn write_digestfile(args: &BuildArgs, digest: &str) -> anyhow::Result<()> {
-    if let Some(path) = &args.digestfile {
-        std::fs::write(path, digest)
-            .with_context(|| format!("--digestfile {}: writing it", path.display()))?;
     }
     Ok(())
 }

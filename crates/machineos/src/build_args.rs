@@ -1,5 +1,6 @@
 //! The arguments of `machineos build` and what its one-platform and multi-platform paths
-//! share: the summary format, the counts a summary prints, and the progress spinner.
+//! share: the summary format, the counts a summary prints, the progress spinner, and the
+//! `--digestfile` write.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -170,4 +171,15 @@ impl Progress for Bar {
             machineos_native_builder::Event::Bytes(_) => {}
         }
     }
+}
+
+/// `--digestfile`: the result's digest, alone (no newline), as `buildah push --digestfile`
+/// writes it.
+pub(crate) fn write_digestfile(args: &BuildArgs, digest: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if let Some(path) = &args.digestfile {
+        std::fs::write(path, digest)
+            .with_context(|| format!("--digestfile {}: writing it", path.display()))?;
+    }
+    Ok(())
 }

@@ -146,7 +146,7 @@ pub fn run(
             );
         }
     }
-    crate::build::write_digestfile(args, &outcome.index_digest.to_string())?;
+    crate::build_args::write_digestfile(args, &outcome.index_digest.to_string())?;
     crate::cli::emit(&outcome.pullspec)?;
     Ok(())
 }
