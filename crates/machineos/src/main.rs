@@ -11,6 +11,7 @@ mod build_multi;
 mod check;
 mod cli;
 mod controller;
+mod disruption;
 mod input;
 mod registry;
 mod rollout;
@@ -55,6 +56,9 @@ enum Command {
     /// Show how the controller would roll a pool's nodes onto its image (`rollout plan
     /// --pool P`): order and batches, nothing changed.
     Rollout(rollout::RolloutArgs),
+    /// What moving a node from one rendered MachineConfig to another costs it, by the MCO's
+    /// node disruption policies: reboot, drain, service reloads or restarts, or nothing.
+    Disruption(disruption::DisruptionArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -103,6 +107,7 @@ fn main() -> std::process::ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Agent(args) => agent::run(&args),
         Command::Crds => cli::emit(machineos_api::crds_yaml().trim_end()),
+        Command::Disruption(args) => disruption::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

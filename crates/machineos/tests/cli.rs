@@ -762,3 +762,94 @@ fn check_says_an_unreachable_registry_once_and_logs_without_colour() {
     assert!(stderr.contains("DEBUG"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+#[test]
+fn disruption_says_what_a_config_change_costs_by_the_mcos_policies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let render = |dir: &Path, out: &Path| {
+        let o = machineos(&["render", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::write(out, &o.stdout).unwrap();
+    };
+    let (a, b) = (tmp.path().join("a.json"), tmp.path().join("b.json"));
+    render(&repo().join("examples/machineconfigs"), &a);
+    // The same MachineConfigs with another chrony.conf.
+    let changed = tmp.path().join("changed");
+    std::fs::create_dir(&changed).unwrap();
+    for e in std::fs::read_dir(repo().join("examples/machineconfigs")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), changed.join(e.file_name())).unwrap();
+    }
+    let chrony = changed.join("chrony.yaml");
+    let text = std::fs::read_to_string(&chrony).unwrap();
+    let (head, _) = text.split_once("base64,").unwrap();
+    let tail = text
+        .split_once("base64,")
+        .unwrap()
+        .1
+        .split_once('\n')
+        .unwrap()
+        .1;
+    // "pool time.example.com iburst\n"
+    std::fs::write(
+        &chrony,
+        format!("{head}base64,cG9vbCB0aW1lLmV4YW1wbGUuY29tIGlidXJzdAo=\n{tail}"),
+    )
+    .unwrap();
+    render(&changed, &b);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "disruption",
+            "--from",
+            a.to_str().unwrap(),
+            "--to",
+            b.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        machineos(&args)
+    };
+    // The MCO's defaults: no policy covers /etc/chrony.conf, so the node reboots.
+    let o = run(&["-o", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["changes"]["files"],
+        serde_json::json!(["/etc/chrony.conf"])
+    );
+    assert_eq!(v["disruption"]["class"], "Reboot");
+    assert_eq!(v["disruption"]["drain"], true);
+    // A MachineConfiguration that restarts chronyd for it instead.
+    let policy = tmp.path().join("machineconfiguration.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata:\n  name: cluster\n\
+         spec:\n  nodeDisruptionPolicy:\n    files:\n      - path: /etc/chrony.conf\n        actions:\n\
+         \x20         - type: Restart\n            restart:\n              serviceName: chronyd.service\n",
+    )
+    .unwrap();
+    let o = run(&["--policy", policy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains(": Restart — Restart chronyd.service"),
+        "{text}"
+    );
+    assert!(
+        text.contains("file /etc/chrony.conf: Restart chronyd.service (file /etc/chrony.conf)"),
+        "{text}"
+    );
+    // A policy the API server would refuse is refused, naming the field.
+    std::fs::write(
+        &policy,
+        "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata:\n  name: cluster\n\
+         spec:\n  nodeDisruptionPolicy:\n    sshkey:\n      actions: [{type: Reboot}, {type: Drain}]\n",
+    )
+    .unwrap();
+    let o = run(&["--policy", policy.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("spec.nodeDisruptionPolicy.sshkey.actions"),
+        "{err}"
+    );
+}

@@ -1,0 +1,23 @@
+//! What a configuration change costs a node, decided before anything moves.
+//!
+//! The MCO does not reboot a node for every MachineConfig change: its *node disruption
+//! policies* (the `MachineConfiguration` object `cluster`, `spec.nodeDisruptionPolicy`,
+//! merged over built-in defaults) say, per file path, per unit and for SSH keys, whether a
+//! change needs a reboot, a drain, a service reload or restart, a `daemon-reload`, or
+//! nothing. This crate is those rules as data and pure functions:
+//!
+//! | module | its job |
+//! |---|---|
+//! | [`policy`] | the policy types as the API writes them, the MCO's defaults, the API server's validation, the operator's merge |
+//! | [`changes`] | what changed between two rendered MachineConfigs: files, units, passwd, OS fields |
+//! | [`decide`](mod@decide) | the actions those changes need, whether the node drains, and the one [`Class`] a rollout schedules by |
+//!
+//! No I/O: the controller reads the objects, the CLI reads files.
+
+pub mod changes;
+pub mod decide;
+pub mod policy;
+
+pub use changes::{ConfigChanges, OsChange};
+pub use decide::{Class, Outcome, Reason, decide};
+pub use policy::{Action, ClusterPolicies, PolicyConfig, PolicyError};
