@@ -10,6 +10,17 @@ use kube::api::{Api, ApiResource, DynamicObject};
 pub fn machine_config() -> ApiResource {
     ApiResource::erase::<machineos_api::v1::MachineConfig>(&())
 }
+/// MachineConfiguration (`operator.openshift.io/v1`, the object `cluster`: node disruption
+/// policies).
+pub fn machine_configuration() -> ApiResource {
+    ApiResource {
+        group: "operator.openshift.io".into(),
+        version: "v1".into(),
+        api_version: "operator.openshift.io/v1".into(),
+        kind: "MachineConfiguration".into(),
+        plural: "machineconfigurations".into(),
+    }
+}
 /// MachineConfigPool.
 pub fn pool() -> ApiResource {
     ApiResource::erase::<machineos_api::v1::MachineConfigPool>(&())

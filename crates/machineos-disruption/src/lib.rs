@@ -11,13 +11,16 @@
 //! | [`policy`] | the policy types as the API writes them, the MCO's defaults, the API server's validation, the operator's merge |
 //! | [`changes`] | what changed between two rendered MachineConfigs: files, units, passwd, OS fields |
 //! | [`decide`](mod@decide) | the actions those changes need, whether the node drains, and the one [`Class`] a rollout schedules by |
+//! | [`nodes`] | a rollout's moves node by node, and the strongest class over them |
 //!
 //! No I/O: the controller reads the objects, the CLI reads files.
 
 pub mod changes;
 pub mod decide;
+pub mod nodes;
 pub mod policy;
 
 pub use changes::{ConfigChanges, OsChange};
 pub use decide::{Class, Outcome, Reason, decide};
+pub use nodes::{Disruption, NodeDisruption, for_nodes};
 pub use policy::{Action, ClusterPolicies, PolicyConfig, PolicyError};

@@ -192,19 +192,82 @@ fn duration(seconds: u64) -> String {
 }
 
 fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
-    let plan = crate::cli::runtime()?
-        .block_on(machineos_controller::rollout::plan_default_cluster(
-            &a.namespace,
-            &a.pool,
-            a.node_name.as_deref(),
-            a.min_ready_seconds,
-        ))
+    let (plan, disruption) = crate::cli::runtime()?
+        .block_on(async {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(|e| format!("no cluster: {e}"))?;
+            let plan = machineos_controller::rollout::plan_from_cluster(
+                &client,
+                &a.namespace,
+                &a.pool,
+                a.node_name.as_deref(),
+                a.min_ready_seconds,
+            )
+            .await?;
+            let disruption = machineos_controller::rollout::disruption_from_cluster(
+                &client,
+                &plan.config,
+                &moving(&plan),
+            )
+            .await?;
+            Ok::<_, String>((plan, disruption))
+        })
         .map_err(anyhow::Error::msg)
         .context("rollout plan")?;
     if a.output == "json" {
-        return crate::cli::emit(&serde_json::to_string_pretty(&plan)?);
+        let mut v = serde_json::to_value(&plan)?;
+        let (d, source) = &disruption;
+        let mut dj = serde_json::to_value(d)?;
+        dj["policies"] = serde_json::json!(source);
+        // The agent does not act on it yet: every move drains and reboots.
+        dj["actedOn"] = serde_json::json!(false);
+        v["disruption"] = dj;
+        return crate::cli::emit(&serde_json::to_string_pretty(&v)?);
     }
-    crate::cli::emit(&text(&plan))
+    let mut out = text(&plan);
+    out.push('\n');
+    out.push_str(&disruption_text(&disruption.0, &disruption.1));
+    crate::cli::emit(out.trim_end())
+}
+
+/// The members that move onto the target: moving now, in the batches, waiting to be Ready.
+fn moving(p: &machineos_rollout::plan::Plan) -> Vec<String> {
+    let mut nodes: Vec<String> = p.in_flight.clone();
+    nodes.extend(p.batches.iter().flatten().map(|n| n.name.clone()));
+    nodes.extend(p.not_ready.iter().cloned());
+    nodes
+}
+
+/// What the moves cost, by the node disruption policies: the strongest class, then one line
+/// per node.
+pub fn disruption_text(d: &machineos_disruption::Disruption, source: &str) -> String {
+    use machineos_disruption::Action;
+    let describe = |a: &Action| match a {
+        Action::Reload(s) | Action::Restart(s) => format!("{} {s}", a.type_name()),
+        other => other.type_name().to_owned(),
+    };
+    let mut out = format!(
+        "disruption by policy ({source}): {:?} (not acted on yet: every move drains and reboots)\n",
+        d.class
+    );
+    for n in &d.nodes {
+        let actions: Vec<String> = n.actions.iter().map(describe).collect();
+        let why: Vec<String> = n.reasons.iter().map(|r| r.change.clone()).collect();
+        out.push_str(&format!(
+            "  {}: {:?}{} — {} ({})\n",
+            n.node,
+            n.class,
+            if n.drain { ", drained" } else { "" },
+            actions.join(", "),
+            if why.is_empty() {
+                "no change".to_owned()
+            } else {
+                why.join(", ")
+            }
+        ));
+    }
+    out.trim_end().to_owned()
 }
 
 /// The plan as text: a header, what is moving or unavailable now, then one line per batch.

@@ -18,7 +18,9 @@ pub(crate) mod observe;
 mod plan;
 mod secrets;
 
-pub use plan::{plan_default_cluster, plan_from_cluster, status_from_cluster};
+pub use plan::{
+    disruption_from_cluster, plan_default_cluster, plan_from_cluster, status_from_cluster,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

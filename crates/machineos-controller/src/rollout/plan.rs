@@ -1,6 +1,9 @@
 //! `machineos rollout plan` and `status`: the rollout a pool would take, and where it
 //! stands, read from the API server with the controller's own observation and
-//! [`machineos_rollout::plan`] / [`machineos_rollout::status`] (nothing is written).
+//! [`machineos_rollout::plan`] / [`machineos_rollout::status`]; and what each move costs
+//! its node ([`disruption_from_cluster`], by the node disruption policies of the
+//! `MachineConfiguration` object `cluster` when the cluster serves one, else the MCO's
+//! defaults). Nothing is written.
 
 use std::sync::Arc;
 
@@ -108,4 +111,81 @@ pub async fn plan_default_cluster(
         .await
         .map_err(|e| format!("no cluster: {e}"))?;
     plan_from_cluster(&client, namespace, pool, controller_node, min_ready_seconds).await
+}
+
+/// What moving each of `nodes` from the rendered MachineConfig it runs (its `currentConfig`
+/// annotation) to `target` costs it, by the cluster's node disruption policies
+/// ([`machineos_disruption::for_nodes`]); and where the policies came from.
+pub async fn disruption_from_cluster(
+    client: &Client,
+    target: &str,
+    nodes: &[String],
+) -> Result<(machineos_disruption::Disruption, String), String> {
+    use kube::api::Api;
+    let mcs: Api<machineos_api::v1::MachineConfig> = Api::all(client.clone());
+    let get_mc = |name: String| {
+        let mcs = mcs.clone();
+        async move {
+            mcs.get_opt(&name)
+                .await
+                .map_err(|e| format!("reading MachineConfig {name}: {e}"))
+        }
+    };
+    let target_mc = get_mc(target.to_owned())
+        .await?
+        .ok_or_else(|| format!("no MachineConfig {target}"))?;
+    let configurations = kinds::all(client, &kinds::machine_configuration());
+    // Not served (no such CRD) reads as absent: the MCO's defaults.
+    let (object, source) = match configurations.get_opt("cluster").await {
+        Ok(Some(o)) => (
+            Some(serde_json::to_value(&o).map_err(|e| e.to_string())?),
+            "MachineConfiguration cluster".to_owned(),
+        ),
+        Ok(None) => (None, "the MCO's defaults".to_owned()),
+        Err(kube::Error::Api(e)) if e.code == 404 => (None, "the MCO's defaults".to_owned()),
+        Err(e) => return Err(format!("reading MachineConfiguration cluster: {e}")),
+    };
+    let policies = machineos_disruption::ClusterPolicies::of_machine_configuration(object.as_ref())
+        .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
+    let node_api: kube::Api<Node> = kube::Api::all(client.clone());
+    let mut current: Vec<(String, Result<String, String>)> = Vec::new();
+    for name in nodes {
+        let node = node_api
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("reading Node {name}: {e}"))?;
+        let config = node
+            .as_ref()
+            .and_then(|n| {
+                n.annotations()
+                    .get(machineos_vocab::node::CURRENT_CONFIG)
+                    .cloned()
+            })
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| format!("Node {name} has no currentConfig"));
+        current.push((name.clone(), config));
+    }
+    let mut by_name: std::collections::BTreeMap<String, Option<machineos_api::v1::MachineConfig>> =
+        std::collections::BTreeMap::new();
+    for config in current.iter().filter_map(|(_, c)| c.as_ref().ok()) {
+        if !by_name.contains_key(config) {
+            by_name.insert(config.clone(), get_mc(config.clone()).await?);
+        }
+    }
+    let moves: Vec<(String, Result<&machineos_api::v1::MachineConfig, String>)> = current
+        .into_iter()
+        .map(|(node, config)| {
+            let mc = config.and_then(|c| {
+                by_name
+                    .get(&c)
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| format!("its MachineConfig {c} is gone"))
+            });
+            (node, mc)
+        })
+        .collect();
+    Ok((
+        machineos_disruption::for_nodes(&moves, &target_mc, &policies),
+        source,
+    ))
 }

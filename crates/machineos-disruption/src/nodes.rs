@@ -1,0 +1,96 @@
+//! What a rollout's moves cost, node by node: each node's move from the rendered
+//! MachineConfig it runs to the pool's target, decided by [`crate::decide()`], and the
+//! strongest class over them — what `machineos rollout plan` shows as `disruption`.
+//!
+//! A node whose current rendered MachineConfig is unknown (no `currentConfig`, or the
+//! MachineConfig is gone) is counted a `Reboot`, with the reason saying which: nothing
+//! proves less is enough. Nodes with the same current config share one decision.
+
+use std::collections::BTreeMap;
+
+use machineos_api::v1::MachineConfig;
+use serde::Serialize;
+
+use crate::changes::ConfigChanges;
+use crate::decide::{Class, Outcome, Reason, decide};
+use crate::policy::{Action, ClusterPolicies};
+
+/// One node's move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDisruption {
+    /// The node.
+    pub node: String,
+    /// The rendered MachineConfig it runs, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The class of its move.
+    pub class: Class,
+    /// Whether it is drained first.
+    pub drain: bool,
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+    /// What decided it.
+    pub reasons: Vec<Reason>,
+}
+
+/// A rollout's moves (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    /// The target rendered MachineConfig.
+    pub to: String,
+    /// The strongest class over the moves (`None` when nothing moves).
+    pub class: Class,
+    /// Per node, in the order given.
+    pub nodes: Vec<NodeDisruption>,
+}
+
+/// The disruption of moving each of `moves` (node, the rendered MachineConfig it runs, or
+/// why that is unknown) to `target` under `policies`.
+pub fn for_nodes(
+    moves: &[(String, Result<&MachineConfig, String>)],
+    target: &MachineConfig,
+    policies: &ClusterPolicies,
+) -> Disruption {
+    let mut memo: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut nodes = Vec::new();
+    for (node, current) in moves {
+        let (from, outcome) = match current {
+            Ok(mc) => {
+                let name = mc.name().to_owned();
+                let o = memo
+                    .entry(name.clone())
+                    .or_insert_with(|| decide(&ConfigChanges::between(mc, target), policies))
+                    .clone();
+                (Some(name), o)
+            }
+            Err(why) => (
+                None,
+                Outcome {
+                    actions: vec![Action::Reboot],
+                    drain: true,
+                    class: Class::Reboot,
+                    reasons: vec![Reason {
+                        change: why.clone(),
+                        policy: None,
+                        actions: vec![Action::Reboot],
+                    }],
+                },
+            ),
+        };
+        nodes.push(NodeDisruption {
+            node: node.clone(),
+            from,
+            class: outcome.class,
+            drain: outcome.drain,
+            actions: outcome.actions,
+            reasons: outcome.reasons,
+        });
+    }
+    Disruption {
+        to: target.name().to_owned(),
+        class: nodes.iter().map(|n| n.class).max().unwrap_or(Class::None),
+        nodes,
+    }
+}
