@@ -450,4 +450,45 @@ mod tests {
              batch 1: w1(a) w2(b)"
         );
     }
+
+    #[test]
+    fn the_disruption_text_names_the_class_actions_and_changes_per_node() {
+        use machineos_disruption::{Action, Class, Disruption, NodeDisruption, Reason};
+        let d = Disruption {
+            to: "rendered-worker-b".into(),
+            class: Class::Reboot,
+            nodes: vec![
+                NodeDisruption {
+                    node: "w1".into(),
+                    from: Some("rendered-worker-a".into()),
+                    class: Class::Reload,
+                    drain: false,
+                    actions: vec![Action::Reload("crio.service".into())],
+                    reasons: vec![Reason {
+                        change: "file /etc/containers/policy.json".into(),
+                        policy: Some("file /etc/containers/policy.json".into()),
+                        actions: vec![Action::Reload("crio.service".into())],
+                    }],
+                },
+                NodeDisruption {
+                    node: "w2".into(),
+                    from: None,
+                    class: Class::Reboot,
+                    drain: true,
+                    actions: vec![Action::Reboot],
+                    reasons: vec![Reason {
+                        change: "Node w2 has no currentConfig".into(),
+                        policy: None,
+                        actions: vec![Action::Reboot],
+                    }],
+                },
+            ],
+        };
+        assert_eq!(
+            disruption_text(&d, "the MCO's defaults"),
+            "disruption by policy (the MCO's defaults): Reboot (not acted on yet: every move drains and reboots)\n  \
+             w1: Reload — Reload crio.service (file /etc/containers/policy.json)\n  \
+             w2: Reboot, drained — Reboot (Node w2 has no currentConfig)"
+        );
+    }
 }
