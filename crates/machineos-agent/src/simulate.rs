@@ -6,7 +6,9 @@
 //! nothing on the machine running it is touched.
 //!
 //! Contract: the fake host starts booted into the node's `currentImage` annotation (none:
-//! an unknown image); it writes the Node's `Ready` condition through the status
+//! an unknown image); it writes the Node's `Ready` condition and its boot id
+//! (`status.nodeInfo.bootID`: at start, and the new one when it is Ready after each reboot,
+//! as a kubelet reports the machine's `/proc/sys/kernel/random/boot_id`) through the status
 //! subresource, which a real agent never does (the kubelet owns it) — and, like a kubelet
 //! that keeps reporting, tries again after a failed write (a 409 from a concurrent writer, a
 //! 5xx), so a machine never stays NotReady because one status write lost a race.
@@ -41,8 +43,14 @@ pub async fn run_simulated(
         ))?;
     let host = match node.annotations().get(vocab::CURRENT_IMAGE) {
         Some(image) => FakeHost::booted(image),
-        None => FakeHost::default(),
+        None => {
+            let h = FakeHost::default();
+            h.lock().status.boot_id = "boot-0".into();
+            h
+        }
     };
+    let boot_id = || host.lock().status.boot_id.clone();
+    set_status(&nodes, &opts.node, None, Some(&boot_id()), &shutdown).await;
     loop {
         let stop = shutdown.child_token();
         let agent = tokio::spawn(run(
@@ -68,10 +76,10 @@ pub async fn run_simulated(
         stop.cancel();
         let _ = agent.await;
         tracing::info!(node = %opts.node, "simulated reboot");
-        set_ready(&nodes, &opts.node, false, &shutdown).await;
+        set_status(&nodes, &opts.node, Some(false), None, &shutdown).await;
         tokio::time::sleep(down).await;
         host.boot();
-        set_ready(&nodes, &opts.node, true, &shutdown).await;
+        set_status(&nodes, &opts.node, Some(true), Some(&boot_id()), &shutdown).await;
     }
 }
 
@@ -79,13 +87,19 @@ pub async fn run_simulated(
 const READY_RETRY: machineos_diagnostics::Backoff =
     machineos_diagnostics::Backoff::doubling(Duration::from_millis(100), Duration::from_secs(2));
 
-/// Set the Node's `Ready` condition, trying again (read, modify, write) until it is written,
-/// the error is permanent (logged; the simulation goes on), or `shutdown`.
-async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool, shutdown: &CancellationToken) {
+/// Set the Node's `Ready` condition and/or boot id, trying again (read, modify, write) until
+/// it is written, the error is permanent (logged; the simulation goes on), or `shutdown`.
+async fn set_status(
+    nodes: &Api<Node>,
+    name: &str,
+    ready: Option<bool>,
+    boot_id: Option<&str>,
+    shutdown: &CancellationToken,
+) {
     use machineos_diagnostics::Classify as _;
     let mut failures = 0;
     loop {
-        let Err(e) = write_ready(nodes, name, ready).await else {
+        let Err(e) = write_status(nodes, name, ready, boot_id).await else {
             return;
         };
         let e = machineos_kube::api_err("setting Ready on", format!("Node/{name}"))(e);
@@ -102,14 +116,33 @@ async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool, shutdown: &Cancel
     }
 }
 
-/// One read-modify-write of the Node's `Ready` condition.
-async fn write_ready(nodes: &Api<Node>, name: &str, ready: bool) -> Result<(), kube::Error> {
+/// One read-modify-write of the Node's `Ready` condition (when `ready` is given) and its
+/// `nodeInfo.bootID` (when `boot_id` is).
+async fn write_status(
+    nodes: &Api<Node>,
+    name: &str,
+    ready: Option<bool>,
+    boot_id: Option<&str>,
+) -> Result<(), kube::Error> {
     async {
         let mut node = nodes.get_status(name).await?;
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::now(),
         );
         let status = node.status.get_or_insert_with(Default::default);
+        if let Some(id) = boot_id {
+            status
+                .node_info
+                .get_or_insert_with(Default::default)
+                .boot_id = id.to_owned();
+        }
+        let Some(ready) = ready else {
+            node.metadata.managed_fields = None;
+            return nodes
+                .replace_status(name, &PostParams::default(), &node)
+                .await
+                .map(|_| ());
+        };
         let conds = status.conditions.get_or_insert_with(Vec::new);
         let want = if ready { "True" } else { "False" };
         match conds.iter_mut().find(|c| c.type_ == "Ready") {
@@ -172,7 +205,7 @@ mod tests {
             },
         );
         let nodes: Api<Node> = Api::all(client);
-        set_ready(&nodes, "n1", false, &CancellationToken::new()).await;
+        set_status(&nodes, "n1", Some(false), None, &CancellationToken::new()).await;
         let node = nodes.get_status("n1").await.unwrap();
         let ready = node
             .status
@@ -181,5 +214,82 @@ mod tests {
             .map(|c| c.status);
         assert_eq!(ready.as_deref(), Some("False"));
         assert_eq!(server.controls().counts().get("update", "nodes/status"), 3);
+    }
+
+    /// A whole update on the simulated machine: the boot id the Node reports is the fake
+    /// host's at start, and a new one after the reboot, as a kubelet reports it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_node_reports_a_new_boot_id_after_each_simulated_reboot() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let server = Server::start_tls(new_store(), 0).await.unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        let client = Client::try_from(crate::client_config(cfg)).unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in machineos_api::crds() {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let mcs: Api<machineos_api::v1::MachineConfig> = Api::all(client.clone());
+        let mc = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "rendered-worker-1"},
+            "spec": {"config": {"ignition": {"version": "3.5.0"}}},
+        }))
+        .unwrap();
+        mcs.create(&PostParams::default(), &mc).await.unwrap();
+        ensure_node(server.shared(), "n1").unwrap();
+        let image = format!("registry.example.com/os@sha256:{}", "1".repeat(64));
+        let nodes: Api<Node> = Api::all(client.clone());
+        nodes
+            .patch(
+                "n1",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                    vocab::DESIRED_CONFIG: "rendered-worker-1",
+                    vocab::DESIRED_IMAGE: image,
+                }}})),
+            )
+            .await
+            .unwrap();
+        let mut opts = AgentOptions::new("n1", "machineos");
+        opts.resync = Duration::from_millis(200);
+        let shutdown = CancellationToken::new();
+        let machine = tokio::spawn(run_simulated(
+            client.clone(),
+            opts,
+            Duration::from_millis(100),
+            shutdown.clone(),
+        ));
+        let boot_id = |n: &Node| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.boot_id.clone())
+                .unwrap_or_default()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let n = nodes.get_status("n1").await.unwrap();
+            let id = boot_id(&n);
+            if !id.is_empty() && seen.last() != Some(&id) {
+                seen.push(id.clone());
+            }
+            let done = n.annotations().get(vocab::CURRENT_IMAGE) == Some(&image);
+            if done && id == "boot-1" {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "boot ids seen {seen:?}, annotations {:?}",
+                n.annotations()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen.first().map(String::as_str), Some("boot-0"), "{seen:?}");
+        shutdown.cancel();
+        let _ = machine.await;
     }
 }
