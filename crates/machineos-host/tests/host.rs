@@ -359,6 +359,66 @@ fn rpm_ostree_status_of_the_real_shape() {
 }
 
 #[test]
+fn rpm_ostree_status_of_its_own_fixtures() {
+    // (fixture, booted, staged, rollback, pulled) as HostStatus reports them.
+    type Row<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        &'a [&'a str],
+    );
+    let rows: [Row; 4] = [
+        // Signed transport, a tag: the repository at the digest rpm-ostree reports.
+        (
+            include_str!("fixtures/rpm-ostree/zincati-container-booted.json"),
+            Some(
+                "quay.io/fedora/fedora-coreos@sha256:ca99893c80a7b84dd84d4143bd27538207c2f38ab6647a58d9c8caa251f9a087",
+            ),
+            None,
+            None,
+            &[],
+        ),
+        // `ostree-remote-image:<remote>:registry:…`: remote and transport dropped.
+        (
+            include_str!("fixtures/rpm-ostree/zincati-oci-remote-image.json"),
+            Some(
+                "quay.io/fedora/fedora-coreos@sha256:c4a15145a232d882ccf2ed32d22c06c01a7cf62317eb966a98340ae4bd56dfa6",
+            ),
+            None,
+            None,
+            &[],
+        ),
+        // What the MCO and machineos rebase to.
+        (
+            include_str!("fixtures/rpm-ostree/rpmostree-client-oci-deployment.json"),
+            Some(
+                "quay.io/fedora/fedora-coreos@sha256:d12dd2fcb57ecfde0941be604f4dcd43ce0409b86e5ee4e362184c802b80fb84",
+            ),
+            None,
+            None,
+            &[],
+        ),
+        // Plain ostree commits, one staged (finalization-locked) over the booted one: no
+        // image anywhere — a node not yet on any container image.
+        (
+            include_str!("fixtures/rpm-ostree/zincati-staged.json"),
+            None,
+            None,
+            None,
+            &[],
+        ),
+    ];
+    for (i, (json, booted, staged, rollback, pulled)) in rows.into_iter().enumerate() {
+        let hs = rpm_ostree::parse_status(json).unwrap_or_else(|e| panic!("fixture {i}: {e}"));
+        assert_eq!(hs.booted.as_deref(), booted, "fixture {i}");
+        assert_eq!(hs.staged.as_deref(), staged, "fixture {i}");
+        assert_eq!(hs.rollback.as_deref(), rollback, "fixture {i}");
+        assert_eq!(hs.pulled, pulled, "fixture {i}");
+    }
+}
+
+#[test]
 fn rpm_ostree_status_details() {
     // Digest member missing: the reference's digest; finalization-locked: pulled.
     let json = r#"{"deployments":[
