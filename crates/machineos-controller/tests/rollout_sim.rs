@@ -745,6 +745,40 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         12,
         "{plan:?}"
     );
+    // The MachineOSImage says what moving the rest onto it costs, node by node (by the MCO's
+    // default policies: the cluster serves no MachineConfiguration).
+    let left = 12 - plan.updated.len();
+    let images = c
+        .until(&kinds::image(), "the image's disruption", |l| {
+            l.iter().any(|i| {
+                i.data["status"]["disruption"]["nodes"]
+                    .as_array()
+                    .is_some_and(|n| {
+                        n.iter()
+                            .map(|c| c["count"].as_i64().unwrap_or(0))
+                            .sum::<i64>()
+                            == left as i64
+                    })
+            })
+        })
+        .await;
+    let d = images
+        .iter()
+        .map(|i| &i.data["status"]["disruption"])
+        .find(|d| d.is_object())
+        .unwrap();
+    assert_eq!(d["policies"], "the MCO's defaults", "{d}");
+    assert_eq!(d["actedOn"], false, "{d}");
+    let classes = [
+        "None",
+        "Reload",
+        "Restart",
+        "DaemonReload",
+        "Drain",
+        "SoftReboot",
+        "Reboot",
+    ];
+    assert!(classes.contains(&d["class"].as_str().unwrap()), "{d}");
     // `machineos rollout status` while paused: not done, not halted, paused.
     let st = machineos_controller::rollout::status_from_cluster(&c.client, NS, "worker", 0)
         .await
@@ -1072,6 +1106,11 @@ async fn a_multi_arch_image_rolls_onto_amd64_and_arm64_hosts_that_report_their_m
         .map(|e| format!("{:?}", e.note))
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
+    // Every node runs the image: nothing is left to cost, the record goes.
+    c.until(&kinds::image(), "no disruption left on the image", |l| {
+        !l.is_empty() && l.iter().all(|i| i.data["status"]["disruption"].is_null())
+    })
+    .await;
     fleet.shutdown().await;
     controller.stop().await;
 }

@@ -84,6 +84,11 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
         &["list", "watch", "create", "patch"],
     ),
     ("", "nodes", &["list", "watch", "patch"]),
+    (
+        "operator.openshift.io",
+        "machineconfigurations:cluster",
+        &["get"],
+    ),
     ("events.k8s.io", "events", &["create", "patch"]),
 ];
 

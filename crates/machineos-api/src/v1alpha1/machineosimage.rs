@@ -154,6 +154,46 @@ pub struct MachineOSImageStatus {
         transform = metav1_conditions
     )]
     pub conditions: Vec<Condition>,
+
+    /// disruption is what moving the pool's nodes that do not run the image yet onto it
+    /// costs them, by the node disruption policies (the MCO's rules): the strongest class
+    /// and how many nodes take each. Absent when no node is left to move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImageDisruption")]
+    pub disruption: Option<ImageDisruption>,
+}
+
+/// What moving onto an image costs the nodes still to move.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageDisruption {
+    /// class is the strongest over the nodes: `None`, `Reload`, `Restart`, `DaemonReload`,
+    /// `Drain`, `SoftReboot` or `Reboot`.
+    #[schemars(extend("enum" = ["None", "Reload", "Restart", "DaemonReload", "Drain", "SoftReboot", "Reboot"]))]
+    pub class: String,
+    /// nodes counts the nodes still to move by class.
+    #[schemars(
+        length(max = 7),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["class"])
+    )]
+    pub nodes: Vec<ClassCount>,
+    /// policies says where the node disruption policies came from: the cluster's
+    /// `MachineConfiguration` object `cluster`, or the MCO's defaults.
+    #[schemars(length(max = 64))]
+    pub policies: String,
+    /// actedOn is false while the node agent still drains and reboots for every change.
+    pub acted_on: bool,
+}
+
+/// How many nodes take one disruption class.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ClassCount {
+    /// class, as in `ImageDisruption.class`.
+    #[schemars(extend("enum" = ["None", "Reload", "Restart", "DaemonReload", "Drain", "SoftReboot", "Reboot"]))]
+    pub class: String,
+    /// count of nodes.
+    #[schemars(range(min = 0))]
+    pub count: i64,
 }
 
 impl MachineOSImageSpec {

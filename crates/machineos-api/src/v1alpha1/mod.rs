@@ -15,5 +15,6 @@ pub use machineimage::{
     MachineImage, MachineImageSpec, MachineImageSpecError, MachineImageStatus, NodeTarget,
 };
 pub use machineosimage::{
-    ArchitectureManifest, MachineOSImage, MachineOSImageSpec, MachineOSImageStatus,
+    ArchitectureManifest, ClassCount, ImageDisruption, MachineOSImage, MachineOSImageSpec,
+    MachineOSImageStatus,
 };

@@ -104,6 +104,7 @@ pub async fn execute(
     s: &Snapshot,
     o: &machineos_rollout::Observed,
     d: &Decision,
+    costs: &BTreeMap<String, Option<machineos_api::v1alpha1::ImageDisruption>>,
 ) -> Executed {
     let mut out = Executed::default();
     let nodes: kube::Api<Node> = kube::Api::all(client.clone());
@@ -292,7 +293,14 @@ pub async fn execute(
             });
             if let Some(m) = found {
                 let status = m.data.get("status").cloned().unwrap_or_else(|| json!({}));
-                if conditions_change(&status, conds) {
+                // What the nodes still to move cost (none left: the field goes).
+                let cost = costs
+                    .get(&r.pool)
+                    .cloned()
+                    .flatten()
+                    .and_then(|c| serde_json::to_value(c).ok());
+                let cost_changes = status.get("disruption") != cost.as_ref();
+                if conditions_change(&status, conds) || cost_changes {
                     let conds = conds.clone();
                     let generation = m.metadata.generation;
                     let result = api::edit_status(
@@ -301,6 +309,14 @@ pub async fn execute(
                         format!("MachineOSImage {}", m.name_any()),
                         move |_, status| {
                             set_conditions(status, &conds, generation);
+                            match &cost {
+                                Some(c) => status["disruption"] = c.clone(),
+                                None => {
+                                    if let Some(o) = status.as_object_mut() {
+                                        o.remove("disruption");
+                                    }
+                                }
+                            }
                             true
                         },
                     )

@@ -4,8 +4,10 @@
 //!
 //! * **observe** — `observe` (pure), on a blocking thread;
 //! * **decide** — [`machineos_rollout::decide()`] (pure);
-//! * **execute** — `execute`: node annotations, MachineConfigNodes, statuses, Events;
-//!   and before it `secrets`: the agents' copy of the MachineImages' pull Secrets.
+//! * **execute** — `execute`: node annotations, MachineConfigNodes, statuses (with what
+//!   moving onto each pool's image costs its nodes, [`disruption`], pure, on the same
+//!   blocking thread as observe), Events; and before it `secrets`: the agents' copy of the
+//!   MachineImages' pull Secrets.
 //!
 //! **Expectations.** What this controller just wrote (node annotations, MachineConfigNodes)
 //! must be in the cache before the next decision, or that decision would count a targeted
@@ -13,6 +15,7 @@
 //! pass waits (stale expectations are dropped after 10 s). Time-dependent (the soak), so a
 //! pass asks to come back when the next soaking node's slot frees.
 
+pub mod disruption;
 pub(crate) mod execute;
 pub(crate) mod observe;
 mod plan;
@@ -41,6 +44,8 @@ pub(crate) struct RolloutController {
     expected: HashMap<String, (BTreeMap<&'static str, Option<String>>, Instant)>,
     /// MachineConfigNodes just created, until the cache shows them.
     mcn_expected: HashMap<String, Instant>,
+    /// The node disruption policies last read (see [`disruption`]).
+    policies: Option<disruption::Policies>,
 }
 
 impl RolloutController {
@@ -82,19 +87,30 @@ impl RolloutController {
         }
         let now = api::now();
         let (controller_node, min_ready) = (cx.opts.node_name.clone(), cx.opts.min_ready_seconds);
+        if !self
+            .policies
+            .as_ref()
+            .is_some_and(disruption::Policies::fresh)
+        {
+            self.policies = Some(disruption::Policies::read(cx.client).await);
+        }
+        let policies = self.policies.clone();
         let (s, lifecycle) = (s.clone(), lifecycle.clone());
         let decided = tokio::task::spawn_blocking(move || {
             let o = observe::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
             let d = machineos_rollout::decide(&o, now);
-            (s, o, d)
+            let costs = policies
+                .map(|p| disruption::for_pools(&s, &o, &p))
+                .unwrap_or_default();
+            (s, o, d, costs)
         })
         .await;
-        let Ok((s, o, d)) = decided else {
+        let Ok((s, o, d, costs)) = decided else {
             return requeue;
         };
         // The pull credentials a node will be told to use are in the agents' copy first.
         let copied = secrets::sync(cx.client, &s).await;
-        let mut done = execute::execute(cx.client, cx.events, &s, &o, &d).await;
+        let mut done = execute::execute(cx.client, cx.events, &s, &o, &d, &costs).await;
         if let Err(e) = copied {
             done.failures.push(e);
         }
