@@ -19,7 +19,10 @@
 //!   `acquireTime` is kept across renewals.
 //! * On graceful shutdown (the [`CancellationToken`]) a leader first publishes `false`, then
 //!   releases the Lease as client-go's `ReleaseOnCancel` does (`holderIdentity` cleared,
-//!   `leaseDurationSeconds: 1`), so a standby takes over at its next attempt. A task that is
+//!   `leaseDurationSeconds: 1`), so a standby takes over at its next attempt. A renewal the
+//!   shutdown cut off may have reached the server: the release then conflicts, and is made
+//!   again on the Lease as it is while I still hold it (never when another replica does).
+//!   A task that is
 //!   aborted or panics releases nothing (the standby waits out the lease), and its
 //!   [`Leadership`] then reads `false` (the channel closed).
 //! * The decision — given the observed Lease, my identity and the local elapsed times —
@@ -403,21 +406,47 @@ impl Elector {
         let Some(mut lease) = self.last_written.take().filter(|_| was_leading) else {
             return;
         };
-        let stamp = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
-        lease.spec = Some(LeaseSpec {
-            holder_identity: None,
-            lease_duration_seconds: Some(1),
-            acquire_time: Some(stamp.clone()),
-            renew_time: Some(stamp),
-            lease_transitions: transitions,
-            ..LeaseSpec::default()
-        });
         let name = self.cfg.lease_name.clone();
-        let pp = PostParams::default();
-        let put = self.api.replace(&name, &pp, &lease);
-        match tokio::time::timeout(self.cfg.renew_deadline, put).await {
-            Ok(Ok(_)) => tracing::info!(lease = %name, "released the Lease"),
+        let me = self.cfg.identity.clone();
+        let api = self.api.clone();
+        // A renewal cut off by the shutdown may have reached the server after all: then the
+        // Lease is newer than my last write, the release conflicts, and it is made again on
+        // the Lease as it is — as long as I still hold it (a few times at most).
+        let release = async move {
+            for _ in 0..3 {
+                let stamp = MicroTime(k8s_openapi::jiff::Timestamp::now());
+                let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
+                lease.spec = Some(LeaseSpec {
+                    holder_identity: None,
+                    lease_duration_seconds: Some(1),
+                    acquire_time: Some(stamp.clone()),
+                    renew_time: Some(stamp),
+                    lease_transitions: transitions,
+                    ..LeaseSpec::default()
+                });
+                match api.replace(&name, &PostParams::default(), &lease).await {
+                    Ok(_) => return Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        let Some(now) = api.get_opt(&name).await? else {
+                            return Ok(false);
+                        };
+                        let holder = now.spec.as_ref().and_then(|s| s.holder_identity.clone());
+                        if holder.as_deref() != Some(me.as_str()) {
+                            return Ok(false);
+                        }
+                        lease = now;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(false)
+        };
+        let name = &self.cfg.lease_name;
+        match tokio::time::timeout(self.cfg.renew_deadline, release).await {
+            Ok(Ok(true)) => tracing::info!(lease = %name, "released the Lease"),
+            Ok(Ok(false)) => {
+                tracing::info!(lease = %name, "the Lease is no longer mine to release")
+            }
             Ok(Err(e)) => tracing::warn!(lease = %name, error = %e, "could not release the Lease"),
             Err(_) => tracing::warn!(lease = %name, "releasing the Lease timed out"),
         }

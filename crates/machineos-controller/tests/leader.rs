@@ -242,3 +242,62 @@ async fn a_leader_that_cannot_renew_steps_down_and_recovers() {
     assert_eq!(holder(&l), None);
     assert_eq!(l.spec.as_ref().unwrap().lease_duration_seconds, Some(1));
 }
+
+/// A renewal the server stored but whose answer the shutdown cut off leaves the Lease newer
+/// than the leader's last write: its release conflicts, and is made again on the Lease as it
+/// is, since the leader still holds it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_after_a_renewal_it_did_not_see_still_releases() {
+    let (_s, c) = setup().await;
+    let slow = LeaderConfig {
+        lease_duration: Duration::from_secs(600),
+        retry_period: Duration::from_secs(600),
+        ..cfg("a")
+    };
+    let a = candidate(&c, slow);
+    eventually_leads(&a).await;
+    // The unseen renewal: the same holder, a new renewTime and resourceVersion.
+    let api = Api::<Lease>::namespaced(c.clone(), NS);
+    let mut l = lease(&c).await;
+    if let Some(spec) = l.spec.as_mut() {
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    }
+    api.replace(leader::DEFAULT_LEASE_NAME, &PostParams::default(), &l)
+        .await
+        .unwrap();
+    a.shutdown.cancel();
+    tokio::time::timeout(EVENTUALLY, a.task)
+        .await
+        .expect("the election task did not stop")
+        .unwrap();
+    assert_eq!(holder(&lease(&c).await), None, "released");
+}
+
+/// Someone else took the Lease meanwhile: the leader's release leaves it alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_never_clears_another_holder() {
+    let (_s, c) = setup().await;
+    let slow = LeaderConfig {
+        lease_duration: Duration::from_secs(600),
+        retry_period: Duration::from_secs(600),
+        ..cfg("a")
+    };
+    let a = candidate(&c, slow);
+    eventually_leads(&a).await;
+    let api = Api::<Lease>::namespaced(c.clone(), NS);
+    let mut l = lease(&c).await;
+    if let Some(spec) = l.spec.as_mut() {
+        spec.holder_identity = Some("intruder".into());
+    }
+    api.replace(leader::DEFAULT_LEASE_NAME, &PostParams::default(), &l)
+        .await
+        .unwrap();
+    a.shutdown.cancel();
+    tokio::time::timeout(EVENTUALLY, a.task)
+        .await
+        .expect("the election task did not stop")
+        .unwrap();
+    assert_eq!(holder(&lease(&c).await).as_deref(), Some("intruder"));
+}
