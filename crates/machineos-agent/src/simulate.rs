@@ -185,8 +185,8 @@ mod tests {
     use machineos_kubetest::hooks::ensure_node;
     use machineos_kubetest::http::{Server, new_store};
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_ready_write_that_conflicts_is_made_again() {
+    /// The test API server and an agent's client of it.
+    async fn server_and_client() -> (Server, Client) {
         let server = Server::start_tls(new_store(), 0).await.unwrap();
         let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
         let cfg =
@@ -194,6 +194,12 @@ mod tests {
                 .await
                 .unwrap();
         let client = Client::try_from(crate::client_config(cfg)).unwrap();
+        (server, client)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ready_write_that_conflicts_is_made_again() {
+        let (server, client) = server_and_client().await;
         ensure_node(server.shared(), "n1").unwrap();
         // The next two status writes lose to a concurrent writer.
         server.controls().fail_next(
@@ -221,13 +227,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_node_reports_a_new_boot_id_after_each_simulated_reboot() {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        let server = Server::start_tls(new_store(), 0).await.unwrap();
-        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-        let cfg =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .unwrap();
-        let client = Client::try_from(crate::client_config(cfg)).unwrap();
+        let (server, client) = server_and_client().await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in machineos_api::crds() {
             crds.create(&PostParams::default(), &crd).await.unwrap();

@@ -243,35 +243,58 @@ async fn a_leader_that_cannot_renew_steps_down_and_recovers() {
     assert_eq!(l.spec.as_ref().unwrap().lease_duration_seconds, Some(1));
 }
 
+/// A sole leader that renews rarely (nothing it does races the test's own writes), once it
+/// leads.
+async fn rare_renewer(c: &Client) -> Candidate {
+    let slow = LeaderConfig {
+        lease_duration: Duration::from_secs(600),
+        retry_period: Duration::from_secs(600),
+        ..cfg("a")
+    };
+    let a = candidate(c, slow);
+    eventually_leads(&a).await;
+    a
+}
+
+/// The Lease written behind the leader's back, changed by `f`.
+async fn rewrite_lease(
+    c: &Client,
+    f: impl FnOnce(&mut k8s_openapi::api::coordination::v1::LeaseSpec),
+) {
+    let mut l = lease(c).await;
+    if let Some(spec) = l.spec.as_mut() {
+        f(spec);
+    }
+    Api::<Lease>::namespaced(c.clone(), NS)
+        .replace(leader::DEFAULT_LEASE_NAME, &PostParams::default(), &l)
+        .await
+        .unwrap();
+}
+
+/// Shut `a` down gracefully and wait for its election task to end.
+async fn shut_down(a: Candidate) {
+    a.shutdown.cancel();
+    tokio::time::timeout(EVENTUALLY, a.task)
+        .await
+        .expect("the election task did not stop")
+        .unwrap();
+}
+
 /// A renewal the server stored but whose answer the shutdown cut off leaves the Lease newer
 /// than the leader's last write: its release conflicts, and is made again on the Lease as it
 /// is, since the leader still holds it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_after_a_renewal_it_did_not_see_still_releases() {
     let (_s, c) = setup().await;
-    let slow = LeaderConfig {
-        lease_duration: Duration::from_secs(600),
-        retry_period: Duration::from_secs(600),
-        ..cfg("a")
-    };
-    let a = candidate(&c, slow);
-    eventually_leads(&a).await;
+    let a = rare_renewer(&c).await;
     // The unseen renewal: the same holder, a new renewTime and resourceVersion.
-    let api = Api::<Lease>::namespaced(c.clone(), NS);
-    let mut l = lease(&c).await;
-    if let Some(spec) = l.spec.as_mut() {
+    rewrite_lease(&c, |spec| {
         spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
             k8s_openapi::jiff::Timestamp::now(),
         ));
-    }
-    api.replace(leader::DEFAULT_LEASE_NAME, &PostParams::default(), &l)
-        .await
-        .unwrap();
-    a.shutdown.cancel();
-    tokio::time::timeout(EVENTUALLY, a.task)
-        .await
-        .expect("the election task did not stop")
-        .unwrap();
+    })
+    .await;
+    shut_down(a).await;
     assert_eq!(holder(&lease(&c).await), None, "released");
 }
 
@@ -279,25 +302,8 @@ async fn a_release_after_a_renewal_it_did_not_see_still_releases() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_never_clears_another_holder() {
     let (_s, c) = setup().await;
-    let slow = LeaderConfig {
-        lease_duration: Duration::from_secs(600),
-        retry_period: Duration::from_secs(600),
-        ..cfg("a")
-    };
-    let a = candidate(&c, slow);
-    eventually_leads(&a).await;
-    let api = Api::<Lease>::namespaced(c.clone(), NS);
-    let mut l = lease(&c).await;
-    if let Some(spec) = l.spec.as_mut() {
-        spec.holder_identity = Some("intruder".into());
-    }
-    api.replace(leader::DEFAULT_LEASE_NAME, &PostParams::default(), &l)
-        .await
-        .unwrap();
-    a.shutdown.cancel();
-    tokio::time::timeout(EVENTUALLY, a.task)
-        .await
-        .expect("the election task did not stop")
-        .unwrap();
+    let a = rare_renewer(&c).await;
+    rewrite_lease(&c, |spec| spec.holder_identity = Some("intruder".into())).await;
+    shut_down(a).await;
     assert_eq!(holder(&lease(&c).await).as_deref(), Some("intruder"));
 }

@@ -221,6 +221,23 @@ fn bootc_status_of_the_real_shape() {
     assert_eq!(hs.staged, st.staged.map(|e| e.image));
 }
 
+/// Each fixture (JSON, booted, staged, rollback, pulled) parsed by `parse` gives that
+/// HostStatus; none keeps an index reference (their references name tags or manifests).
+#[allow(clippy::type_complexity)]
+fn assert_status_rows(
+    rows: &[(&str, Option<&str>, Option<&str>, Option<&str>, &[&str])],
+    parse: impl Fn(&str) -> Result<machineos_host::HostStatus, HostError>,
+) {
+    for (i, (json, booted, staged, rollback, pulled)) in rows.iter().enumerate() {
+        let hs = parse(json).unwrap_or_else(|e| panic!("fixture {i}: {e}"));
+        assert_eq!(hs.booted.as_deref(), *booted, "fixture {i}");
+        assert_eq!(hs.staged.as_deref(), *staged, "fixture {i}");
+        assert_eq!(hs.rollback.as_deref(), *rollback, "fixture {i}");
+        assert_eq!(hs.pulled, *pulled, "fixture {i}");
+        assert!(hs.references.is_empty(), "fixture {i}: {:?}", hs.references);
+    }
+}
+
 #[test]
 fn bootc_status_of_bootcs_own_fixtures() {
     // (fixture, booted, staged, rollback, pulled) as HostStatus reports them.
@@ -276,17 +293,9 @@ fn bootc_status_of_bootcs_own_fixtures() {
             &[],
         ),
     ];
-    for (i, (json, booted, staged, rollback, pulled)) in rows.into_iter().enumerate() {
-        let hs = bootc::parse_status(json)
-            .unwrap_or_else(|e| panic!("fixture {i}: {e}"))
-            .host_status();
-        assert_eq!(hs.booted.as_deref(), booted, "fixture {i}");
-        assert_eq!(hs.staged.as_deref(), staged, "fixture {i}");
-        assert_eq!(hs.rollback.as_deref(), rollback, "fixture {i}");
-        assert_eq!(hs.pulled, pulled, "fixture {i}");
-        // A tag reference is not an index: no reference kept.
-        assert!(hs.references.is_empty(), "fixture {i}: {:?}", hs.references);
-    }
+    assert_status_rows(&rows, |json| {
+        bootc::parse_status(json).map(|s| s.host_status())
+    });
 }
 
 #[test]
@@ -409,13 +418,7 @@ fn rpm_ostree_status_of_its_own_fixtures() {
             &[],
         ),
     ];
-    for (i, (json, booted, staged, rollback, pulled)) in rows.into_iter().enumerate() {
-        let hs = rpm_ostree::parse_status(json).unwrap_or_else(|e| panic!("fixture {i}: {e}"));
-        assert_eq!(hs.booted.as_deref(), booted, "fixture {i}");
-        assert_eq!(hs.staged.as_deref(), staged, "fixture {i}");
-        assert_eq!(hs.rollback.as_deref(), rollback, "fixture {i}");
-        assert_eq!(hs.pulled, pulled, "fixture {i}");
-    }
+    assert_status_rows(&rows, rpm_ostree::parse_status);
 }
 
 #[test]
