@@ -30,6 +30,7 @@ fn main() {
             paused: false,
             max_unavailable: Some(MaxUnavailable::Percent(10)),
             min_ready_seconds: 30,
+            max_staging: None,
             conditions: BTreeMap::new(),
         }],
         nodes: (0..n)

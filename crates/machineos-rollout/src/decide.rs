@@ -29,7 +29,9 @@
 //!   candidates, and the condition says so: the way out is always a new image.
 //! * **Staging**: every node a (running) rollout targets and that does not run its image yet
 //!   gets [`vocab::STAGE_IMAGE`] at once, whatever its turn; the agent pulls it without
-//!   disruption. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
+//!   disruption. A pool's [`vocab::MAX_STAGING`] paces it: at most that many nodes pulling at
+//!   once (a count or a percentage, at least 1), in rollout order, so the next batches are
+//!   staged first and a pool does not pull all at once. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
 //! * **Multi-architecture images**: hosts report the manifest they booted, not the index
 //!   `desiredImage` names. Every node whose `desiredImage` or [`vocab::STAGE_IMAGE`] (as this
 //!   pass leaves them) is an index a MachineOSImage records gets those indexes'
@@ -358,6 +360,51 @@ pub fn pick(
     picked
 }
 
+/// Which of a pool's `driven` nodes are to stage `img` now: every one not running it, or —
+/// with `max_staging` — at most that many (scaled over the pool's `members`, at least 1)
+/// pulling at once, in rollout order ([`order_key`]), so the next batches are always the
+/// ones staged. A node already told to stage it, or targeted at it, keeps it (its pull is
+/// under way, or done: `machineos.io/staged-image` says so) and counts while it pulls.
+/// An invalid `max_staging` paces nothing.
+fn staging(
+    views: &[NodeView<'_>],
+    driven: &[usize],
+    img: &str,
+    max_staging: Option<MaxUnavailable>,
+    members: usize,
+    controller: Option<&str>,
+) -> BTreeSet<usize> {
+    let mut need: Vec<usize> = driven
+        .iter()
+        .copied()
+        .filter(|&i| views[i].node.annotations.current_image.as_deref() != Some(img))
+        .collect();
+    let limit = match max_staging {
+        None | Some(MaxUnavailable::Invalid) => return need.into_iter().collect(),
+        Some(m) => MaxUnavailable::scaled(Some(m), members).max(1),
+    };
+    let given = |i: usize| {
+        let a = &views[i].node.annotations;
+        a.stage_image.as_deref() == Some(img) || a.desired_image.as_deref() == Some(img)
+    };
+    let pulled = |i: usize| views[i].node.annotations.staged_image.as_deref() == Some(img);
+    let pulling = need.iter().filter(|&&i| given(i) && !pulled(i)).count();
+    let mut room = limit.saturating_sub(pulling);
+    need.sort_by(|&a, &b| {
+        order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
+    });
+    let mut out = BTreeSet::new();
+    for i in need {
+        if given(i) {
+            out.insert(i);
+        } else if room > 0 {
+            room -= 1;
+            out.insert(i);
+        }
+    }
+    out
+}
+
 /// The config a MachineImage's node keeps: its desired one, else its current one, else
 /// its pool's (a MachineImage moves the image only, so no config-only reboot follows).
 fn kept_config(v: &NodeView<'_>, o: &Observed) -> Option<String> {
@@ -622,8 +669,15 @@ impl Pass<'_> {
         let halted = !failed.is_empty();
         let mut targeted = Vec::new();
         if let (Some(img), false, false) = (image, p.paused, halted) {
+            let stage = staging(
+                views,
+                &driven,
+                img,
+                p.max_staging,
+                members.len(),
+                controller,
+            );
             for &i in &driven {
-                let a = &views[i].node.annotations;
                 let w = &mut want[i];
                 // Mid-update (e.g. its MachineImage just deleted), the node may still need the
                 // secret it is pulling with.
@@ -632,7 +686,7 @@ impl Pass<'_> {
                 }
                 w.insert(
                     vocab::STAGE_IMAGE,
-                    (a.current_image.as_deref() != Some(img)).then(|| img.to_owned()),
+                    stage.contains(&i).then(|| img.to_owned()),
                 );
             }
             let cands: Vec<usize> = driven

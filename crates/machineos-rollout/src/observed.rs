@@ -31,6 +31,25 @@ impl MaxUnavailable {
     pub const INVALID: &str =
         "spec.maxUnavailable is not a non-negative integer or percentage (\"25%\")";
 
+    /// Parse an annotation's text: `3` or `25%`; anything else is
+    /// [`MaxUnavailable::Invalid`].
+    pub fn parse_text(s: &str) -> MaxUnavailable {
+        let s = s.trim();
+        match s.strip_suffix('%') {
+            Some(p) => p
+                .parse()
+                .ok()
+                .filter(|p: &i64| *p >= 0)
+                .map(MaxUnavailable::Percent),
+            None => s
+                .parse()
+                .ok()
+                .filter(|c: &i64| *c >= 0)
+                .map(MaxUnavailable::Count),
+        }
+        .unwrap_or(MaxUnavailable::Invalid)
+    }
+
     /// Parse the int-or-string form (`2`, `"10%"`); anything else set is
     /// [`MaxUnavailable::Invalid`]; `null` is `None` (the default, 1).
     pub fn parse(v: &serde_json::Value) -> Option<MaxUnavailable> {
@@ -123,6 +142,9 @@ pub struct PoolObserved {
     pub max_unavailable: Option<MaxUnavailable>,
     /// How long a node must have been Ready after its update before its slot frees.
     pub min_ready_seconds: i64,
+    /// `machineos.io/max-staging`: how many of its nodes may pull the image ahead of their
+    /// turn at once (a count or a percentage of its members, at least 1); `None`: all.
+    pub max_staging: Option<MaxUnavailable>,
     /// The statuses of its conditions now (type → True/False), so Events fire on change
     /// and `Degraded` aggregates `RenderDegraded` and `ImageBuildDegraded`.
     pub conditions: BTreeMap<String, bool>,

@@ -809,3 +809,70 @@ fn a_multi_arch_image_passes_its_manifests_with_the_desired_and_stage_image() {
             .all(|p| !p.annotations.contains_key(vocab::IMAGE_MANIFESTS))
     );
 }
+
+/// The nodes told to stage `NEW` after `o`'s decision, in name order.
+fn staging_of(o: &Observed) -> Vec<String> {
+    o.nodes
+        .iter()
+        .filter(|n| n.annotations.stage_image.as_deref() == Some(NEW))
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+#[test]
+fn paced_staging_pulls_at_most_max_staging_at_once_in_rollout_order() {
+    // Six nodes in zones b, a, c, b, a, c (created newest last); one moves at a time.
+    let mut o = cluster(6, Some(MaxUnavailable::Count(1)));
+    o.pools[0].max_staging = Some(MaxUnavailable::Count(2));
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    // Rollout order: zone a (n04 before n01: created 100 - i, so n04 is the older), then b
+    // (n03, n00), then c (n05, n02). The targeted node pulls as it deploys, and counts: one
+    // more stages.
+    let targeted: Vec<&str> = o
+        .nodes
+        .iter()
+        .filter(|n| n.annotations.desired_image.as_deref() == Some(NEW))
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(targeted, ["n04"], "zone a, oldest first");
+    assert_eq!(staging_of(&o), ["n01", "n04"], "the next in order stages");
+    // Nothing more while both pull.
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    assert_eq!(staging_of(&o), ["n01", "n04"]);
+    // n01 has pulled: the next one in order (zone b's oldest, n03) starts.
+    o.nodes[1].annotations.staged_image = Some(NEW.into());
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    assert_eq!(staging_of(&o), ["n01", "n03", "n04"]);
+}
+
+#[test]
+fn max_staging_as_a_percentage_invalid_or_absent() {
+    for (max, want) in [
+        // 50 % of 6.
+        (Some(MaxUnavailable::Percent(50)), 3),
+        // Rounded down, but at least one.
+        (Some(MaxUnavailable::Percent(1)), 1),
+        (Some(MaxUnavailable::Count(0)), 1),
+        // Invalid or absent: no pacing, everyone stages.
+        (Some(MaxUnavailable::Invalid), 6),
+        (None, 6),
+    ] {
+        let mut o = cluster(6, Some(MaxUnavailable::Count(1)));
+        o.pools[0].max_staging = max;
+        let d = decide(&o, NOW);
+        apply(&mut o, &d);
+        assert_eq!(staging_of(&o).len(), want, "{max:?}");
+    }
+    for (text, want) in [
+        ("3", MaxUnavailable::Count(3)),
+        (" 25% ", MaxUnavailable::Percent(25)),
+        ("-1", MaxUnavailable::Invalid),
+        ("x%", MaxUnavailable::Invalid),
+        ("", MaxUnavailable::Invalid),
+    ] {
+        assert_eq!(MaxUnavailable::parse_text(text), want, "{text:?}");
+    }
+}

@@ -28,6 +28,9 @@ pub const REASON: &str = "machineconfiguration.openshift.io/reason";
 pub const STAGE_IMAGE: &str = "machineos.io/stage-image";
 /// Node annotation (agent, machineos): the image (by digest) the node has pulled and staged.
 pub const STAGED_IMAGE: &str = "machineos.io/staged-image";
+/// Pool annotation: how many of its nodes may pull the pool's image ahead of their turn at
+/// once (`3`, `25%`); absent: all (paced staging).
+pub const MAX_STAGING: &str = "machineos.io/max-staging";
 /// Node annotation (controller, machineos): `namespace/name` of the Secret the agent pulls
 /// with (a MachineImage's `pullSecret`); absent: the agent's default pull secret. The agent
 /// does not read that Secret itself: it reads its copy, the key `name` of

@@ -180,6 +180,10 @@ pub fn observe(
                     .and_then(|v| v.parse::<i64>().ok())
                     .unwrap_or(min_ready_seconds)
                     .clamp(0, MAX_MIN_READY_SECONDS),
+                max_staging: p
+                    .annotations()
+                    .get(machineos_rollout::vocab::MAX_STAGING)
+                    .map(|v| MaxUnavailable::parse_text(v)),
                 conditions: condition_map(&v.status.conditions),
                 name,
             }

@@ -32,6 +32,7 @@ pub fn pool(max: Option<MaxUnavailable>, image: PoolImage) -> PoolObserved {
         paused: false,
         max_unavailable: max,
         min_ready_seconds: 0,
+        max_staging: None,
         conditions: BTreeMap::new(),
     }
 }
