@@ -205,29 +205,38 @@ fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
                 a.min_ready_seconds,
             )
             .await?;
+            // What the moves cost is extra: a reader who may not read MachineConfigs still
+            // gets the plan, with the reason in place of the costs.
             let disruption = machineos_controller::rollout::disruption_from_cluster(
                 &client,
                 &plan.config,
                 &moving(&plan),
             )
-            .await?;
+            .await;
             Ok::<_, String>((plan, disruption))
         })
         .map_err(anyhow::Error::msg)
         .context("rollout plan")?;
     if a.output == "json" {
         let mut v = serde_json::to_value(&plan)?;
-        let (d, source) = &disruption;
-        let mut dj = serde_json::to_value(d)?;
-        dj["policies"] = serde_json::json!(source);
-        // The agent does not act on it yet: every move drains and reboots.
-        dj["actedOn"] = serde_json::json!(false);
-        v["disruption"] = dj;
+        v["disruption"] = match &disruption {
+            Ok((d, source)) => {
+                let mut dj = serde_json::to_value(d)?;
+                dj["policies"] = serde_json::json!(source);
+                // The agent does not act on it yet: every move drains and reboots.
+                dj["actedOn"] = serde_json::json!(false);
+                dj
+            }
+            Err(e) => serde_json::json!({"error": e}),
+        };
         return crate::cli::emit(&serde_json::to_string_pretty(&v)?);
     }
     let mut out = text(&plan);
     out.push('\n');
-    out.push_str(&disruption_text(&disruption.0, &disruption.1));
+    match &disruption {
+        Ok((d, source)) => out.push_str(&disruption_text(d, source)),
+        Err(e) => out.push_str(&format!("disruption by policy: unknown ({e})")),
+    }
     crate::cli::emit(out.trim_end())
 }
 
