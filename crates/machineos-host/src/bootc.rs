@@ -19,7 +19,9 @@
 //!   /sysroot/ostree/repo ostree-unverified-registry:X` (`InternalsOpts::OstreeContainer` →
 //!   ostree-ext `ContainerImageOpts::Pull`; credentials from ostree's `/etc/ostree/auth.json`
 //!   or `/run/ostree/auth.json`). The image is kept under its ostree ref, no deployment is
-//!   written, and the `switch` that deploys it later finds its layers there. bootc's status
+//!   written, and the `switch` that deploys it later finds its layers there. The pull runs in
+//!   the idle I/O class (`ionice -c 3`; bootc imports in its own process), so staging ahead
+//!   of a node's turn yields the disk to its workloads. bootc's status
 //!   does not list pulled images, so successful pulls are recorded in
 //!   `<state_dir>/bootc-pulled` (the host's `/run`: cleared at boot) and reported in `pulled`,
 //!   as a download-only staged deployment made by someone else is.
@@ -231,7 +233,8 @@ impl Host for Bootc {
             return Ok(());
         }
         let imgref = format!("ostree-unverified-registry:{image}");
-        self.bootc(&[
+        // Ahead of the node's turn: in the idle I/O class (bootc pulls in its own process).
+        let args: Vec<String> = [
             "internals",
             "ostree-container",
             "image",
@@ -239,7 +242,10 @@ impl Host for Bootc {
             "--quiet",
             OSTREE_REPO,
             &imgref,
-        ])?;
+        ]
+        .map(String::from)
+        .to_vec();
+        self.runner.run_idle(&self.runner.tools.bootc, &args)?;
         self.pulled().add(image)
     }
 

@@ -24,6 +24,7 @@
 //!   it to finish, polling every [`Runner::poll`], instead of starting a second one, and
 //!   reports [`Ran::Waited`]: the unit's exit status is gone (`--collect`), so the caller
 //!   re-reads the host's status to learn whether it worked.
+//! * [`Runner::run_idle`] runs a program in the idle I/O class (`ionice -c 3`), for pulls.
 //! * Nothing here retries; [`crate::retry`] does, on transient errors only.
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,8 @@ pub struct Tools {
     pub systemctl: PathBuf,
     /// The reboot command and its arguments (`systemctl reboot`).
     pub reboot: Vec<String>,
+    /// `ionice` (util-linux), for pulls in the idle I/O class.
+    pub ionice: PathBuf,
 }
 
 impl Default for Tools {
@@ -61,6 +64,7 @@ impl Default for Tools {
             systemd_run: "systemd-run".into(),
             systemctl: "systemctl".into(),
             reboot: vec!["systemctl".into(), "reboot".into()],
+            ionice: "ionice".into(),
         }
     }
 }
@@ -188,6 +192,29 @@ impl Runner {
                 })
             }
         }
+    }
+
+    /// Run `prog args` as [`Runner::run`] does, in the idle I/O scheduling class (`ionice -c
+    /// 3`, inherited by what it starts): a pull ahead of a node's turn yields the disk to the
+    /// node's workloads. Errors name `prog`, not `ionice`.
+    pub fn run_idle(&self, prog: &Path, args: &[String]) -> Result<Output, HostError> {
+        let mut all: Vec<String> = vec!["-c".into(), "3".into(), prog.display().to_string()];
+        all.extend(args.iter().cloned());
+        self.run(&self.tools.ionice, &all).map_err(|e| match e {
+            HostError::Tool {
+                status,
+                stderr,
+                transient,
+                ..
+            } => HostError::Tool {
+                tool: prog.display().to_string(),
+                args: args.join(" "),
+                status,
+                stderr,
+                transient,
+            },
+            e => e,
+        })
     }
 
     /// Run `prog args` the way [`Runner::long_mode`] says.

@@ -65,6 +65,8 @@ impl Stand {
             systemd_run: tool("systemd-run"),
             reboot: vec![systemctl.display().to_string(), "reboot".into()],
             systemctl,
+            // The real one: the stand-ins record the I/O class they ran in.
+            ..Tools::default()
         };
         let s = Stand {
             _dir: dir,
@@ -490,6 +492,11 @@ fn bootc_pull_deploy_reboot() {
         ]
     );
     assert_eq!(st.get("repo_images").as_deref(), Some(B));
+    assert_eq!(
+        st.get("pull_ioclass").as_deref(),
+        Some("idle"),
+        "a pull ahead of the node's turn yields the disk"
+    );
     assert_eq!(st.get("staged"), None, "no deployment was written");
     let hs = h.status().unwrap();
     assert_eq!(hs.booted.as_deref(), Some(A));

@@ -64,6 +64,7 @@ impl Dirs {
             systemd_run: self.bin.join("systemd-run"),
             reboot: vec![systemctl.display().to_string(), "reboot".into()],
             systemctl,
+            ..Tools::default()
         }
     }
 
