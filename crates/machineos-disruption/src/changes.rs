@@ -11,6 +11,8 @@
 //! * **os**: the fields whose change needs the OS itself updated — `osImageURL`,
 //!   `kernelArguments`, `fips`, `kernelType` (empty and `default` equal), `extensions` — in
 //!   that order.
+//! * **registries_conf**: when `/etc/containers/registries.conf` is among the files, its
+//!   contents before and after (from `data:` URLs), for [`crate::registries`].
 //! * **other**: any other Ignition section that differs (`storage.directories`,
 //!   `storage.links`, `storage.disks`, `storage.filesystems`, `storage.raid`, `kernelArguments`
 //!   inside Ignition, …): the MCO refuses those as not reconcilable on a running node; here
@@ -55,6 +57,33 @@ pub struct ConfigChanges {
     pub os: Vec<OsChange>,
     /// Other Ignition sections that changed (`storage.links`, …).
     pub other: Vec<String>,
+    /// When `/etc/containers/registries.conf` changed: its contents before and after
+    /// (`None`: absent, or not a `data:` URL this reads), for the `Special` action's check.
+    #[serde(skip)]
+    pub registries_conf: Option<Contents>,
+}
+
+/// A changed file's contents before and after (`None`: absent, or not readable here).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contents {
+    /// Before.
+    pub before: Option<Vec<u8>>,
+    /// After.
+    pub after: Option<Vec<u8>>,
+}
+
+/// The path the MCO's `Special` policy action is for.
+pub const REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
+
+/// The contents of file `path` of a rendered config, when its source is a `data:` URL.
+fn file_contents(config: &serde_json::Map<String, Value>, path: &str) -> Option<Vec<u8>> {
+    let files = config.get("storage")?.get("files")?.as_array()?;
+    let f = files
+        .iter()
+        .rev()
+        .find(|f| f.get("path").and_then(Value::as_str) == Some(path))?;
+    let source = f.get("contents")?.get("source")?.as_str()?;
+    machineos_ignition::dataurl::decode(source).ok()
 }
 
 impl ConfigChanges {
@@ -146,12 +175,20 @@ impl ConfigChanges {
                 }
             }
         }
+        let registries_conf = files
+            .iter()
+            .any(|f| f == REGISTRIES_CONF)
+            .then(|| Contents {
+                before: file_contents(ca, REGISTRIES_CONF),
+                after: file_contents(cb, REGISTRIES_CONF),
+            });
         ConfigChanges {
             files,
             units,
             passwd,
             os,
             other,
+            registries_conf,
         }
     }
 }

@@ -17,8 +17,8 @@
 //!   (as the MCO runs them): any `Reboot` makes the result `[Reboot]`; `None`s among other
 //!   actions are dropped; only `None`s make `[None]`.
 //! * **Drain** ([`Outcome::drain`]): with `Reboot` or `Drain` in the result, or `Special`
-//!   (the MCO drains for a registries.conf change unless its TOML check finds it safe — not
-//!   done here: a `Special` always drains, the cautious side).
+//!   unless the registries.conf change is safe ([`crate::registries::is_safe_change`], the
+//!   MCO's TOML check; contents it cannot read are not safe).
 //! * **Class** ([`Class`]), the strongest of: `Reboot` with a reboot; `Drain` with a drain;
 //!   else `DaemonReload`, `Restart`, `Reload` (a `Special` is a CRI-O reload) by what the
 //!   list holds; else `None`.
@@ -177,9 +177,15 @@ pub fn decide(changes: &ConfigChanges, policies: &ClusterPolicies) -> Outcome {
     } else {
         actions = vec![Action::None];
     }
-    let drain = actions
-        .iter()
-        .any(|a| matches!(a, Action::Drain | Action::Special));
+    // `Special` drains unless the registries.conf change is a safe one.
+    let special_safe = changes.registries_conf.as_ref().is_some_and(|c| {
+        crate::registries::is_safe_change(c.before.as_deref(), c.after.as_deref())
+    });
+    let drain = actions.iter().any(|a| match a {
+        Action::Drain => true,
+        Action::Special => !special_safe,
+        _ => false,
+    });
     let class = if drain {
         Class::Drain
     } else {

@@ -12,6 +12,7 @@
 //! | [`changes`] | what changed between two rendered MachineConfigs: files, units, passwd, OS fields |
 //! | [`decide`](mod@decide) | the actions those changes need, whether the node drains, and the one [`Class`] a rollout schedules by |
 //! | [`nodes`] | a rollout's moves node by node, and the strongest class over them |
+//! | [`registries`] | whether a registries.conf change needs no drain (the `Special` action) |
 //!
 //! No I/O: the controller reads the objects, the CLI reads files.
 
@@ -19,6 +20,7 @@ pub mod changes;
 pub mod decide;
 pub mod nodes;
 pub mod policy;
+pub mod registries;
 
 pub use changes::{ConfigChanges, OsChange};
 pub use decide::{Class, Outcome, Reason, decide};

@@ -489,3 +489,101 @@ mod properties {
         }
     }
 }
+
+const REG_BASE: &str = r#"unqualified-search-registries = ["registry.access.redhat.com", "docker.io"]
+
+[[registry]]
+prefix = ""
+location = "quay.io/openshift-release-dev"
+mirror-by-digest-only = true
+
+[[registry.mirror]]
+location = "mirror.example.com/ocp"
+"#;
+
+#[test]
+fn a_registries_conf_change_is_safe_only_as_the_mco_says() {
+    use machineos_disruption::registries::is_safe_change;
+    let safe = |new: &str| is_safe_change(Some(REG_BASE.as_bytes()), Some(new.as_bytes()));
+    assert!(safe(REG_BASE), "unchanged");
+    // Safe: a search registry appended; a mirror added to a digest-only registry; a new
+    // registry whose mirrors are all digest-only; an existing mirror turned digest-only.
+    assert!(safe(
+        &REG_BASE.replace(r#""docker.io"]"#, r#""docker.io", "quay.io"]"#)
+    ));
+    assert!(safe(&format!(
+        "{REG_BASE}\n[[registry.mirror]]\nlocation = \"mirror2.example.com/ocp\"\n"
+    )));
+    assert!(safe(&format!(
+        "{REG_BASE}\n[[registry]]\nlocation = \"registry.example.com/apps\"\n\n[[registry.mirror]]\nlocation = \"m.example.com/apps\"\npull-from-mirror = \"digest-only\"\n"
+    )));
+    assert!(safe(&REG_BASE.replace(
+        "location = \"mirror.example.com/ocp\"\n",
+        "location = \"mirror.example.com/ocp\"\npull-from-mirror = \"digest-only\"\n"
+    )));
+    // Unsafe: a search registry removed or reordered; a registry or mirror removed; a
+    // registry blocked or insecure; a new registry pulling from a mirror by tag.
+    assert!(!safe(&REG_BASE.replace(r#", "docker.io""#, "")));
+    assert!(!safe(&REG_BASE.replace(
+        r#"["registry.access.redhat.com", "docker.io"]"#,
+        r#"["docker.io", "registry.access.redhat.com"]"#
+    )));
+    assert!(!safe(
+        r#"unqualified-search-registries = ["registry.access.redhat.com", "docker.io"]"#
+    ));
+    assert!(!safe(&REG_BASE.replace(
+        "\n[[registry.mirror]]\nlocation = \"mirror.example.com/ocp\"\n",
+        ""
+    )));
+    assert!(!safe(&REG_BASE.replace(
+        "mirror-by-digest-only = true",
+        "mirror-by-digest-only = true\nblocked = true"
+    )));
+    assert!(!safe(&REG_BASE.replace(
+        "mirror-by-digest-only = true",
+        "mirror-by-digest-only = true\ninsecure = true"
+    )));
+    assert!(!safe(&format!(
+        "{REG_BASE}\n[[registry]]\nlocation = \"registry.example.com/apps\"\n\n[[registry.mirror]]\nlocation = \"m.example.com/apps\"\n"
+    )));
+    // Unreadable or missing: not safe.
+    assert!(!safe("not = [toml"));
+    assert!(!is_safe_change(None, Some(REG_BASE.as_bytes())));
+}
+
+#[test]
+fn a_safe_registries_conf_change_reloads_crio_without_a_drain() {
+    use base64::Engine;
+    let data = |text: &str| {
+        format!(
+            "data:text/plain;charset=utf-8;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(text)
+        )
+    };
+    let with = |text: &str| {
+        mc(
+            json!({"ignition": {"version": "3.5.0"}, "storage": {"files": [
+                {"path": "/etc/containers/registries.conf", "contents": {"source": data(text)}, "mode": 420}]}}),
+            json!({}),
+        )
+    };
+    let d = ClusterPolicies::defaults();
+    let appended = REG_BASE.replace(r#""docker.io"]"#, r#""docker.io", "quay.io"]"#);
+    let o = decide(
+        &ConfigChanges::between(&with(REG_BASE), &with(&appended)),
+        &d,
+    );
+    assert_eq!(
+        (o.actions, o.drain, o.class),
+        (vec![Action::Special], false, Class::Reload)
+    );
+    let removed = REG_BASE.replace(r#", "docker.io""#, "");
+    let o = decide(
+        &ConfigChanges::between(&with(REG_BASE), &with(&removed)),
+        &d,
+    );
+    assert_eq!(
+        (o.actions, o.drain, o.class),
+        (vec![Action::Special], true, Class::Drain)
+    );
+}
