@@ -174,22 +174,9 @@ impl Runner {
                 let mut all: Vec<String> = rest.to_vec();
                 all.push(prog.display().to_string());
                 all.extend(args.iter().cloned());
-                run_within(Path::new(first), &all, Some(self.timeout)).map_err(|e| match e {
-                    // Name the tool, not the prefix.
-                    HostError::Tool {
-                        status,
-                        stderr,
-                        transient,
-                        ..
-                    } => HostError::Tool {
-                        tool: prog.display().to_string(),
-                        args: args.join(" "),
-                        status,
-                        stderr,
-                        transient,
-                    },
-                    e => e,
-                })
+                // Name the tool, not the prefix.
+                run_within(Path::new(first), &all, Some(self.timeout))
+                    .map_err(|e| named(e, prog, args))
             }
         }
     }
@@ -200,21 +187,8 @@ impl Runner {
     pub fn run_idle(&self, prog: &Path, args: &[String]) -> Result<Output, HostError> {
         let mut all: Vec<String> = vec!["-c".into(), "3".into(), prog.display().to_string()];
         all.extend(args.iter().cloned());
-        self.run(&self.tools.ionice, &all).map_err(|e| match e {
-            HostError::Tool {
-                status,
-                stderr,
-                transient,
-                ..
-            } => HostError::Tool {
-                tool: prog.display().to_string(),
-                args: args.join(" "),
-                status,
-                stderr,
-                transient,
-            },
-            e => e,
-        })
+        self.run(&self.tools.ionice, &all)
+            .map_err(|e| named(e, prog, args))
     }
 
     /// Run `prog args` the way [`Runner::long_mode`] says.
@@ -320,6 +294,26 @@ impl Runner {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A tool failure of a wrapper (`nsenter`, `ionice`) named as the failure of `prog args`,
+/// the program the wrapper ran; other errors unchanged.
+fn named(e: HostError, prog: &Path, args: &[String]) -> HostError {
+    match e {
+        HostError::Tool {
+            status,
+            stderr,
+            transient,
+            ..
+        } => HostError::Tool {
+            tool: prog.display().to_string(),
+            args: args.join(" "),
+            status,
+            stderr,
+            transient,
+        },
+        e => e,
     }
 }
 

@@ -223,11 +223,20 @@ fn bootc_status_of_the_real_shape() {
     assert_eq!(hs.staged, st.staged.map(|e| e.image));
 }
 
-/// Each fixture (JSON, booted, staged, rollback, pulled) parsed by `parse` gives that
-/// HostStatus; none keeps an index reference (their references name tags or manifests).
-#[allow(clippy::type_complexity)]
+/// A status fixture and what HostStatus reports of it: (JSON, booted, staged, rollback,
+/// pulled).
+type StatusRow<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a [&'a str],
+);
+
+/// Each fixture parsed by `parse` gives that HostStatus; none keeps an index reference
+/// (their references name tags or manifests).
 fn assert_status_rows(
-    rows: &[(&str, Option<&str>, Option<&str>, Option<&str>, &[&str])],
+    rows: &[StatusRow<'_>],
     parse: impl Fn(&str) -> Result<machineos_host::HostStatus, HostError>,
 ) {
     for (i, (json, booted, staged, rollback, pulled)) in rows.iter().enumerate() {
@@ -242,18 +251,10 @@ fn assert_status_rows(
 
 #[test]
 fn bootc_status_of_bootcs_own_fixtures() {
-    // (fixture, booted, staged, rollback, pulled) as HostStatus reports them.
     const SOME_BOOTED: &str = "quay.io/example/someimage@sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34";
     const SOME_STAGED: &str = "quay.io/example/someimage@sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566";
     const CENTOS: &str = "quay.io/centos-bootc/centos-bootc@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38";
-    type Row<'a> = (
-        &'a str,
-        Option<&'a str>,
-        Option<&'a str>,
-        Option<&'a str>,
-        &'a [&'a str],
-    );
-    let rows: [Row; 5] = [
+    let rows: [StatusRow; 5] = [
         // A download-only staged deployment is pulled, not the next boot.
         (
             include_str!("fixtures/bootc/spec-staged-download-only.json"),
@@ -371,15 +372,7 @@ fn rpm_ostree_status_of_the_real_shape() {
 
 #[test]
 fn rpm_ostree_status_of_its_own_fixtures() {
-    // (fixture, booted, staged, rollback, pulled) as HostStatus reports them.
-    type Row<'a> = (
-        &'a str,
-        Option<&'a str>,
-        Option<&'a str>,
-        Option<&'a str>,
-        &'a [&'a str],
-    );
-    let rows: [Row; 4] = [
+    let rows: [StatusRow; 4] = [
         // Signed transport, a tag: the repository at the digest rpm-ostree reports.
         (
             include_str!("fixtures/rpm-ostree/zincati-container-booted.json"),
