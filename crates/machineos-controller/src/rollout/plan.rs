@@ -147,24 +147,30 @@ pub async fn disruption_from_cluster(
     };
     let policies = machineos_disruption::ClusterPolicies::of_machine_configuration(object.as_ref())
         .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
-    let node_api: kube::Api<Node> = kube::Api::all(client.clone());
-    let mut current: Vec<(String, Result<String, String>)> = Vec::new();
-    for name in nodes {
-        let node = node_api
-            .get_opt(name)
-            .await
-            .map_err(|e| format!("reading Node {name}: {e}"))?;
-        let config = node
-            .as_ref()
-            .and_then(|n| {
-                n.annotations()
-                    .get(machineos_vocab::node::CURRENT_CONFIG)
-                    .cloned()
-            })
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| format!("Node {name} has no currentConfig"));
-        current.push((name.clone(), config));
-    }
+    // One list of the Nodes, not a read per moving node.
+    let listed = kube::Api::<Node>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(|e| format!("listing Nodes: {e}"))?;
+    let configs: std::collections::BTreeMap<String, String> = listed
+        .items
+        .iter()
+        .filter_map(|n| {
+            let c = n.annotations().get(machineos_vocab::node::CURRENT_CONFIG)?;
+            Some((n.name_any(), c.clone()))
+        })
+        .collect();
+    let current: Vec<(String, Result<String, String>)> = nodes
+        .iter()
+        .map(|name| {
+            let config = configs
+                .get(name)
+                .filter(|c| !c.is_empty())
+                .cloned()
+                .ok_or_else(|| format!("Node {name} has no currentConfig"));
+            (name.clone(), config)
+        })
+        .collect();
     let mut by_name: std::collections::BTreeMap<String, Option<machineos_api::v1::MachineConfig>> =
         std::collections::BTreeMap::new();
     for config in current.iter().filter_map(|(_, c)| c.as_ref().ok()) {
