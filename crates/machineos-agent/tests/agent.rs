@@ -559,6 +559,12 @@ async fn an_agent_killed_after_the_drain_neither_drains_nor_reboots_again() {
         c.host.lock().pull_secret.as_deref(),
         Some(&b"{\"auths\":{}}"[..])
     );
+    // The release is the finishing pass's last host action, after its node patch (`Done`):
+    // wait for it a little rather than race it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.host.lock().pull_secret_releases == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         c.host.lock().pull_secret_releases >= 1,
         "the pull secret is released once the update is done"
