@@ -4,8 +4,8 @@
 //! schedules a node by.
 //!
 //! Contract of [`decide`]:
-//! * Any OS field (`osImageURL`, kernel arguments, FIPS, kernelType, extensions) or another
-//!   Ignition section changed → `[Reboot]`. Nothing changed → `[None]`.
+//! * Any OS field (`osImageURL`, kernel arguments, FIPS, kernelType, extensions) changed →
+//!   `[Reboot]`. Nothing changed → `[None]`.
 //! * Each changed file takes the actions of its closest policy: a policy path equal to the
 //!   file's path or a directory above it at any depth (both paths cleaned of `.` and
 //!   repeated or trailing `/`; `/etc/containers/registries.conf.d/x` is not under
@@ -22,6 +22,15 @@
 //! * **Class** ([`Class`]), the strongest of: `Reboot` with a reboot; `Drain` with a drain;
 //!   else `DaemonReload`, `Restart`, `Reload` (a `Special` is a CRI-O reload) by what the
 //!   list holds; else `None`.
+//! * **What an image-based node cannot apply live** (machineos's rule, on top of the MCO's):
+//!   the agent applies a change live by copying the new image's `/etc` and `/var` contents
+//!   into the running system ([`is_live_path`]; `/usr/local` is `/var/usrlocal` on every
+//!   CoreOS). A changed file elsewhere (`/usr/lib/…`, `/usr/share/…`) or another Ignition section that differs (`storage.links`,
+//!   `storage.directories`, …: the MCO refuses those on a running node) needs the new image
+//!   booted; with no OS field changed the kernel, initrd and kernel arguments are the ones
+//!   running, so a userspace reboot is enough: the class is at least `SoftReboot` (and the
+//!   node drains), unless the policies already say `Reboot`. The reason names the change
+//!   with the policy `live apply`.
 //!
 //! Pure; table-tested against the MCO's defaults (`tests/decide.rs`).
 
@@ -45,10 +54,73 @@ pub enum Class {
     DaemonReload,
     /// The node drained first.
     Drain,
-    /// A userspace-only reboot.
+    /// A userspace-only reboot (`systemd soft-reboot` into the new deployment): the kernel,
+    /// initrd and kernel arguments stay.
     SoftReboot,
     /// A reboot.
     Reboot,
+}
+
+impl Class {
+    /// Every class, weakest first.
+    pub const ALL: [Class; 7] = [
+        Class::None,
+        Class::Reload,
+        Class::Restart,
+        Class::DaemonReload,
+        Class::Drain,
+        Class::SoftReboot,
+        Class::Reboot,
+    ];
+
+    /// The name the API and the annotations use (`SoftReboot`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::None => "None",
+            Class::Reload => "Reload",
+            Class::Restart => "Restart",
+            Class::DaemonReload => "DaemonReload",
+            Class::Drain => "Drain",
+            Class::SoftReboot => "SoftReboot",
+            Class::Reboot => "Reboot",
+        }
+    }
+
+    /// The class a [`Class::name`] names.
+    pub fn parse(name: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether the node leaves service for it (cordoned, drained): `Drain`, `SoftReboot` and
+    /// `Reboot` take a rollout slot; the others are applied on a schedulable node.
+    pub fn takes_slot(self) -> bool {
+        self >= Class::Drain
+    }
+
+    /// Whether the node boots the new image for it (`SoftReboot`, `Reboot`); the weaker
+    /// classes are applied to the running system, the image staged for the next boot.
+    pub fn boots(self) -> bool {
+        self >= Class::SoftReboot
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Class {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Class::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown class {s:?}")))
+    }
+}
+
+/// Whether a changed file at `path` can be applied to a running image-based node: under
+/// `/etc` (the live tree the next boot's three-way merge starts from), `/var` (never
+/// replaced by an update) or `/usr/local` (a link to `/var/usrlocal` on Fedora, CentOS
+/// Stream and RHEL CoreOS). Paths are compared cleaned.
+pub fn is_live_path(path: &str) -> bool {
+    let p = clean(path);
+    ["/etc", "/var", "/usr/local"].iter().any(|root| {
+        p.strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 /// Why a change needs what it needs: one line per changed item.
@@ -129,9 +201,6 @@ pub fn decide(changes: &ConfigChanges, policies: &ClusterPolicies) -> Outcome {
             .unwrap_or_default();
         return reboot_for(name);
     }
-    if let Some(section) = changes.other.first() {
-        return reboot_for(format!("Ignition {section}"));
-    }
     let mut reasons = Vec::new();
     let mut actions = Vec::new();
     for file in &changes.files {
@@ -172,6 +241,14 @@ pub fn decide(changes: &ConfigChanges, policies: &ClusterPolicies) -> Outcome {
             reasons,
         };
     }
+    // What the running system cannot take live needs the new image booted.
+    let mut not_live: Vec<String> = changes
+        .files
+        .iter()
+        .filter(|f| !is_live_path(f))
+        .map(|f| format!("file {f}"))
+        .collect();
+    not_live.extend(changes.other.iter().map(|s| format!("Ignition {s}")));
     if actions.iter().any(|a| *a != Action::None) {
         actions.retain(|a| *a != Action::None);
     } else {
@@ -186,7 +263,17 @@ pub fn decide(changes: &ConfigChanges, policies: &ClusterPolicies) -> Outcome {
         Action::Special => !special_safe,
         _ => false,
     });
-    let class = if drain {
+    for change in &not_live {
+        reasons.push(Reason {
+            change: change.clone(),
+            policy: Some("live apply".into()),
+            actions: vec![Action::Drain],
+        });
+    }
+    let drain = drain || !not_live.is_empty();
+    let class = if !not_live.is_empty() {
+        Class::SoftReboot
+    } else if drain {
         Class::Drain
     } else {
         actions

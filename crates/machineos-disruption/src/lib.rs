@@ -12,6 +12,7 @@
 //! | [`changes`] | what changed between two rendered MachineConfigs: files, units, passwd, OS fields |
 //! | [`decide`](mod@decide) | the actions those changes need, whether the node drains, and the one [`Class`] a rollout schedules by |
 //! | [`nodes`] | a rollout's moves node by node, and the strongest class over them |
+//! | [`plan`] | one node's move as the rollout hands it to the agent (`machineos.io/disruption`) |
 //! | [`registries`] | whether a registries.conf change needs no drain (the `Special` action) |
 //!
 //! No I/O: the controller reads the objects, the CLI reads files.
@@ -19,10 +20,12 @@
 pub mod changes;
 pub mod decide;
 pub mod nodes;
+pub mod plan;
 pub mod policy;
 pub mod registries;
 
 pub use changes::{ConfigChanges, OsChange};
-pub use decide::{Class, Outcome, Reason, decide};
+pub use decide::{Class, Outcome, Reason, decide, is_live_path};
 pub use nodes::{Disruption, NodeDisruption, for_nodes};
+pub use plan::{NODE_DISRUPTION, NodePlan};
 pub use policy::{Action, ClusterPolicies, PolicyConfig, PolicyError};

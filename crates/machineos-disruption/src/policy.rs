@@ -99,6 +99,35 @@ impl Serialize for Action {
     }
 }
 
+impl<'de> Deserialize<'de> for Action {
+    /// The API's shape back (what the status and machineos's node annotation hold); a
+    /// `reload`/`restart` without its service, or an unknown type, is an error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let j = ActionJson::deserialize(d)?;
+        let service = |s: Option<ServiceJson>| {
+            s.map(|s| s.service_name)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!("{} needs its serviceName", j.type_))
+                })
+        };
+        Ok(match j.type_.as_str() {
+            "Reboot" => Action::Reboot,
+            "Drain" => Action::Drain,
+            "Reload" => Action::Reload(service(j.reload.clone())?),
+            "Restart" => Action::Restart(service(j.restart.clone())?),
+            "DaemonReload" => Action::DaemonReload,
+            "None" => Action::None,
+            "Special" => Action::Special,
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "unknown action type {other:?}"
+                )));
+            }
+        })
+    }
+}
+
 /// An action as written, before validation (what the user's spec holds).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -217,7 +217,7 @@ fn actions_combine_in_order_none_drops_out_and_reboot_wins() {
 }
 
 #[test]
-fn os_fields_and_other_ignition_sections_always_reboot() {
+fn os_fields_always_reboot_and_what_cannot_be_applied_live_soft_reboots() {
     let d = ClusterPolicies::defaults();
     for os in [
         OsChange::OsImageUrl,
@@ -238,11 +238,48 @@ fn os_fields_and_other_ignition_sections_always_reboot() {
             "{os:?}"
         );
     }
+    // Another Ignition section, or a file outside /etc, /var and /usr/local, needs the new
+    // image booted; the kernel is the running one, so a soft reboot, drained.
     let c = ConfigChanges {
         other: vec!["storage.links".into()],
         ..ConfigChanges::default()
     };
-    assert_eq!(decide(&c, &d).class, Class::Reboot);
+    let o = decide(&c, &d);
+    assert_eq!((o.class, o.drain), (Class::SoftReboot, true));
+    assert_eq!(o.reasons[0].change, "Ignition storage.links");
+    assert_eq!(o.reasons[0].policy.as_deref(), Some("live apply"));
+    let user = ClusterPolicies::merge(
+        &serde_json::from_value::<PolicyConfig>(json!({
+            "files": [{"path": "/usr/share/app", "actions": [{"type": "None"}]}]
+        }))
+        .unwrap()
+        .validate()
+        .unwrap(),
+    );
+    let o = decide(&files(&["/usr/share/app/x.conf"]), &user);
+    assert_eq!((o.class, o.drain), (Class::SoftReboot, true));
+    // The policies' Reboot stays a Reboot.
+    let o = decide(
+        &ConfigChanges {
+            files: vec!["/usr/share/app/x.conf".into(), "/etc/chrony.conf".into()],
+            ..ConfigChanges::default()
+        },
+        &user,
+    );
+    assert_eq!(o.class, Class::Reboot);
+    for (path, live) in [
+        ("/etc/chrony.conf", true),
+        ("/var/lib/kubelet/config.json", true),
+        ("/usr/local/bin/x.sh", true),
+        ("/etc", false),
+        ("/etcetera/x", false),
+        ("/usr/lib/x", false),
+        ("/opt/x", false),
+        ("/etc/../usr/lib/x", false),
+        ("//etc/./x", true),
+    ] {
+        assert_eq!(machineos_disruption::is_live_path(path), live, "{path}");
+    }
 }
 
 #[test]

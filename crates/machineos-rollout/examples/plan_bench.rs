@@ -53,6 +53,7 @@ fn main() {
                         ..Default::default()
                     },
                     drain_blocked: None,
+                    move_plan: None,
                 }
             })
             .collect(),

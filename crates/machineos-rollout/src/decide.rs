@@ -214,7 +214,7 @@ pub fn unavailable(n: &NodeObserved, now: Timestamp, min_ready: i64) -> Option<&
         Some("NotReady")
     } else if degraded(n) {
         Some("Degraded")
-    } else if in_flight(n) {
+    } else if in_flight(n) && !n.updating_live() {
         Some("Updating")
     } else if n.unschedulable {
         Some("Cordoned")
@@ -335,17 +335,33 @@ pub fn candidate(n: &NodeObserved, config: Option<&str>, image: &str) -> bool {
 /// unavailable too, but moving them is a disruption the limit is there for.)
 pub fn pick(
     views: &[NodeView<'_>],
+    candidates: Vec<usize>,
+    controller_node: Option<&str>,
+    room: i64,
+    capacity: &mut [i64],
+) -> Vec<usize> {
+    pick_with(views, candidates, controller_node, room, capacity, |_| {
+        false
+    })
+}
+
+/// [`pick`], where a candidate `free` says of takes no slot at all: its move is applied to
+/// the running, schedulable node (a live configuration change below `Drain`), so it leaves
+/// no one short of capacity.
+pub fn pick_with(
+    views: &[NodeView<'_>],
     mut candidates: Vec<usize>,
     controller_node: Option<&str>,
     mut room: i64,
     capacity: &mut [i64],
+    free: impl Fn(usize) -> bool,
 ) -> Vec<usize> {
     candidates.sort_by(|&a, &b| {
         order_key(views[a].node, controller_node).cmp(&order_key(views[b].node, controller_node))
     });
     let mut picked = Vec::new();
     for i in candidates {
-        if !degraded(views[i].node) {
+        if !degraded(views[i].node) && !free(i) {
             let pool_room = views[i].pool.map_or(i64::MAX, |p| capacity[p]);
             if room <= 0 || pool_room <= 0 {
                 continue;
@@ -535,6 +551,8 @@ impl Pass<'_> {
                 w.insert(vocab::DESIRED_IMAGE, Some(mi.image.clone()));
                 w.insert(vocab::DESIRED_CONFIG, kept_config(&views[i], o));
                 w.insert(vocab::DRIVEN_BY, Some(format!("MachineImage/{}", mi.name)));
+                // An image change alone: the default, a reboot.
+                w.insert(machineos_disruption::NODE_DISRUPTION, None);
                 events.push(Event {
                     kind: EventObject::MachineImage,
                     name: mi.name.clone(),
@@ -694,11 +712,23 @@ impl Pass<'_> {
                 .copied()
                 .filter(|&i| candidate(views[i].node, Some(&p.config), img))
                 .collect();
-            // The pool's own limit is its capacity: no further bound.
-            for i in pick(views, cands, controller, i64::MAX, capacity) {
+            // The pool's own limit is its capacity: no further bound. A move applied live
+            // takes no slot.
+            let free = |i: usize| views[i].node.moves_live(&p.config, img);
+            for i in pick_with(views, cands, controller, i64::MAX, capacity, free) {
                 let w = &mut want[i];
                 w.insert(vocab::DESIRED_CONFIG, Some(p.config.clone()));
                 w.insert(vocab::DESIRED_IMAGE, Some(img.to_owned()));
+                // The plan of this move, for the agent (none known: a reboot).
+                w.insert(
+                    machineos_disruption::NODE_DISRUPTION,
+                    views[i]
+                        .node
+                        .move_plan
+                        .as_ref()
+                        .filter(|m| m.is_for(&p.config, img))
+                        .map(machineos_disruption::NodePlan::to_annotation),
+                );
                 w.insert(
                     vocab::DRIVEN_BY,
                     Some(format!("MachineConfigPool/{}", p.name)),
@@ -1007,6 +1037,7 @@ fn current<'a>(n: &'a NodeObserved, key: &str) -> Option<&'a str> {
         vocab::STAGE_IMAGE => a.stage_image.as_deref(),
         vocab::PULL_SECRET => a.pull_secret.as_deref(),
         vocab::IMAGE_MANIFESTS => a.image_manifests.as_deref(),
+        machineos_disruption::NODE_DISRUPTION => a.disruption.as_deref(),
         _ => None,
     }
 }

@@ -185,6 +185,9 @@ pub struct NodeAnnotations {
     pub last_update: Option<LastUpdate>,
     /// [`vocab::IMAGE_MANIFESTS`], as written (the rollout rewrites it when it differs).
     pub image_manifests: Option<String>,
+    /// [`NODE_DISRUPTION`](machineos_disruption::NODE_DISRUPTION), as written: the plan of
+    /// the move the desired annotations name.
+    pub disruption: Option<String>,
 }
 
 /// The [`vocab::LAST_UPDATE`] annotation: the last update the agent finished and timed. The
@@ -297,6 +300,7 @@ impl NodeAnnotations {
             update_started,
             last_update: a.get(vocab::LAST_UPDATE).and_then(|v| LastUpdate::parse(v)),
             image_manifests: get(vocab::IMAGE_MANIFESTS),
+            disruption: get(machineos_disruption::NODE_DISRUPTION),
         }
     }
 }
@@ -321,12 +325,39 @@ pub struct NodeObserved {
     /// The agent reports its drain blocked or failed (MachineConfigNode `Drained=False`):
     /// the message, typically naming the pod and its PodDisruptionBudget.
     pub drain_blocked: Option<String>,
+    /// What moving it to its pool's rendered config and built image costs, by the node
+    /// disruption policies (the controller decides it from the config the node runs);
+    /// `None`: not known, a reboot.
+    pub move_plan: Option<machineos_disruption::NodePlan>,
 }
 
 impl NodeObserved {
     /// `topology.kubernetes.io/zone`.
     pub fn zone(&self) -> Option<&str> {
         self.labels.get(vocab::ZONE_LABEL).map(String::as_str)
+    }
+
+    /// Whether the update in flight is applied to the running, schedulable node (its plan,
+    /// written with the desired annotations, is below `Drain`): such a node stays available.
+    pub fn updating_live(&self) -> bool {
+        let a = &self.annotations;
+        let (Some(config), Some(image)) = (a.desired_config.as_deref(), a.desired_image.as_deref())
+        else {
+            return false;
+        };
+        !self.unschedulable
+            && a.disruption
+                .as_deref()
+                .and_then(machineos_disruption::NodePlan::parse)
+                .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
+    }
+
+    /// Whether moving it to `config` and `image` takes no rollout slot (its plan is for that
+    /// move and below `Drain`).
+    pub fn moves_live(&self, config: &str, image: &str) -> bool {
+        self.move_plan
+            .as_ref()
+            .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
     }
 }
 

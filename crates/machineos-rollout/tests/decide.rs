@@ -876,3 +876,93 @@ fn max_staging_as_a_percentage_invalid_or_absent() {
         assert_eq!(MaxUnavailable::parse_text(text), want, "{text:?}");
     }
 }
+
+/// The plan of moving a node onto the pool's target, as the controller decides it.
+fn plan_of(class: machineos_disruption::Class) -> machineos_disruption::NodePlan {
+    machineos_disruption::NodePlan {
+        config: "rendered-worker-new".into(),
+        image: NEW.into(),
+        class,
+        actions: vec![],
+    }
+}
+
+#[test]
+fn a_move_applied_live_takes_no_slot_and_its_node_stays_available() {
+    use machineos_disruption::{Class, NODE_DISRUPTION};
+    for (class, first_pass) in [
+        (Class::None, 4),
+        (Class::Reload, 4),
+        (Class::Restart, 4),
+        (Class::DaemonReload, 4),
+        (Class::Drain, 1),
+        (Class::SoftReboot, 1),
+        (Class::Reboot, 1),
+    ] {
+        let mut o = cluster(4, Some(MaxUnavailable::Count(1)));
+        for n in &mut o.nodes {
+            n.move_plan = Some(plan_of(class));
+        }
+        let d = decide(&o, NOW);
+        assert_eq!(d.pools[0].targeted.len(), first_pass, "{class:?}");
+        // The plan goes with the desired annotations, for the agent.
+        let p = d
+            .node_patches
+            .iter()
+            .find(|p| p.annotations.contains_key(vocab::DESIRED_IMAGE))
+            .unwrap();
+        assert_eq!(
+            p.annotations.get(NODE_DISRUPTION).cloned().flatten(),
+            Some(plan_of(class).to_annotation()),
+            "{class:?}"
+        );
+        apply(&mut o, &d);
+        // In flight: a live one leaves capacity for others, a disruptive one does not.
+        let unavailable = o
+            .nodes
+            .iter()
+            .filter(|n| d_::unavailable(n, NOW, 0).is_some())
+            .count();
+        assert_eq!(
+            unavailable,
+            if class.takes_slot() { 1 } else { 0 },
+            "{class:?}"
+        );
+        // A cordoned node is unavailable whatever its plan says.
+        o.nodes[0].unschedulable = true;
+        assert!(d_::unavailable(&o.nodes[0], NOW, 0).is_some());
+    }
+    // A plan for another move is no plan: a reboot, a slot.
+    let mut o = cluster(4, Some(MaxUnavailable::Count(1)));
+    for n in &mut o.nodes {
+        n.move_plan = Some(machineos_disruption::NodePlan {
+            config: "rendered-worker-older".into(),
+            ..plan_of(Class::None)
+        });
+    }
+    let d = decide(&o, NOW);
+    assert_eq!(d.pools[0].targeted.len(), 1);
+    assert!(
+        d.node_patches
+            .iter()
+            .all(|p| !p.annotations.contains_key(NODE_DISRUPTION)),
+        "nothing to remove, nothing written"
+    );
+    // A MachineImage's move drops the pool's plan.
+    let mut o = cluster(1, None);
+    o.nodes[0].annotations.disruption = Some(plan_of(Class::None).to_annotation());
+    o.machine_images.push(MachineImageObserved {
+        name: "canary".into(),
+        image: CANARY.into(),
+        target: ImageTarget::Node("n00".into()),
+        pull_secret: None,
+        conditions: BTreeMap::new(),
+    });
+    let d = decide(&o, NOW);
+    assert_eq!(
+        d.node_patches[0].annotations.get(NODE_DISRUPTION),
+        Some(&None),
+        "{:?}",
+        d.node_patches
+    );
+}

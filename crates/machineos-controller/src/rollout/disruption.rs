@@ -1,8 +1,11 @@
-//! What moving onto its image costs each layered pool's nodes still to move, recorded on the
-//! image's MachineOSImage (`status.disruption`): pure, over the pass's snapshot and
-//! observation, with the node disruption policies the pass read
-//! ([`machineos_disruption::for_nodes`]: each node's `currentConfig` to the pool's rendered
-//! config; a node without one, or whose MachineConfig is gone, counts as a reboot).
+//! What moving onto its image costs each layered pool's nodes still to move: pure, over the
+//! pass's snapshot and observation, with the node disruption policies the pass read
+//! ([`moves`]: [`machineos_disruption::for_nodes`] from each node's `currentConfig` to the
+//! pool's rendered config, when the node's image is that config's build on the target's
+//! base; otherwise a reboot). The result is acted on: each moving node is handed its plan
+//! with its desired annotations ([`plans`], the rollout's `NodeObserved::move_plan`: a move
+//! below `Drain` takes no `maxUnavailable` slot and the agent applies it live), and the
+//! MachineOSImage records the summary (`status.disruption`, [`for_pools`]).
 //!
 //! The policies are the `MachineConfiguration` object `cluster`'s merged over the MCO's
 //! defaults, read at most every [`POLICY_TTL`] ([`Policies`]); without the object (or the
@@ -74,16 +77,23 @@ impl Policies {
 }
 
 fn class_name(c: Class) -> String {
-    format!("{c:?}")
+    c.name().to_owned()
 }
 
-/// Per layered pool with a built image: what its members not on the image cost to move
-/// (`None` for a pool none of whose members is left to move).
-pub fn for_pools(
+/// Each layered pool's moves (pool → its built image and the disruption of moving each of
+/// its members not on that image), over the pass's snapshot.
+///
+/// A node's move is decided from the rendered config it runs only when its image is that
+/// config's build on the same base and extensions image as the target (its MachineOSImage
+/// says so): then the images differ by what the configs differ by, and the policies' answer
+/// holds. Otherwise — no `currentConfig`, its MachineConfig gone, an image no MachineOSImage
+/// of this pool records for that config, another base or extensions image, a rebuild of the
+/// same config — the move counts as a reboot, and the reason says which.
+pub fn moves(
     s: &Snapshot,
     o: &machineos_rollout::Observed,
     policies: &Policies,
-) -> BTreeMap<String, Option<ImageDisruption>> {
+) -> BTreeMap<String, (String, machineos_disruption::Disruption)> {
     // Only the MachineConfigs named (pools' targets, nodes' current configs) are read.
     let mut wanted: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
     for pool in &o.pools {
@@ -101,6 +111,7 @@ pub fn for_pools(
             Some((m.name_any(), serde_json::from_value(v).ok()?))
         })
         .collect();
+    let records = ImageRecords::of(&s.images);
     let mut out = BTreeMap::new();
     for pool in &o.pools {
         let PoolImage::Built(image) = &pool.image else {
@@ -109,6 +120,7 @@ pub fn for_pools(
         let Some(target) = mcs.get(&pool.config) else {
             continue;
         };
+        let target_record = records.get(image);
         let moves: Vec<(String, Result<&machineos_api::v1::MachineConfig, String>)> = o
             .nodes
             .iter()
@@ -119,26 +131,149 @@ pub fn for_pools(
             })
             .filter(|n| n.annotations.current_image.as_deref() != Some(image.as_str()))
             .map(|n| {
-                let mc = match n.annotations.current_config.as_deref() {
+                let a = &n.annotations;
+                let mc = match a.current_config.as_deref() {
                     None | Some("") => Err(format!("Node {} has no currentConfig", n.name)),
                     Some(c) => mcs
                         .get(c)
-                        .ok_or_else(|| format!("its MachineConfig {c} is gone")),
+                        .ok_or_else(|| format!("its MachineConfig {c} is gone"))
+                        .and_then(|mc| {
+                            same_build_inputs(
+                                a.current_image.as_deref(),
+                                c,
+                                &pool.config,
+                                &records,
+                                target_record,
+                            )
+                            .map(|()| mc)
+                        }),
                 };
                 (n.name.clone(), mc)
             })
             .collect();
-        if moves.is_empty() {
-            out.insert(pool.name.clone(), None);
+        let d = machineos_disruption::for_nodes(&moves, target, &policies.policies);
+        out.insert(pool.name.clone(), (image.clone(), d));
+    }
+    out
+}
+
+/// What a MachineOSImage says an image was built from.
+struct ImageRecord {
+    pool: String,
+    config: String,
+    base: String,
+    extensions: Option<String>,
+}
+
+/// The MachineOSImages by `spec.image`.
+struct ImageRecords(BTreeMap<String, ImageRecord>);
+
+impl ImageRecords {
+    fn of(images: &[std::sync::Arc<kube::api::DynamicObject>]) -> ImageRecords {
+        let text = |v: &serde_json::Value, p: &str| v.pointer(p)?.as_str().map(str::to_owned);
+        ImageRecords(
+            images
+                .iter()
+                .filter_map(|m| {
+                    let d = &m.data;
+                    Some((
+                        text(d, "/spec/image")?,
+                        ImageRecord {
+                            pool: text(d, "/spec/machineConfigPool/name")?,
+                            config: text(d, "/spec/machineConfig/name")?,
+                            base: text(d, "/spec/baseImage")?,
+                            extensions: text(d, "/spec/extensionsImage"),
+                        },
+                    ))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, image: &str) -> Option<&ImageRecord> {
+        self.0.get(image)
+    }
+}
+
+/// `Ok` when the node's image is its config's build from the target's base and extensions.
+fn same_build_inputs(
+    current_image: Option<&str>,
+    current_config: &str,
+    target_config: &str,
+    records: &ImageRecords,
+    target: Option<&ImageRecord>,
+) -> Result<(), String> {
+    let Some(target) = target else {
+        return Err("no MachineOSImage records the pool's image".into());
+    };
+    let Some(img) = current_image else {
+        return Err("the node names no currentImage".into());
+    };
+    let Some(cur) = records.get(img) else {
+        return Err(format!("no MachineOSImage records its image {img}"));
+    };
+    if cur.pool != target.pool || cur.config != current_config {
+        return Err(format!(
+            "its image {img} was built for {} {}, not for its currentConfig {current_config}",
+            cur.pool, cur.config
+        ));
+    }
+    if cur.base != target.base {
+        return Err(format!(
+            "the base image changes ({} → {})",
+            cur.base, target.base
+        ));
+    }
+    if cur.extensions != target.extensions {
+        return Err("the extensions image changes".into());
+    }
+    if current_config == target_config {
+        return Err(format!(
+            "the image is rebuilt from the same MachineConfig {current_config}: what changed is not a configuration change"
+        ));
+    }
+    Ok(())
+}
+
+/// The plan each moving node is handed (node → plan), from [`moves`].
+pub fn plans(
+    moves: &BTreeMap<String, (String, machineos_disruption::Disruption)>,
+) -> BTreeMap<String, machineos_disruption::NodePlan> {
+    let mut out = BTreeMap::new();
+    for (image, d) in moves.values() {
+        for n in &d.nodes {
+            out.insert(
+                n.node.clone(),
+                machineos_disruption::NodePlan {
+                    config: d.to.clone(),
+                    image: image.clone(),
+                    class: n.class,
+                    actions: n.actions.clone(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Per layered pool with a built image: what its members not on the image cost to move
+/// (`None` for a pool none of whose members is left to move), from [`moves`].
+pub fn for_pools(
+    moves: &BTreeMap<String, (String, machineos_disruption::Disruption)>,
+    policies: &Policies,
+) -> BTreeMap<String, Option<ImageDisruption>> {
+    let mut out = BTreeMap::new();
+    for (pool, (_, d)) in moves {
+        if d.nodes.is_empty() {
+            out.insert(pool.clone(), None);
             continue;
         }
-        let d = machineos_disruption::for_nodes(&moves, target, &policies.policies);
         let mut counts: BTreeMap<Class, i64> = BTreeMap::new();
         for n in &d.nodes {
             *counts.entry(n.class).or_default() += 1;
         }
         out.insert(
-            pool.name.clone(),
+            pool.clone(),
             Some(ImageDisruption {
                 class: class_name(d.class),
                 nodes: counts
@@ -150,7 +285,7 @@ pub fn for_pools(
                     })
                     .collect(),
                 policies: policies.source.clone(),
-                acted_on: false,
+                acted_on: true,
             }),
         );
     }

@@ -97,11 +97,21 @@ impl RolloutController {
         let policies = self.policies.clone();
         let (s, lifecycle) = (s.clone(), lifecycle.clone());
         let decided = tokio::task::spawn_blocking(move || {
-            let o = observe::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
+            let mut o = observe::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
+            // What each move costs, decided before anything moves: the plan each node is
+            // handed with its desired annotations, and the MachineOSImages' record.
+            let costs = match policies {
+                Some(p) => {
+                    let moves = disruption::moves(&s, &o, &p);
+                    let mut plans = disruption::plans(&moves);
+                    for n in &mut o.nodes {
+                        n.move_plan = plans.remove(&n.name);
+                    }
+                    disruption::for_pools(&moves, &p)
+                }
+                None => Default::default(),
+            };
             let d = machineos_rollout::decide(&o, now);
-            let costs = policies
-                .map(|p| disruption::for_pools(&s, &o, &p))
-                .unwrap_or_default();
             (s, o, d, costs)
         })
         .await;

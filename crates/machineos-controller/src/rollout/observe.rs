@@ -119,6 +119,7 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
             .unwrap_or(false),
         annotations: NodeAnnotations::from_map(&annotations),
         drain_blocked,
+        move_plan: None,
     }
 }
 

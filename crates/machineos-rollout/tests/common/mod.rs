@@ -60,6 +60,7 @@ pub fn node(name: &str, zone: Option<&str>, created: i64) -> NodeObserved {
             ..Default::default()
         },
         drain_blocked: None,
+        move_plan: None,
     }
 }
 
@@ -107,6 +108,7 @@ pub fn apply(o: &mut Observed, d: &machineos_rollout::Decision) {
             (vocab::PULL_SECRET, &a.pull_secret),
             (vocab::DRIVEN_BY, &a.driven_by),
             (vocab::IMAGE_MANIFESTS, &a.image_manifests),
+            (machineos_disruption::NODE_DISRUPTION, &a.disruption),
         ] {
             if let Some(v) = v {
                 map.insert(k.to_owned(), v.clone());
