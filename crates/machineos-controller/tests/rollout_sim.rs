@@ -95,6 +95,15 @@ impl Host for PlatformHost {
     fn reboot(&self) -> Result<(), machineos_host::HostError> {
         self.host.reboot()
     }
+    fn soft_reboot(&self) -> Result<(), machineos_host::HostError> {
+        self.host.soft_reboot()
+    }
+    fn apply_live(&self) -> Result<machineos_host::live::Applied, machineos_host::HostError> {
+        self.host.apply_live()
+    }
+    fn systemctl(&self, op: &machineos_host::Systemctl) -> Result<(), machineos_host::HostError> {
+        self.host.systemctl(op)
+    }
     fn write_pull_secret(
         &self,
         dockerconfigjson: &[u8],

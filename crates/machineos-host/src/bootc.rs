@@ -71,6 +71,8 @@ pub struct BootcEntry {
     pub reference: Option<String>,
     /// `downloadOnly`: staged with finalization locked.
     pub download_only: bool,
+    /// `ostree`: where the deployment is checked out.
+    pub deployment: Option<crate::live::Deployment>,
 }
 
 /// What `bootc status --format json` says.
@@ -127,10 +129,28 @@ fn entry_image(d: &Doc<'_>, entry: &Value, path: &str) -> Result<Option<BootcEnt
         ));
     }
     let image = format!("{}@{digest}", repository(name));
+    let deployment = match d.obj(entry, path, "ostree")? {
+        None => None,
+        Some(o) => {
+            let opath = format!("{path}.ostree");
+            Some(crate::live::Deployment {
+                stateroot: d.str(o, &opath, "stateroot")?.to_owned(),
+                checksum: d.str(o, &opath, "checksum")?.to_owned(),
+                serial: o
+                    .get("deploySerial")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        d.err(&format!("{opath}.deploySerial"), "missing or not a count")
+                    })?,
+            })
+        }
+    };
     Ok(Some(BootcEntry {
         reference: (name.contains('@') && name != image).then(|| name.to_owned()),
         image,
         download_only: d.bool(entry, path, "downloadOnly")?,
+        deployment,
     }))
 }
 
@@ -147,12 +167,15 @@ impl BootcStatus {
             .flatten()
             .filter_map(|e| Some((e.image.clone(), e.reference.clone()?)))
             .collect();
+        let dep = |e: &Option<BootcEntry>| e.as_ref().and_then(|e| e.deployment.clone());
         HostStatus {
             booted: img(&self.booted),
+            staged_deployment: staged.as_ref().and_then(|_| dep(&self.staged)),
             staged,
             rollback: img(&self.rollback),
             pulled,
             references,
+            booted_deployment: dep(&self.booted),
             ..HostStatus::default()
         }
     }
@@ -223,6 +246,7 @@ impl Host for Bootc {
         let mut s = self.tool_status()?;
         s.kargs = files::booted_kargs(&self.root)?;
         s.boot_id = files::boot_id(&self.root)?;
+        s.soft_reboots = crate::systemd::soft_reboots(&self.runner);
         Ok(s)
     }
 
@@ -290,6 +314,19 @@ impl Host for Bootc {
 
     fn reboot(&self) -> Result<(), HostError> {
         reboot(&self.runner, TOOL)
+    }
+
+    fn soft_reboot(&self) -> Result<(), HostError> {
+        crate::systemd::soft_reboot(&self.runner, TOOL)
+    }
+
+    fn apply_live(&self) -> Result<crate::live::Applied, HostError> {
+        let s = self.tool_status()?;
+        crate::systemd::apply_live(&self.runner, &self.root, &s, TOOL)
+    }
+
+    fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
+        crate::systemd::systemctl(&self.runner, op)
     }
 
     fn release_pull_secret(&self) -> Result<(), HostError> {

@@ -31,6 +31,16 @@ pub struct FakeState {
     pub pull_secret_releases: usize,
     /// SSH keys last written, per user.
     pub ssh_keys: std::collections::BTreeMap<String, Vec<String>>,
+    /// A soft reboot requested and not yet performed by [`FakeHost::soft_boot`].
+    pub soft_reboot_requested: bool,
+    /// The image whose configuration the running system has: the booted one, or the
+    /// staged one after a live apply ([`Host::apply_live`]).
+    pub live_config: Option<String>,
+    /// `apply_live` refuses with this message (the staged image differs in more than
+    /// configuration) while set.
+    pub refuse_live: Option<String>,
+    /// `systemctl` operations run, in order (`restart chronyd.service`, `daemon-reload`).
+    pub systemctl: Vec<String>,
 }
 
 /// A fake host; clones share state.
@@ -47,6 +57,7 @@ impl FakeHost {
             let mut s = h.lock();
             s.status.booted = Some(image.to_owned());
             s.status.boot_id = "boot-0".into();
+            s.live_config = Some(image.to_owned());
         }
         h
     }
@@ -70,6 +81,21 @@ impl FakeHost {
         }
         s.status.staged = None;
         s.status.boot_id = format!("boot-{}", s.boots);
+        s.status.soft_reboots = 0;
+        s.live_config = s.status.booted.clone();
+    }
+
+    /// Perform a soft reboot: as [`FakeHost::boot`], but the kernel stays — the boot id is
+    /// kept and the soft reboot count goes up (systemd's `SoftRebootsCount`).
+    pub fn soft_boot(&self) {
+        let mut s = self.lock();
+        s.soft_reboot_requested = false;
+        if let Some(next) = s.status.staged.take() {
+            s.status.rollback = s.status.booted.take();
+            s.status.booted = Some(next);
+        }
+        s.status.soft_reboots += 1;
+        s.live_config = s.status.booted.clone();
     }
 }
 
@@ -129,6 +155,44 @@ impl Host for FakeHost {
         let mut s = self.lock();
         s.calls.push("reboot".into());
         s.reboot_requested = true;
+        Ok(())
+    }
+
+    fn soft_reboot(&self) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push("soft-reboot".into());
+        s.soft_reboot_requested = true;
+        Ok(())
+    }
+
+    fn apply_live(&self) -> Result<crate::live::Applied, HostError> {
+        let mut s = self.lock();
+        let staged = s.status.staged.clone();
+        s.calls
+            .push(format!("apply-live {}", staged.as_deref().unwrap_or("-")));
+        if let Some(m) = &s.refuse_live {
+            return Err(HostError::Unsupported {
+                tool: "live apply".into(),
+                operation: "apply the staged image's configuration to the running system".into(),
+                reason: m.clone(),
+            });
+        }
+        let Some(staged) = staged else {
+            return Err(HostError::Unsupported {
+                tool: "fake".into(),
+                operation: "apply the staged image's configuration live".into(),
+                reason: "nothing is staged".into(),
+            });
+        };
+        s.live_config = Some(staged);
+        Ok(crate::live::Applied::default())
+    }
+
+    fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
+        let mut s = self.lock();
+        let line = op.args().join(" ");
+        s.calls.push(format!("systemctl {line}"));
+        s.systemctl.push(line);
         Ok(())
     }
 

@@ -25,10 +25,12 @@ pub mod error;
 pub mod fake;
 pub mod files;
 mod json;
+pub mod live;
 pub mod pulled;
 pub mod retry;
 pub mod rpm_ostree;
 pub mod run;
+pub mod systemd;
 
 pub use bootc::Bootc;
 pub use detect::detect;
@@ -71,6 +73,36 @@ pub struct HostStatus {
     /// (bootc's `imageDigest`, rpm-ostree's `container-image-reference-digest`) — that
     /// reference: reported image → `repo@sha256:<index>`.
     pub references: std::collections::BTreeMap<String, String>,
+    /// How many soft reboots this boot has had (systemd's `SoftRebootsCount`: a soft reboot
+    /// keeps the kernel, so the boot id stays); 0 where unknown.
+    pub soft_reboots: u64,
+    /// Where the booted deployment is checked out (bootc's `ostree`, rpm-ostree's `osname`,
+    /// `checksum`, `serial`), for a live apply.
+    pub booted_deployment: Option<live::Deployment>,
+    /// Where the staged deployment (the next boot) is checked out.
+    pub staged_deployment: Option<live::Deployment>,
+}
+
+/// A `systemctl` operation a configuration change's policy asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Systemctl {
+    /// `systemctl reload UNIT`.
+    Reload(String),
+    /// `systemctl restart UNIT`.
+    Restart(String),
+    /// `systemctl daemon-reload`.
+    DaemonReload,
+}
+
+impl Systemctl {
+    /// Its arguments.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Systemctl::Reload(u) => vec!["reload".into(), u.clone()],
+            Systemctl::Restart(u) => vec!["restart".into(), u.clone()],
+            Systemctl::DaemonReload => vec!["daemon-reload".into()],
+        }
+    }
 }
 
 impl HostStatus {
@@ -119,6 +151,15 @@ pub trait Host: Send + Sync {
     fn kargs(&self, add: &[String], remove: &[String]) -> Result<(), HostError>;
     /// Reboot the host.
     fn reboot(&self) -> Result<(), HostError>;
+    /// Reboot userspace into the staged deployment, keeping the kernel (`systemd
+    /// soft-reboot`); where the host cannot, a reboot. The boot id stays;
+    /// [`HostStatus::soft_reboots`] counts it.
+    fn soft_reboot(&self) -> Result<(), HostError>;
+    /// Apply the staged image's configuration (`/etc`, `/var`) to the running system
+    /// ([`live::apply`]); refused when the staged image differs in more than that.
+    fn apply_live(&self) -> Result<live::Applied, HostError>;
+    /// Run one `systemctl` operation on the host.
+    fn systemctl(&self, op: &Systemctl) -> Result<(), HostError>;
     /// Write `dockerconfigjson` where the host tool reads pull credentials; returns the path.
     fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<std::path::PathBuf, HostError>;
     /// Write `keys` as `user`'s authorized SSH keys (the rendered config's `passwd` section).

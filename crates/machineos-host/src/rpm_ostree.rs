@@ -85,6 +85,7 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
     let mut references = std::collections::BTreeMap::new();
     let mut booted_at = None;
     let mut images = Vec::with_capacity(deployments.len());
+    let mut deployments_at = Vec::with_capacity(deployments.len());
     for (i, dep) in deployments.iter().enumerate() {
         let path = format!("$.deployments[{i}]");
         if !dep.is_object() {
@@ -111,11 +112,26 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
                 Some(image)
             }
         };
+        let deployment = match (
+            d.opt_str(dep, &path, "osname")?,
+            d.opt_str(dep, &path, "checksum")?,
+            dep.get("serial").and_then(serde_json::Value::as_u64),
+        ) {
+            (Some(osname), Some(checksum), Some(serial)) => Some(crate::live::Deployment {
+                stateroot: osname.to_owned(),
+                checksum: checksum.to_owned(),
+                serial: u32::try_from(serial)
+                    .map_err(|_| d.err(&format!("{path}.serial"), "not a count"))?,
+            }),
+            _ => None,
+        };
         if d.bool(dep, &path, "booted")? {
             booted_at = Some(i);
             out.booted = image.clone();
+            out.booted_deployment = deployment.clone();
         }
         let locked = d.bool(dep, &path, "finalization-locked")?;
+        deployments_at.push(deployment);
         images.push((image, d.bool(dep, &path, "staged")?, locked));
     }
     match booted_at {
@@ -126,6 +142,7 @@ pub fn parse_status(json: &str) -> Result<HostStatus, HostError> {
                     out.pulled.extend(img.clone());
                 } else {
                     out.staged = img.clone();
+                    out.staged_deployment = deployments_at.first().cloned().flatten();
                 }
             }
             out.rollback = images.get(b + 1).and_then(|(img, _, _)| img.clone());
@@ -180,6 +197,7 @@ impl Host for RpmOstree {
         let mut s = self.tool_status()?;
         s.kargs = files::booted_kargs(&self.root)?;
         s.boot_id = files::boot_id(&self.root)?;
+        s.soft_reboots = crate::systemd::soft_reboots(&self.runner);
         Ok(s)
     }
 
@@ -242,6 +260,19 @@ impl Host for RpmOstree {
 
     fn reboot(&self) -> Result<(), HostError> {
         crate::bootc::reboot(&self.runner, TOOL)
+    }
+
+    fn soft_reboot(&self) -> Result<(), HostError> {
+        crate::systemd::soft_reboot(&self.runner, TOOL)
+    }
+
+    fn apply_live(&self) -> Result<crate::live::Applied, HostError> {
+        let s = self.tool_status()?;
+        crate::systemd::apply_live(&self.runner, &self.root, &s, TOOL)
+    }
+
+    fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
+        crate::systemd::systemctl(&self.runner, op)
     }
 
     fn release_pull_secret(&self) -> Result<(), HostError> {

@@ -54,6 +54,8 @@ pub struct Tools {
     pub reboot: Vec<String>,
     /// `ionice` (util-linux), for pulls in the idle I/O class.
     pub ionice: PathBuf,
+    /// `ostree`, for `ostree admin prepare-soft-reboot`.
+    pub ostree: PathBuf,
 }
 
 impl Default for Tools {
@@ -65,6 +67,7 @@ impl Default for Tools {
             systemctl: "systemctl".into(),
             reboot: vec!["systemctl".into(), "reboot".into()],
             ionice: "ionice".into(),
+            ostree: "ostree".into(),
         }
     }
 }

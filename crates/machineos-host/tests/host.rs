@@ -193,27 +193,25 @@ fn bootc_status_of_the_real_shape() {
         "fixtures/bootc-status-staged-booted-rollback.json"
     ))
     .unwrap();
-    let entry = |i: &str| {
-        Some(BootcEntry {
-            image: i.into(),
-            reference: None,
-            download_only: false,
-        })
+    let image = |e: &Option<BootcEntry>| {
+        e.as_ref()
+            .map(|e| (e.image.clone(), e.reference.clone(), e.download_only))
     };
+    let entry = |i: &str| Some((i.to_owned(), None, false));
     assert_eq!(
-        st.booted,
+        image(&st.booted),
         entry(
             "quay.io/example/someimage@sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34"
         )
     );
     assert_eq!(
-        st.staged,
+        image(&st.staged),
         entry(
             "quay.io/example/someimage@sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566"
         )
     );
     assert_eq!(
-        st.rollback,
+        image(&st.rollback),
         entry(
             "quay.io/example/someimage@sha256:5db6d8b5f34d3cbdaa1e82ed0152a5ac980076d19317d4269db149cbde057bb2"
         )
@@ -1222,4 +1220,64 @@ fn a_hung_tool_is_killed_after_the_timeout() {
     // Output of a tool that answers in time is read whole.
     let out = r.run(std::path::Path::new("echo"), &s(&["hello"])).unwrap();
     assert_eq!(out.stdout, "hello\n");
+}
+
+/// Where a live apply finds the booted and staged checkouts: bootc's `ostree` members,
+/// rpm-ostree's `osname`, `checksum` and `serial`.
+#[test]
+fn the_booted_and_staged_deployments_are_located_from_either_status() {
+    let dep = |stateroot: &str, checksum: &str, serial: u32| {
+        Some(machineos_host::live::Deployment {
+            stateroot: stateroot.into(),
+            checksum: checksum.into(),
+            serial,
+        })
+    };
+    let b = bootc::parse_status(include_str!(
+        "fixtures/bootc-status-staged-booted-rollback.json"
+    ))
+    .unwrap()
+    .host_status();
+    assert_eq!(
+        b.staged_deployment,
+        dep(
+            "default",
+            "3c6dad657109522e0b2e49bf44b5420f16f0b438b5b9357e5132211cfbad135d",
+            0
+        )
+    );
+    assert_eq!(
+        b.booted_deployment,
+        dep(
+            "default",
+            "26836632adf6228d64ef07a26fd3efaf177104efd1f341a2cf7909a3e4e2c72c",
+            0
+        )
+    );
+    let r = rpm_ostree::parse_status(include_str!(
+        "fixtures/rpm-ostree-status-staged-booted-rollback.json"
+    ))
+    .unwrap();
+    assert_eq!(
+        r.staged_deployment,
+        dep(
+            "rhcos",
+            "6b9a7bd1e3b6f1b5c9f0e1d2c3b4a59687766554433221100ffeeddccbbaa998",
+            1
+        )
+    );
+    assert_eq!(
+        r.booted_deployment,
+        dep(
+            "rhcos",
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
+            0
+        )
+    );
+    // A download-only (finalization-locked) deployment is not the next boot: no staged
+    // checkout to apply from.
+    let z =
+        rpm_ostree::parse_status(include_str!("fixtures/rpm-ostree/zincati-staged.json")).unwrap();
+    assert_eq!(z.staged_deployment, None);
+    assert!(z.booted_deployment.is_some());
 }

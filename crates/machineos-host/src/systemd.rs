@@ -1,0 +1,76 @@
+//! What bootc and rpm-ostree hosts share beyond their tools: `systemctl` operations a
+//! change's policy asks for, the soft reboot, its count, and the live apply's deployments.
+//!
+//! Contract:
+//! * [`systemctl`] runs `systemctl <reload|restart> UNIT` or `systemctl daemon-reload`
+//!   through the runner (under its prefix: in the host's namespaces).
+//! * [`soft_reboots`] is systemd's `SoftRebootsCount` (`systemctl show -P SoftRebootsCount`,
+//!   systemd ≥ 256); 0 when the host's systemd does not report it.
+//! * [`soft_reboot`]: `ostree admin prepare-soft-reboot 0` makes the staged deployment
+//!   (index 0 of `ostree admin status`) the soft-reboot target — ostree mounts it at
+//!   `/run/nextroot`, and refuses when the deployment's kernel, initramfs or kernel
+//!   arguments differ from the booted ones (ostree `ot-admin-builtin-prepare-soft-reboot.c`;
+//!   bootc's `--soft-reboot=auto` runs the same preparation, `softRebootCapable` in its
+//!   status) — then `systemctl soft-reboot`. When the preparation fails (an ostree without
+//!   the command, or a deployment that does not qualify), a reboot instead, as bootc's
+//!   `auto` does; the failure is logged.
+//! * [`apply_live`]: the host status's booted and staged deployments, [`crate::live::apply`]
+//!   under the host root, the record in the runner's state directory.
+
+use std::path::Path;
+
+use crate::live::{Applied, AppliedRecord};
+use crate::run::Runner;
+use crate::{HostError, HostStatus, Systemctl};
+
+/// Run `op`.
+pub fn systemctl(runner: &Runner, op: &Systemctl) -> Result<(), HostError> {
+    runner.run(&runner.tools.systemctl, &op.args()).map(|_| ())
+}
+
+/// systemd's soft reboot count (0 when unknown).
+pub fn soft_reboots(runner: &Runner) -> u64 {
+    let args = ["show", "-P", "SoftRebootsCount"].map(String::from);
+    runner
+        .run(&runner.tools.systemctl, &args)
+        .ok()
+        .and_then(|o| o.stdout.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Soft-reboot into the staged deployment, else reboot (see the module documentation).
+pub fn soft_reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
+    let prepare = ["admin", "prepare-soft-reboot", "0"].map(String::from);
+    match runner.run(&runner.tools.ostree, &prepare) {
+        Ok(_) => runner
+            .run(&runner.tools.systemctl, &["soft-reboot".to_owned()])
+            .map(|_| ()),
+        Err(e) => {
+            tracing::warn!(error = %e, "the staged deployment cannot be soft-rebooted into; rebooting");
+            crate::bootc::reboot(runner, tool)
+        }
+    }
+}
+
+/// Apply the staged deployment's configuration to the running system under `root`.
+pub fn apply_live(
+    runner: &Runner,
+    root: &Path,
+    status: &HostStatus,
+    tool: &str,
+) -> Result<Applied, HostError> {
+    let (Some(booted), Some(staged)) = (&status.booted_deployment, &status.staged_deployment)
+    else {
+        return Err(HostError::Unsupported {
+            tool: tool.into(),
+            operation: "apply the staged image's configuration live".into(),
+            reason: "the status names no booted and staged ostree deployment".into(),
+        });
+    };
+    crate::live::apply(
+        root,
+        &booted.dir(root),
+        &staged.dir(root),
+        &AppliedRecord::new(&runner.state_dir),
+    )
+}
