@@ -303,6 +303,8 @@ struct Agent {
     failures: HashMap<&'static str, u32>,
     /// Where the pull secret was written (for pulls and deploys).
     auth: Option<PathBuf>,
+    /// The target the last pass applied live (its actions run), for the next pass.
+    applied: Option<crate::machine::Target>,
 }
 
 fn op_key(op: HostOp) -> &'static str {
@@ -313,6 +315,7 @@ fn op_key(op: HostOp) -> &'static str {
         HostOp::Kargs => "kargs",
         HostOp::Deploy => "deploy",
         HostOp::Reboot => "reboot",
+        HostOp::Live => "live",
     }
 }
 
@@ -331,6 +334,7 @@ impl Agent {
             failure: None,
             failures: HashMap::new(),
             auth: None,
+            applied: None,
         }
     }
 
@@ -366,6 +370,7 @@ impl Agent {
             drain: self.drain.take(),
             last_drain: self.last_drain.clone(),
             failure: self.failure.take(),
+            applied: self.applied.take(),
             ..Observed::default()
         };
         if observed.target().is_some() {
@@ -553,6 +558,27 @@ impl Agent {
                 HostOp::Reboot,
                 blocking("reboot", move || host.reboot()).await,
             ),
+            Action::SoftReboot => (
+                HostOp::Reboot,
+                blocking("soft reboot", move || host.soft_reboot()).await,
+            ),
+            Action::ApplyLive { target, actions } => {
+                let ops = actions.clone();
+                let node = self.opts.node.clone();
+                let result = blocking("live apply", move || {
+                    let applied = host.apply_live()?;
+                    tracing::info!(node = %node, written = ?applied.written, removed = ?applied.removed, "applied the staged configuration live");
+                    for op in &ops {
+                        host.systemctl(op)?;
+                    }
+                    Ok(())
+                })
+                .await;
+                if result.is_ok() {
+                    self.applied = Some(target.clone());
+                }
+                (HostOp::Live, result)
+            }
             _ => return Ok(()),
         };
         match result {

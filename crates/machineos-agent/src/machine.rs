@@ -42,12 +42,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use machineos_diagnostics::Backoff;
+use machineos_disruption::{Class, NodePlan};
 use machineos_host::HostStatus;
+use machineos_host::Systemctl;
 use machineos_rollout::observed::{ImageManifests, LastUpdate};
 use machineos_rollout::vocab::{
     CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE,
-    IMAGE_MANIFESTS, LAST_UPDATE, NodeState, PROGRESS, REASON, STAGE_IMAGE, STAGED_IMAGE, STATE,
-    mcn,
+    IMAGE_MANIFESTS, LAST_UPDATE, NODE_DISRUPTION, NodeState, PROGRESS, REASON, REBOOT_PENDING,
+    STAGE_IMAGE, STAGED_IMAGE, STATE, mcn,
 };
 use serde::{Deserialize, Serialize};
 
@@ -82,10 +84,17 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_at: Option<Millis>,
     },
-    /// Drained; writing credentials, keys and kargs and deploying the image.
+    /// Drained (or, for a move applied live, not cordoned at all); writing credentials,
+    /// keys and kargs and deploying the image.
     Deploying,
+    /// The image is the next boot; its configuration is being applied to the running system
+    /// and the policy's actions run (a move below `SoftReboot`). Redone whole after a
+    /// restart: the apply is idempotent.
+    Applying,
     /// The image is the next boot; rebooting. `boot_id_before_reboot` is the boot id the
-    /// host had when the reboot was decided: a different one means it happened.
+    /// host had when the reboot was decided: a different one means it happened. A soft
+    /// reboot keeps the kernel and its boot id: a higher soft reboot count than
+    /// `soft_reboots_before` means it happened.
     #[serde(rename_all = "camelCase")]
     Rebooting {
         /// The boot id before the reboot.
@@ -93,12 +102,22 @@ pub enum Step {
         /// When the reboot was requested (none yet: request it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reboot_requested: Option<Millis>,
+        /// A soft reboot (userspace only).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        soft: bool,
+        /// The host's soft reboot count before it.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        soft_reboots_before: u64,
     },
     /// The update failed for this target; nothing more happens until the target changes.
     Degraded {
         /// Why.
         reason: String,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The [`PROGRESS`] annotation: one update's progress.
@@ -114,6 +133,14 @@ pub struct Progress {
         skip_serializing_if = "Option::is_none"
     )]
     pub started: Option<Millis>,
+    /// The host refused to apply this move live (its image differs in more than
+    /// configuration): it reboots, whatever its plan said.
+    #[serde(
+        default,
+        rename = "rebootRequired",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub reboot_required: bool,
     /// Where it is.
     #[serde(flatten)]
     pub step: Step,
@@ -185,8 +212,10 @@ pub enum HostOp {
     Kargs,
     /// [`Action::Deploy`].
     Deploy,
-    /// [`Action::Reboot`].
+    /// [`Action::Reboot`] or [`Action::SoftReboot`].
     Reboot,
+    /// [`Action::ApplyLive`].
+    Live,
 }
 
 /// The previous pass's failed host operation.
@@ -227,6 +256,8 @@ pub struct Observed {
     pub last_drain: Option<DrainOutcome>,
     /// The previous pass's failed host operation, if one failed.
     pub failure: Option<HostFailure>,
+    /// The previous pass applied this target live, its actions included.
+    pub applied: Option<Target>,
 }
 
 impl Observed {
@@ -279,6 +310,49 @@ impl Observed {
             .filter(|p| &p.target == target)
             .and_then(|p| p.started)
     }
+
+    /// The plan the rollout handed for the move to `target` ([`NODE_DISRUPTION`]), if it is
+    /// for that move.
+    pub fn plan(&self, target: &Target) -> Option<NodePlan> {
+        self.get(NODE_DISRUPTION)
+            .and_then(NodePlan::parse)
+            .filter(|p| p.is_for(&target.config, &target.image))
+    }
+
+    /// What the move to `target` costs: its plan's class; a reboot without a plan, or when
+    /// the host refused to apply it live.
+    pub fn class(&self, target: &Target) -> Class {
+        if self
+            .progress()
+            .is_some_and(|p| &p.target == target && p.reboot_required)
+        {
+            return Class::Reboot;
+        }
+        self.plan(target).map_or(Class::Reboot, |p| p.class)
+    }
+
+    /// Whether the reboot of a [`Step::Rebooting`] happened: another boot id, or for a soft
+    /// one, a higher soft reboot count.
+    fn rebooted(&self, boot_id_before: &str, soft: bool, soft_reboots_before: u64) -> bool {
+        self.host.boot_id != boot_id_before
+            || (soft && self.host.soft_reboots > soft_reboots_before)
+    }
+}
+
+/// The `systemctl` operations a plan's actions run after a live apply, in order: `Special`
+/// is the MCO's CRI-O reload; `None`, `Drain` and `Reboot` run nothing.
+pub fn systemctl_ops(actions: &[machineos_disruption::Action]) -> Vec<Systemctl> {
+    use machineos_disruption::Action as A;
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            A::Reload(u) => Some(Systemctl::Reload(u.clone())),
+            A::Restart(u) => Some(Systemctl::Restart(u.clone())),
+            A::DaemonReload => Some(Systemctl::DaemonReload),
+            A::Special => Some(Systemctl::Reload("crio.service".into())),
+            A::None | A::Drain | A::Reboot => None,
+        })
+        .collect()
 }
 
 /// The timings [`decide`] applies.
@@ -359,6 +433,16 @@ pub enum Action {
     },
     /// Reboot the host.
     Reboot,
+    /// Reboot userspace into the staged image, keeping the kernel (else a reboot).
+    SoftReboot,
+    /// Apply the staged image's configuration to the running system, then run `actions`;
+    /// on success the next pass observes [`Observed::applied`] = `target`.
+    ApplyLive {
+        /// The move.
+        target: Target,
+        /// The policy's actions, in order.
+        actions: Vec<Systemctl>,
+    },
     /// Set a MachineConfigNode status condition.
     SetMcnCondition(McnCondition),
     /// Set the MachineConfigNode's `status.configVersion` and `status.configImage`.
@@ -424,9 +508,19 @@ impl Patch {
         self
     }
     fn progress(self, target: &Target, started: Option<Millis>, step: Step) -> Self {
+        self.progress_of(target, started, false, step)
+    }
+    fn progress_of(
+        self,
+        target: &Target,
+        started: Option<Millis>,
+        reboot_required: bool,
+        step: Step,
+    ) -> Self {
         let p = Progress {
             target: target.clone(),
             started,
+            reboot_required,
             step,
         };
         self.set(PROGRESS, p.to_annotation())
@@ -459,11 +553,13 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
         // its image is staged for the next boot already, stage the running one again first,
         // or the next reboot — anyone's — would boot the abandoned image.
         let restage_failed = o.failure.as_ref().is_some_and(|f| f.op == HostOp::Deploy);
-        if let (Some(booted), Some(staged)) = (o.host.booted.as_deref(), o.host.staged.as_deref())
-            && staged != booted
+        // What runs: the booted image, or the one whose configuration was applied live.
+        let running = o.get(REBOOT_PENDING).or(o.host.booted.as_deref());
+        if let (Some(running), Some(staged)) = (running, o.host.staged.as_deref())
+            && !o.is_image(Some(staged), running)
             && !restage_failed
         {
-            return restage(staged, booted);
+            return restage(staged, running);
         }
         patch = patch.remove(PROGRESS);
         dirty = true;
@@ -483,6 +579,13 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
     }
     if o.get(STATE) != Some(NodeState::Done.as_str()) {
         patch = patch.set(STATE, NodeState::Done.as_str()).set(REASON, "");
+        dirty = true;
+    }
+    // The image applied live has been booted since: no reboot is pending any more.
+    if let Some(pending) = o.get(REBOOT_PENDING)
+        && o.is_image(o.host.booted.as_deref(), pending)
+    {
+        patch = patch.remove(REBOOT_PENDING);
         dirty = true;
     }
     if dirty {
@@ -561,7 +664,38 @@ fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
     let Some(progress) = progress else {
         return start(o, policy, now, target);
     };
-    match progress.step {
+    let mut out = step(o, policy, now, target, &progress);
+    if progress.reboot_required {
+        // A refused live apply stays refused for this update, whatever step writes next.
+        keep_reboot_required(&mut out);
+    }
+    out
+}
+
+/// Mark every progress this pass writes with `reboot_required`.
+fn keep_reboot_required(actions: &mut [Action]) {
+    for a in actions {
+        let Action::Annotate(m) = a else { continue };
+        if let Some(Some(v)) = m.get_mut(PROGRESS)
+            && let Some(mut p) = Progress::parse(v)
+        {
+            p.reboot_required = true;
+            *v = p.to_annotation();
+        }
+    }
+}
+
+/// The next move of the update in `progress`.
+fn step(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    progress: &Progress,
+) -> Vec<Action> {
+    // Whether the node was taken out of service for this move (a drain, a reboot).
+    let disruptive = o.class(target).takes_slot();
+    match progress.step.clone() {
         Step::Draining {
             drain_started,
             attempts,
@@ -581,24 +715,35 @@ fn update(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
         ),
         // Uncordoned after the drain, before the reboot: pods may have landed since, and the
         // reboot would kill them undrained. Cordon again and drain again.
-        Step::Deploying if !o.unschedulable => redrain(target, progress.started),
+        Step::Deploying | Step::Applying if !o.unschedulable && disruptive => {
+            redrain(target, progress.started)
+        }
         Step::Rebooting {
             ref boot_id_before_reboot,
+            soft,
+            soft_reboots_before,
             ..
-        } if !o.unschedulable && o.host.boot_id == *boot_id_before_reboot => {
+        } if !o.unschedulable && !o.rebooted(boot_id_before_reboot, soft, soft_reboots_before) => {
             redrain(target, progress.started)
         }
         Step::Deploying => deploy(o, policy, now, target),
+        Step::Applying => applying(o, policy, now, target),
         Step::Rebooting {
             boot_id_before_reboot,
             reboot_requested,
+            soft,
+            soft_reboots_before,
         } => reboot(
             o,
             policy,
             now,
             target,
-            &boot_id_before_reboot,
-            reboot_requested,
+            &Reboot {
+                boot_id_before: boot_id_before_reboot,
+                requested: reboot_requested,
+                soft,
+                soft_reboots_before,
+            },
         ),
         Step::Degraded { reason } => {
             // Stays until the target changes; keep the annotations saying so.
@@ -623,7 +768,7 @@ fn start(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Act
     if o.is_image(o.host.booted.as_deref(), &target.image) {
         // Nothing to disrupt: the host already boots the image (a reinstall, or the
         // annotations were lost).
-        return finish(o, policy, now, target, false);
+        return finish(o, policy, now, target, Finish::Running);
     }
     if o.rendered.is_none() {
         // Read the rendered config before disrupting anything: its SSH keys and kargs are
@@ -638,6 +783,36 @@ fn start(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Act
                 ),
             ),
             Action::Requeue(policy.failure_backoff),
+        ];
+    }
+    let class = o.class(target);
+    if !class.takes_slot() {
+        // Applied live: nothing is cordoned or drained, the node stays in service.
+        let note = format!(
+            "updating to {} ({}); applied to the running system ({}), the node stays schedulable",
+            target.image,
+            target.config,
+            class.name()
+        );
+        return vec![
+            Patch::default()
+                .set(STATE, NodeState::Working.as_str())
+                .set(REASON, "")
+                .progress(target, Some(now), Step::Deploying)
+                .action(),
+            cond(
+                mcn::UPDATE_PREPARED,
+                true,
+                "UpdatePrepared",
+                format!("updating to {} ({})", target.image, target.config),
+            ),
+            Action::SetMcnVersions {
+                current_config: o.get(CURRENT_CONFIG).map(str::to_owned),
+                desired_config: target.config.clone(),
+                current_image: o.get(CURRENT_IMAGE).map(str::to_owned),
+                desired_image: Some(target.image.clone()),
+            },
+            event(false, "UpdateStarted", note),
         ];
     }
     let mut out = Vec::new();
@@ -942,6 +1117,22 @@ fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
         return out;
     }
     if o.is_image(o.host.staged.as_deref(), &target.image) {
+        let class = o.class(target);
+        if !class.boots() {
+            // Staged for the next boot; now its configuration, live.
+            return vec![
+                Patch::default()
+                    .progress(target, o.started(target), Step::Applying)
+                    .action(),
+                cond(
+                    mcn::APPLIED_OS_IMAGE,
+                    true,
+                    "Staged",
+                    format!("{} is the next boot", target.image),
+                ),
+                apply_live(o, target),
+            ];
+        }
         return vec![
             Patch::default()
                 .set(STATE, NodeState::Rebooting.as_str())
@@ -951,6 +1142,8 @@ fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
                     Step::Rebooting {
                         boot_id_before_reboot: o.host.boot_id.clone(),
                         reboot_requested: None,
+                        soft: class == Class::SoftReboot,
+                        soft_reboots_before: o.host.soft_reboots,
                     },
                 )
                 .action(),
@@ -970,7 +1163,7 @@ fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
     }
     if o.is_image(o.host.booted.as_deref(), &target.image) {
         // Running it already (deploying the booted image stages nothing).
-        return finish(o, policy, now, target, false);
+        return finish(o, policy, now, target, Finish::Running);
     }
     let Some(rendered) = &o.rendered else {
         return vec![
@@ -1008,15 +1201,99 @@ fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
     out
 }
 
-fn reboot(
-    o: &Observed,
-    policy: &Policy,
-    now: Millis,
-    target: &Target,
-    boot_id_before: &str,
+/// A [`Step::Rebooting`]'s record.
+struct Reboot {
+    boot_id_before: String,
     requested: Option<Millis>,
-) -> Vec<Action> {
-    if o.host.boot_id != boot_id_before {
+    soft: bool,
+    soft_reboots_before: u64,
+}
+
+impl Reboot {
+    fn step(&self, requested: Option<Millis>) -> Step {
+        Step::Rebooting {
+            boot_id_before_reboot: self.boot_id_before.clone(),
+            reboot_requested: requested,
+            soft: self.soft,
+            soft_reboots_before: self.soft_reboots_before,
+        }
+    }
+}
+
+/// The live apply of `target`'s staged image and the plan's actions.
+fn apply_live(o: &Observed, target: &Target) -> Action {
+    Action::ApplyLive {
+        target: target.clone(),
+        actions: o
+            .plan(target)
+            .map(|p| systemctl_ops(&p.actions))
+            .unwrap_or_default(),
+    }
+}
+
+/// The staged image's configuration is being applied live.
+fn applying(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
+    if o.applied.as_ref() == Some(target) {
+        return finish(o, policy, now, target, Finish::Live);
+    }
+    if !o.is_image(o.host.staged.as_deref(), &target.image) {
+        // The staged deployment went (someone deployed another): stage it again.
+        return vec![
+            Patch::default()
+                .progress(target, o.started(target), Step::Deploying)
+                .action(),
+        ];
+    }
+    if let Some(f) = o.failure.as_ref().filter(|f| f.op == HostOp::Live) {
+        if f.transient {
+            return host_failed(o, policy, target, &[HostOp::Live]).unwrap_or_default();
+        }
+        // Refused (the image changes more than configuration) or failed for good: the
+        // image is booted instead, by a drained reboot; the slot this takes was not
+        // counted by the rollout, which sees the node cordoned from now on.
+        let msg = format!(
+            "{} could not be applied to the running system ({}); draining and rebooting into it instead",
+            target.image, f.message
+        );
+        let mut out = vec![
+            Patch::default()
+                .set(CORDONED_BY_AGENT, target.image.clone())
+                .progress_of(
+                    target,
+                    o.started(target),
+                    true,
+                    Step::Draining {
+                        drain_started: 0,
+                        attempts: 0,
+                        failures: 0,
+                        retry_at: None,
+                    },
+                )
+                .action(),
+        ];
+        if !o.unschedulable {
+            out.push(Action::Cordon);
+        }
+        out.extend([
+            cond(
+                mcn::APPLIED_FILES_AND_OS,
+                false,
+                "LiveApplyRefused",
+                msg.clone(),
+            ),
+            cond(mcn::CORDONED, true, "Cordoned", "cordoned to reboot".into()),
+            event(true, "LiveApplyRefused", msg),
+        ]);
+        return out;
+    }
+    // A restarted agent (or the pass after an API error): apply again, it is idempotent.
+    vec![apply_live(o, target)]
+}
+
+fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboot) -> Vec<Action> {
+    let boot_id_before = r.boot_id_before.as_str();
+    let requested = r.requested;
+    if o.rebooted(boot_id_before, r.soft, r.soft_reboots_before) {
         // Verify what booted: the image, and the rendered config's kernel arguments.
         let missing: Vec<&String> = o
             .rendered
@@ -1038,7 +1315,7 @@ fn reboot(
                     target.config
                 ),
             ),
-            Some(_) if booted_target => finish(o, policy, now, target, true),
+            Some(_) if booted_target => finish(o, policy, now, target, Finish::Rebooted),
             booted => degrade(
                 o,
                 target,
@@ -1061,21 +1338,19 @@ fn reboot(
             out.insert(
                 0,
                 Patch::default()
-                    .progress(
-                        target,
-                        o.started(target),
-                        Step::Rebooting {
-                            boot_id_before_reboot: boot_id_before.to_owned(),
-                            reboot_requested: None,
-                        },
-                    )
+                    .progress(target, o.started(target), r.step(None))
                     .action(),
             );
         }
         return out;
     }
+    let how = if r.soft {
+        "soft-rebooting"
+    } else {
+        "rebooting"
+    };
     let note = match requested {
-        None => format!("rebooting into {}", target.image),
+        None => format!("{how} into {}", target.image),
         Some(at) if now.saturating_sub(at) >= ms(policy.reboot_timeout) => format!(
             "no reboot within {:?} of the request (boot id still {boot_id_before}); requesting it again",
             policy.reboot_timeout
@@ -1090,18 +1365,15 @@ fn reboot(
     vec![
         Patch::default()
             .set(STATE, NodeState::Rebooting.as_str())
-            .progress(
-                target,
-                o.started(target),
-                Step::Rebooting {
-                    boot_id_before_reboot: boot_id_before.to_owned(),
-                    reboot_requested: Some(now),
-                },
-            )
+            .progress(target, o.started(target), r.step(Some(now)))
             .action(),
         cond(mcn::REBOOTED, false, "Rebooting", note.clone()),
         event(requested.is_some(), "Rebooting", note),
-        Action::Reboot,
+        if r.soft {
+            Action::SoftReboot
+        } else {
+            Action::Reboot
+        },
         Action::Requeue(policy.reboot_timeout),
     ]
 }
@@ -1129,13 +1401,18 @@ fn uncordoned() -> Action {
     )
 }
 
-fn finish(
-    o: &Observed,
-    policy: &Policy,
-    now: Millis,
-    target: &Target,
-    rebooted: bool,
-) -> Vec<Action> {
+/// How an update ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// The host booted the target already.
+    Running,
+    /// It rebooted (or soft-rebooted) into the target.
+    Rebooted,
+    /// The target's configuration is applied live and the target is the next boot.
+    Live,
+}
+
+fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Finish) -> Vec<Action> {
     // Another image staged for the next boot (the target moved back to the booted image
     // mid-update): stage the target instead first, or the next reboot — anyone's — would
     // boot an image nobody wants any more.
@@ -1158,6 +1435,12 @@ fn finish(
         .set(REASON, "");
     if o.get(PROGRESS).is_some() {
         patch = patch.remove(PROGRESS);
+    }
+    let pending = how == Finish::Live && !o.is_image(o.host.booted.as_deref(), &target.image);
+    if pending {
+        patch = patch.set(REBOOT_PENDING, target.image.clone());
+    } else if o.get(REBOOT_PENDING).is_some() {
+        patch = patch.remove(REBOOT_PENDING);
     }
     // The timing of this update, if its start is known; else no record (an older one would
     // describe another update).
@@ -1191,7 +1474,7 @@ fn finish(
             "the node was cordoned before the update, not by the agent; it stays cordoned".into(),
         ));
     }
-    if rebooted {
+    if how == Finish::Rebooted {
         out.push(cond(
             mcn::REBOOTED,
             true,
@@ -1199,7 +1482,46 @@ fn finish(
             format!("booted {}", target.image),
         ));
     }
-    let msg = format!("running {} ({})", target.image, target.config);
+    if how == Finish::Live {
+        let actions = o
+            .plan(target)
+            .map(|p| systemctl_ops(&p.actions))
+            .unwrap_or_default();
+        out.push(cond(
+            mcn::APPLIED_FILES_AND_OS,
+            true,
+            "AppliedLive",
+            format!(
+                "the configuration of {} is applied to the running system; it boots next",
+                target.image
+            ),
+        ));
+        out.push(cond(
+            mcn::UPDATE_POST_ACTION_COMPLETE,
+            true,
+            "ActionsRun",
+            if actions.is_empty() {
+                "no action needed".into()
+            } else {
+                format!(
+                    "ran systemctl {}",
+                    actions
+                        .iter()
+                        .map(|a| a.args().join(" "))
+                        .collect::<Vec<_>>()
+                        .join("; systemctl ")
+                )
+            },
+        ));
+    }
+    let msg = if pending {
+        format!(
+            "running {} ({}), applied live; {} boots next",
+            target.image, target.config, target.image
+        )
+    } else {
+        format!("running {} ({})", target.image, target.config)
+    };
     out.extend([
         cond(mcn::UPDATE_COMPLETE, true, "UpdateComplete", msg.clone()),
         cond(mcn::UPDATED, true, "Updated", msg.clone()),

@@ -60,6 +60,7 @@ fn at(mut o: Observed, step: Step) -> Observed {
         Progress {
             target: target(),
             started: Some(NOW - 60_000),
+            reboot_required: false,
             step,
         }
         .to_annotation(),
@@ -429,7 +430,9 @@ fn a_deployed_image_records_the_boot_id_before_rebooting() {
         progress_of(&a).map(|p| p.step),
         Some(Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
-            reboot_requested: None
+            reboot_requested: None,
+            soft: false,
+            soft_reboots_before: 0,
         })
     );
     assert_eq!(patch_of(&a).get(STATE), Some(&Some("Rebooting".to_owned())));
@@ -469,6 +472,8 @@ fn the_reboot_is_requested_once() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: None,
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     let a = decide(&o, &policy(), NOW);
@@ -478,7 +483,9 @@ fn the_reboot_is_requested_once() {
         p.step,
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
-            reboot_requested: Some(NOW)
+            reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         }
     );
     // A restarted agent, same boot: waits, does not reboot again.
@@ -497,6 +504,8 @@ fn a_boot_into_the_target_finishes_and_undoes_only_our_cordon() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.host.boot_id = "boot-1".into();
@@ -539,6 +548,8 @@ fn a_boot_into_the_wrong_image_degrades_naming_both() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.host.boot_id = "boot-1".into();
@@ -606,12 +617,15 @@ fn progress_round_trips_through_its_annotation() {
         Step::Rebooting {
             boot_id_before_reboot: "b".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
         Step::Degraded { reason: "r".into() },
     ] {
         let p = Progress {
             target: target(),
             started: Some(NOW - 1),
+            reboot_required: false,
             step,
         };
         assert_eq!(Progress::parse(&p.to_annotation()), Some(p));
@@ -619,6 +633,7 @@ fn progress_round_trips_through_its_annotation() {
     let text = Progress {
         target: target(),
         started: None,
+        reboot_required: false,
         step: draining(NOW, 0, None),
     }
     .to_annotation();
@@ -798,6 +813,8 @@ fn a_boot_without_the_rendered_kernel_arguments_is_degraded() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.host.boot_id = "boot-1".into();
@@ -820,6 +837,8 @@ fn a_reboot_request_that_failed_is_retried_after_the_backoff_not_the_reboot_time
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.host.boot_id = "boot-0".into();
@@ -854,6 +873,8 @@ fn an_uncordon_between_the_drain_and_the_reboot_is_drained_again() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: None,
+            soft: false,
+            soft_reboots_before: 0,
         },
     ] {
         let mut o = at(asked(), step.clone());
@@ -888,6 +909,8 @@ fn an_uncordon_between_the_drain_and_the_reboot_is_drained_again() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     );
     o.host.boot_id = "boot-1".into();
@@ -1083,6 +1106,8 @@ fn a_multi_arch_target_booted_as_the_nodes_manifest_is_the_target() {
             Step::Rebooting {
                 boot_id_before_reboot: "boot-0".into(),
                 reboot_requested: Some(NOW),
+                soft: false,
+                soft_reboots_before: 0,
             },
         ));
         o.arch = arch.map(str::to_owned);
@@ -1125,6 +1150,8 @@ fn a_multi_arch_target_booted_as_the_nodes_manifest_is_the_target() {
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.arch = Some("amd64".into());
@@ -1152,6 +1179,8 @@ fn a_host_that_deployed_the_index_is_running_it_without_the_manifests_annotation
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     ));
     o.arch = Some("amd64".into());
@@ -1207,6 +1236,8 @@ fn a_multi_arch_target_staged_pulled_or_running_as_the_nodes_manifest_is_recogni
         Step::Rebooting {
             boot_id_before_reboot: "boot-0".into(),
             reboot_requested: Some(NOW),
+            soft: false,
+            soft_reboots_before: 0,
         },
     )));
     o.host.boot_id = "boot-1".into();
@@ -1232,4 +1263,336 @@ fn a_multi_arch_target_staged_pulled_or_running_as_the_nodes_manifest_is_recogni
         decide(&o, &policy(), NOW),
         vec![Action::WritePullSecret, Action::Pull(B.into())]
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Moves applied live, soft reboots
+
+/// `asked()` with the rollout's plan for the move: `class`, restarting chronyd.
+fn planned(class: Class) -> Observed {
+    let mut o = asked();
+    let plan = NodePlan {
+        config: "rendered-worker-2".into(),
+        image: B.into(),
+        class,
+        actions: vec![machineos_disruption::Action::Restart(
+            "chronyd.service".into(),
+        )],
+    };
+    o.annotations
+        .insert(NODE_DISRUPTION.into(), plan.to_annotation());
+    // The image carries the same kernel arguments (a live move changes none).
+    o.host.kargs = vec!["nosmt".into()];
+    o
+}
+
+fn step_of(a: &[Action]) -> Option<Step> {
+    progress_of(a).map(|p| p.step)
+}
+
+#[test]
+fn a_live_move_stages_applies_and_runs_its_actions_without_cordon_drain_or_reboot() {
+    let o = planned(Class::Restart);
+    // Start: no cordon, straight to deploying.
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| *a == Action::Cordon));
+    assert_eq!(step_of(&a), Some(Step::Deploying));
+    assert_eq!(patch_of(&a).get(STATE), Some(&Some("Working".to_owned())));
+    assert!(!patch_of(&a).contains_key(CORDONED_BY_AGENT));
+    assert_eq!(events(&a), vec!["UpdateStarted"]);
+    // Deploying on a schedulable node is the plan, not an uncordon to repair.
+    let o = at(o, Step::Deploying);
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| *a == Action::Cordon), "{a:?}");
+    assert!(has(&a, |a| *a == Action::Deploy(B.into())));
+    // Staged: apply live with the plan's actions, in the same pass as the record.
+    let mut o = o;
+    o.host.staged = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(step_of(&a), Some(Step::Applying));
+    assert!(has(&a, |a| *a
+        == Action::ApplyLive {
+            target: target(),
+            actions: vec![Systemctl::Restart("chronyd.service".into())],
+        }));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Reboot | Action::SoftReboot
+    )));
+    // Applied: done, the image the next boot, no reboot.
+    let mut o = at(o, Step::Applying);
+    o.applied = Some(target());
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())));
+    assert_eq!(p.get(REBOOT_PENDING), Some(&Some(B.to_owned())));
+    assert_eq!(p.get(PROGRESS), Some(&None));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Uncordon | Action::Reboot | Action::SoftReboot | Action::Cordon
+    )));
+    assert_eq!(
+        condition(&a, mcn::APPLIED_FILES_AND_OS),
+        Some(("True", "AppliedLive"))
+    );
+    assert_eq!(
+        condition(&a, mcn::UPDATE_POST_ACTION_COMPLETE),
+        Some(("True", "ActionsRun"))
+    );
+    assert_eq!(condition(&a, mcn::REBOOTED), None);
+    // Then idle; once the host booted B (anyone's reboot), nothing is pending any more.
+    for (k, v) in p {
+        match v {
+            Some(v) => o.annotations.insert(k, v),
+            None => o.annotations.remove(&k),
+        };
+    }
+    o.applied = None;
+    assert_eq!(decide(&o, &policy(), NOW), vec![]);
+    o.host.booted = Some(B.into());
+    o.host.staged = None;
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(REBOOT_PENDING), Some(&None));
+}
+
+#[test]
+fn a_restarted_agent_applies_again_and_a_refused_apply_reboots_instead() {
+    let mut o = at(planned(Class::None), Step::Applying);
+    o.host.staged = Some(B.into());
+    // No memory of the apply: redone (it is idempotent).
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(
+        a,
+        vec![Action::ApplyLive {
+            target: target(),
+            actions: vec![Systemctl::Restart("chronyd.service".into())],
+        }]
+    );
+    // A transient failure backs off.
+    o.failure = Some(HostFailure {
+        op: HostOp::Live,
+        message: "EBUSY".into(),
+        transient: true,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| matches!(a, Action::Requeue(_))));
+    assert!(!has(&a, |a| *a == Action::Cordon));
+    // Refused (the image changes /usr): cordon, drain, and from then on a reboot.
+    o.failure = Some(HostFailure {
+        op: HostOp::Live,
+        message: "the staged image differs outside /etc and /var".into(),
+        transient: false,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Cordon));
+    assert_eq!(events(&a), vec!["LiveApplyRefused"]);
+    let p = progress_of(&a).unwrap();
+    assert!(p.reboot_required);
+    assert!(matches!(p.step, Step::Draining { .. }));
+    let mut o = ours(o);
+    o.failure = None;
+    o.annotations.insert(PROGRESS.into(), p.to_annotation());
+    assert_eq!(o.class(&target()), Class::Reboot);
+    // Every later progress keeps it: after the drain, the staged image is rebooted into.
+    o.drain = Some(DrainOutcome::Drained);
+    let mut p2 = p.clone();
+    p2.step = draining(NOW, 0, None);
+    o.annotations.insert(PROGRESS.into(), p2.to_annotation());
+    let a = decide(&o, &policy(), NOW);
+    let p3 = progress_of(&a).unwrap();
+    assert_eq!(
+        (p3.step.clone(), p3.reboot_required),
+        (Step::Deploying, true)
+    );
+    o.annotations.insert(PROGRESS.into(), p3.to_annotation());
+    o.drain = None;
+    let a = decide(&o, &policy(), NOW);
+    assert!(matches!(
+        progress_of(&a).map(|p| p.step),
+        Some(Step::Rebooting { soft: false, .. })
+    ));
+}
+
+#[test]
+fn a_drain_move_drains_then_applies_live_and_uncordons_without_a_reboot() {
+    let o = planned(Class::Drain);
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Cordon));
+    let mut o = ours(at(o, Step::Deploying));
+    o.host.staged = Some(B.into());
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(step_of(&a), Some(Step::Applying));
+    // Uncordoned by someone before the apply: drained again.
+    let mut u = at(o.clone(), Step::Applying);
+    u.unschedulable = false;
+    assert!(has(&decide(&u, &policy(), NOW), |a| *a == Action::Cordon));
+    let mut o = at(o, Step::Applying);
+    o.applied = Some(target());
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Uncordon));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Reboot | Action::SoftReboot
+    )));
+    assert_eq!(patch_of(&a).get(REBOOT_PENDING), Some(&Some(B.to_owned())));
+}
+
+#[test]
+fn a_soft_reboot_move_is_verified_by_the_soft_reboot_count_not_the_boot_id() {
+    let mut o = ours(at(planned(Class::SoftReboot), Step::Deploying));
+    o.host.staged = Some(B.into());
+    o.host.soft_reboots = 2;
+    let a = decide(&o, &policy(), NOW);
+    let step = step_of(&a).unwrap();
+    assert_eq!(
+        step,
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: None,
+            soft: true,
+            soft_reboots_before: 2,
+        }
+    );
+    let o = at(o, step);
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::SoftReboot));
+    assert!(!has(&a, |a| *a == Action::Reboot));
+    let asked_at = progress_of(&a).unwrap().step;
+    // Soft-rebooted: same boot id, one more soft reboot, B booted: done.
+    let mut o = at(o, asked_at.clone());
+    o.host.soft_reboots = 3;
+    o.host.booted = Some(B.into());
+    o.host.staged = None;
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    assert_eq!(condition(&a, mcn::REBOOTED), Some(("True", "Rebooted")));
+    assert!(!patch_of(&a).contains_key(REBOOT_PENDING));
+    // Not yet soft-rebooted and uncordoned meanwhile: drained again, as for a reboot.
+    let mut u = at(o.clone(), asked_at);
+    u.host.soft_reboots = 2;
+    u.unschedulable = false;
+    assert!(has(&decide(&u, &policy(), NOW), |a| *a == Action::Cordon));
+}
+
+#[test]
+fn a_plan_for_another_move_is_a_reboot() {
+    let mut o = planned(Class::None);
+    let other = NodePlan {
+        config: "rendered-worker-3".into(),
+        image: C.into(),
+        class: Class::None,
+        actions: vec![],
+    };
+    o.annotations
+        .insert(NODE_DISRUPTION.into(), other.to_annotation());
+    assert_eq!(o.class(&target()), Class::Reboot);
+    assert!(has(&decide(&o, &policy(), NOW), |a| *a == Action::Cordon));
+    o.annotations
+        .insert(NODE_DISRUPTION.into(), "{not json".into());
+    assert!(has(&decide(&o, &policy(), NOW), |a| *a == Action::Cordon));
+}
+
+#[test]
+fn an_abandoned_update_restages_the_image_applied_live_not_the_booted_one() {
+    // B was applied live (pending), C was being deployed, then the target went back to B.
+    let mut o = planned(Class::None);
+    o.annotations.insert(CURRENT_IMAGE.into(), B.into());
+    o.annotations
+        .insert(CURRENT_CONFIG.into(), "rendered-worker-2".into());
+    o.annotations.insert(REBOOT_PENDING.into(), B.into());
+    o.annotations.insert(
+        PROGRESS.into(),
+        Progress {
+            target: Target {
+                config: "rendered-worker-3".into(),
+                image: C.into(),
+            },
+            started: None,
+            reboot_required: false,
+            step: Step::Deploying,
+        }
+        .to_annotation(),
+    );
+    o.host.staged = Some(C.into());
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Deploy(B.into())), "{a:?}");
+}
+
+/// A live move under restarts at any point: never cordoned, drained or rebooted; ends
+/// applied, with B staged and pending.
+#[derive(Debug, Clone)]
+enum LiveEv {
+    Pass,
+    Restart,
+    FailOnce,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_live_move_under_restarts_never_disrupts_and_ends_applied(
+        evs in proptest::collection::vec(
+            prop_oneof![4 => Just(LiveEv::Pass), 2 => Just(LiveEv::Restart), 1 => Just(LiveEv::FailOnce)],
+            0..40,
+        )
+    ) {
+        let host = FakeHost::booted(A);
+        let mut o = planned(Class::Restart);
+        let mut fail_next = false;
+        let pass = |o: &mut Observed, fail: bool| -> Vec<Action> {
+            o.host = host.status().unwrap_or_default();
+            o.host.kargs = vec!["nosmt".into()];
+            let actions = decide(o, &policy(), NOW);
+            o.failure = None;
+            o.applied = None;
+            for a in &actions {
+                match a {
+                    Action::Annotate(p) => {
+                        for (k, v) in p {
+                            match v {
+                                Some(v) => o.annotations.insert(k.clone(), v.clone()),
+                                None => o.annotations.remove(k),
+                            };
+                        }
+                    }
+                    Action::Cordon => o.unschedulable = true,
+                    Action::Deploy(i) => { let _ = host.deploy(i, None); }
+                    Action::ApplyLive { target, actions } => {
+                        if fail {
+                            o.failure = Some(HostFailure { op: HostOp::Live, message: "EIO".into(), transient: true, attempts: 1 });
+                        } else {
+                            let _ = host.apply_live();
+                            for op in actions { let _ = host.systemctl(op); }
+                            o.applied = Some(target.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            actions
+        };
+        for e in evs {
+            let actions = match e {
+                LiveEv::Pass => pass(&mut o, std::mem::take(&mut fail_next)),
+                LiveEv::Restart => { o.applied = None; o.failure = None; vec![] }
+                LiveEv::FailOnce => { fail_next = true; vec![] }
+            };
+            prop_assert!(!actions.iter().any(|a| matches!(a, Action::Cordon | Action::Drain | Action::Reboot | Action::SoftReboot)), "{:?}", actions);
+        }
+        for _ in 0..6 { pass(&mut o, false); }
+        prop_assert!(!o.unschedulable);
+        prop_assert_eq!(o.annotations.get(STATE).map(String::as_str), Some("Done"));
+        prop_assert_eq!(o.annotations.get(CURRENT_IMAGE).map(String::as_str), Some(B));
+        prop_assert_eq!(o.annotations.get(REBOOT_PENDING).map(String::as_str), Some(B));
+        let s = host.lock();
+        prop_assert_eq!(s.status.staged.as_deref(), Some(B));
+        prop_assert_eq!(s.live_config.as_deref(), Some(B));
+        prop_assert_eq!(s.status.boot_id.as_str(), "boot-0");
+        prop_assert!(!s.reboot_requested && !s.soft_reboot_requested);
+        prop_assert!(!s.systemctl.is_empty());
+    }
 }

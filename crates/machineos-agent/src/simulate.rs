@@ -8,7 +8,9 @@
 //! Contract: the fake host starts booted into the node's `currentImage` annotation (none:
 //! an unknown image); it writes the Node's `Ready` condition and its boot id
 //! (`status.nodeInfo.bootID`: at start, and the new one when it is Ready after each reboot,
-//! as a kubelet reports the machine's `/proc/sys/kernel/random/boot_id`) through the status
+//! as a kubelet reports the machine's `/proc/sys/kernel/random/boot_id`; a soft reboot —
+//! a quarter of the downtime — keeps it, as the kernel keeps running, and counts in the
+//! host's soft reboot count; a live apply changes neither) through the status
 //! subresource, which a real agent never does (the kubelet owns it) — and, like a kubelet
 //! that keeps reporting, tries again after a failed write (a 409 from a concurrent writer, a
 //! 5xx), so a machine never stays NotReady because one status write lost a race.
@@ -59,26 +61,38 @@ pub async fn run_simulated(
             opts.clone(),
             stop.clone(),
         ));
-        // Wait for a reboot request (or the end).
-        loop {
+        // Wait for a reboot request, soft or not (or the end).
+        let soft = loop {
             if shutdown.is_cancelled() {
                 stop.cancel();
                 return agent.await.unwrap_or(Ok(()));
             }
-            if std::mem::take(&mut host.lock().reboot_requested) {
-                break;
+            {
+                let mut h = host.lock();
+                if std::mem::take(&mut h.reboot_requested) {
+                    break false;
+                }
+                if std::mem::take(&mut h.soft_reboot_requested) {
+                    break true;
+                }
             }
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
-        }
+        };
         stop.cancel();
         let _ = agent.await;
-        tracing::info!(node = %opts.node, "simulated reboot");
+        tracing::info!(node = %opts.node, soft, "simulated reboot");
         set_status(&nodes, &opts.node, Some(false), None, &shutdown).await;
-        tokio::time::sleep(down).await;
-        host.boot();
+        if soft {
+            // Userspace only: no firmware, no kernel start; the boot id stays.
+            tokio::time::sleep(down / 4).await;
+            host.soft_boot();
+        } else {
+            tokio::time::sleep(down).await;
+            host.boot();
+        }
         set_status(&nodes, &opts.node, Some(true), Some(&boot_id()), &shutdown).await;
     }
 }

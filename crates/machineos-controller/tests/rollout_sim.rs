@@ -220,14 +220,22 @@ impl Fleet {
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 // Taken once: the request is consumed when the power supply acts on it.
-                let due: Vec<String> = machines
+                let due: Vec<(String, bool)> = machines
                     .lock()
                     .await
                     .iter()
-                    .filter(|(_, m)| std::mem::take(&mut m.host.lock().reboot_requested))
-                    .map(|(n, _)| n.clone())
+                    .filter_map(|(n, m)| {
+                        let mut h = m.host.lock();
+                        if std::mem::take(&mut h.reboot_requested) {
+                            Some((n.clone(), false))
+                        } else if std::mem::take(&mut h.soft_reboot_requested) {
+                            Some((n.clone(), true))
+                        } else {
+                            None
+                        }
+                    })
                     .collect();
-                for name in due {
+                for (name, soft) in due {
                     let (client, machines, shared) =
                         (client.clone(), machines.clone(), shared.clone());
                     tokio::spawn(async move {
@@ -244,7 +252,11 @@ impl Fleet {
                         tokio::time::sleep(Duration::from_millis(300)).await;
                         let mut ms = machines.lock().await;
                         let Some(m) = ms.get_mut(&name) else { return };
-                        m.host.boot();
+                        if soft {
+                            m.host.soft_boot();
+                        } else {
+                            m.host.boot();
+                        }
                         let _ = hooks::set_node_ready(&shared, &name, true);
                         m.agent = Some(start_agent(&client, &name, &m.host, &m.platform));
                     });
@@ -777,7 +789,7 @@ async fn pause_stops_the_rollout_and_a_failed_node_halts_it() {
         .find(|d| d.is_object())
         .unwrap();
     assert_eq!(d["policies"], "the MCO's defaults", "{d}");
-    assert_eq!(d["actedOn"], false, "{d}");
+    assert_eq!(d["actedOn"], true, "{d}");
     let classes = [
         "None",
         "Reload",
@@ -1120,6 +1132,246 @@ async fn a_multi_arch_image_rolls_onto_amd64_and_arm64_hosts_that_report_their_m
         !l.is_empty() && l.iter().all(|i| i.data["status"]["disruption"].is_null())
     })
     .await;
+    fleet.shutdown().await;
+    controller.stop().await;
+}
+
+/// Serve `MachineConfiguration` (its CRD, schemaless here) and create `cluster` with `spec`.
+async fn machine_configuration(c: &Cluster, spec: Value) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    let crd = serde_json::from_value(json!({
+        "metadata": {"name": "machineconfigurations.operator.openshift.io"},
+        "spec": {"group": "operator.openshift.io", "scope": "Cluster",
+            "names": {"plural": "machineconfigurations", "singular": "machineconfiguration",
+                "kind": "MachineConfiguration", "listKind": "MachineConfigurationList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let api = kinds::all(&c.client, &kinds::machine_configuration());
+    loop {
+        let obj = serde_json::from_value(json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster"}, "spec": spec,
+        }))
+        .unwrap();
+        if api.create(&PostParams::default(), &obj).await.is_ok() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the CRD never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// Every node on `image`, Done, uncordoned.
+fn all_on(ns: &[Node], count: usize, image: &str) -> bool {
+    ns.len() == count
+        && ns.iter().all(|n| {
+            let a = n.annotations();
+            current_image(n) == Some(image)
+                && a.get(vocab::DESIRED_IMAGE).map(String::as_str) == Some(image)
+                && a.get(vocab::STATE).map(String::as_str) == Some("Done")
+                && !cordoned(n)
+        })
+}
+
+/// The image the pool's current build produced, once its MachineOSImage for `config`
+/// exists.
+async fn image_for(c: &Cluster, config: &str) -> String {
+    let images = c
+        .until(&kinds::image(), "the MachineOSImage of the config", |l| {
+            l.iter()
+                .any(|i| i.data["spec"]["machineConfig"]["name"] == config)
+        })
+        .await;
+    images
+        .iter()
+        .find(|i| i.data["spec"]["machineConfig"]["name"] == config)
+        .and_then(|i| i.data["spec"]["image"].as_str())
+        .unwrap()
+        .to_owned()
+}
+
+async fn pool_config(c: &Cluster) -> String {
+    let pools = c.get(&kinds::pool());
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        let p = pools.get("worker").await.unwrap();
+        if let Some(name) = p.data["spec"]["configuration"]["name"].as_str()
+            && !name.is_empty()
+        {
+            return name.to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool was never rendered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 30's measure on the simulated cluster: a change to one `/etc` file whose policy is
+/// `None` (the cluster's `MachineConfiguration`) moves every node at once, none cordoned,
+/// none rebooted (boot ids unchanged); the image is staged and its configuration applied
+/// live. A file no policy covers still reboots each node once, within `maxUnavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncovered_one_reboots() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..6)
+        .map(|i| (format!("node-{i:02}"), worker_labels("zone-a")))
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    machine_configuration(
+        &c,
+        json!({"nodeDisruptionPolicy": {"files": [
+            {"path": "/etc/motd", "actions": [{"type": "None"}]},
+            {"path": "/etc/chrony.conf", "actions": [{"type": "Restart", "restart": {"serviceName": "chronyd.service"}}]},
+        ]}}),
+    )
+    .await;
+    pool_with(&c, json!(1), "0").await;
+    let controller = c.controller().await;
+    // The first image: every node reboots onto it (nothing says what it runs).
+    let first = image_for(&c, &pool_config(&c).await).await;
+    until_nodes(&c, "every node on the first image", EVENTUALLY, |ns| {
+        all_on(ns, 6, &first)
+    })
+    .await;
+    // The hosts' boot ids (this fleet's power supply reports none on the Node).
+    let mut boots_before: BTreeMap<String, String> = BTreeMap::new();
+    for (name, _) in &names {
+        boots_before.insert(
+            name.clone(),
+            fleet.host(name).await.lock().status.boot_id.clone(),
+        );
+    }
+    for (name, _) in &names {
+        assert_eq!(fleet.host(name).await.lock().boots, 1, "{name}");
+    }
+
+    // /etc/motd changes: policy None.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello again"),
+    )
+    .await;
+    let config = {
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        loop {
+            let cfg = pool_config(&c).await;
+            let old = nodes(&c).await[0]
+                .annotations()
+                .get(vocab::CURRENT_CONFIG)
+                .cloned();
+            if Some(&cfg) != old.as_ref() {
+                break cfg;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let second = image_for(&c, &config).await;
+    assert_ne!(second, first);
+    until_nodes(
+        &c,
+        "every node on the second image, live",
+        EVENTUALLY,
+        |ns| all_on(ns, 6, &second),
+    )
+    .await;
+    let api: Api<Node> = Api::all(c.client.clone());
+    for n in api.list(&ListParams::default()).await.unwrap().items {
+        let name = n.name_any();
+        assert_eq!(
+            fleet.host(&name).await.lock().status.boot_id,
+            boots_before[&name],
+            "{name}: no reboot"
+        );
+        let a = n.annotations();
+        assert_eq!(
+            a.get(vocab::REBOOT_PENDING),
+            Some(&second),
+            "{name}: the image boots next"
+        );
+        let plan = a
+            .get(vocab::NODE_DISRUPTION)
+            .and_then(|p| machineos_disruption::NodePlan::parse(p))
+            .unwrap();
+        assert_eq!(plan.class, machineos_disruption::Class::None, "{name}");
+        let h = fleet.host(&name).await;
+        let s = h.lock();
+        assert_eq!(s.boots, 1, "{name}: {:?}", s.calls);
+        assert_eq!(s.status.staged.as_deref(), Some(second.as_str()), "{name}");
+        assert_eq!(s.live_config.as_deref(), Some(second.as_str()), "{name}");
+        assert!(s.systemctl.is_empty(), "{name}: None runs nothing");
+    }
+    // Nobody was drained for it: the Events count one drain per node, the first rollout's.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    let since_first = reasons
+        .iter()
+        .filter(|r| *r == "Cordoned" || *r == "Drained")
+        .count();
+    // The first rollout drained each node once; the live one added none.
+    assert_eq!(since_first, 6, "{reasons:?}");
+    assert!(
+        !reasons.iter().any(|r| r == "LiveApplyRefused"),
+        "{reasons:?}"
+    );
+
+    // /etc/hostname: no policy covers it — a reboot per node, one at a time.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "hostname", "w"),
+    )
+    .await;
+    let third_config = {
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        loop {
+            let cfg = pool_config(&c).await;
+            if cfg != config {
+                break cfg;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let third = image_for(&c, &third_config).await;
+    until_nodes(&c, "every node on the third image", EVENTUALLY, |ns| {
+        all_on(ns, 6, &third)
+    })
+    .await;
+    for n in nodes(&c).await {
+        let name = n.name_any();
+        assert_ne!(
+            fleet.host(&name).await.lock().status.boot_id,
+            boots_before[&name],
+            "{name}: rebooted"
+        );
+        assert_eq!(n.annotations().get(vocab::REBOOT_PENDING), None, "{name}");
+        assert_eq!(fleet.host(&name).await.lock().boots, 2, "{name}");
+    }
     fleet.shutdown().await;
     controller.stop().await;
 }

@@ -20,7 +20,7 @@ use crate::policy::Action;
 
 /// The node annotation the plan is written to (machineos's; the MCO keeps the decision in
 /// its daemon).
-pub const NODE_DISRUPTION: &str = "machineos.io/disruption";
+pub use machineos_vocab::node::NODE_DISRUPTION;
 
 /// One node's move (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

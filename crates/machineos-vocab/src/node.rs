@@ -67,6 +67,16 @@ pub const LAST_UPDATE: &str = "machineos.io/last-update";
 /// Written in the same patch as the annotations it describes.
 pub const IMAGE_MANIFESTS: &str = "machineos.io/image-manifests";
 
+/// Node annotation (controller, machineos): the plan of the move the desired annotations
+/// name, JSON `{"config", "image", "class", "actions"}` (`machineos_disruption::NodePlan`):
+/// what the node disruption policies say that move costs. Written in the same patch as the
+/// desired annotations; absent or for another move: a reboot.
+pub const NODE_DISRUPTION: &str = "machineos.io/disruption";
+/// Node annotation (agent, machineos): the image (by digest) the node runs the
+/// configuration of, applied live, and boots at its next reboot (staged); removed once it
+/// booted it. `currentImage` names it too: the node is updated, its next boot is due.
+pub const REBOOT_PENDING: &str = "machineos.io/reboot-pending";
+
 /// Node label the MCO and kube-scheduler use for zones.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// Node label: the CPU architecture.
@@ -127,6 +137,11 @@ pub mod mcn {
     pub const IMAGE_PULLED: &str = "ImagePulledFromRegistry";
     /// The image is deployed for the next boot (image mode).
     pub const APPLIED_OS_IMAGE: &str = "AppliedOSImage";
+    /// The configuration files (and, in image mode, the staged image's configuration) are
+    /// applied to the running system.
+    pub const APPLIED_FILES_AND_OS: &str = "AppliedFilesAndOS";
+    /// The policy's post-update actions (reload, restart, daemon-reload) ran.
+    pub const UPDATE_POST_ACTION_COMPLETE: &str = "UpdatePostActionComplete";
     /// The node rebooted.
     pub const REBOOTED: &str = "RebootedNode";
     /// The node is uncordoned.
