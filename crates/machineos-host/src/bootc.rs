@@ -37,6 +37,11 @@
 //!   come from the image's `/usr/lib/bootc/kargs.d`; bootc ≥ 1.15.2's `bootc loader-entries
 //!   set-options-for-source` is not used here). A change that leaves the booted arguments as
 //!   they are succeeds; any other is [`HostError::Unsupported`].
+//! * `soft_reboot`: only when the staged entry says `softRebootCapable` (bootc's own rule:
+//!   kernel, initramfs and kernel arguments unchanged, systemd and ostree able, the same
+//!   SELinux policy), [`crate::systemd::soft_reboot`]; else a reboot, as bootc's
+//!   `--soft-reboot=auto`. (bootc's own `switch --soft-reboot=auto` prepares at stage time;
+//!   machineos stages first and decides at the reboot, so it prepares then.)
 //! * Pull credentials: `<root>/etc/ostree/auth.json` ([`crate::files::BOOTC_AUTH`]); an
 //!   `auth` file given elsewhere is copied there first.
 
@@ -73,6 +78,10 @@ pub struct BootcEntry {
     pub download_only: bool,
     /// `ostree`: where the deployment is checked out.
     pub deployment: Option<crate::live::Deployment>,
+    /// `softRebootCapable`: the same kernel, initramfs and kernel arguments as the booted
+    /// deployment, a systemd and ostree that can soft-reboot, the same SELinux policy
+    /// (bootc `status.rs`, `has_soft_reboot_capability`).
+    pub soft_reboot_capable: bool,
 }
 
 /// What `bootc status --format json` says.
@@ -151,6 +160,7 @@ fn entry_image(d: &Doc<'_>, entry: &Value, path: &str) -> Result<Option<BootcEnt
         image,
         download_only: d.bool(entry, path, "downloadOnly")?,
         deployment,
+        soft_reboot_capable: d.bool(entry, path, "softRebootCapable")?,
     }))
 }
 
@@ -317,6 +327,18 @@ impl Host for Bootc {
     }
 
     fn soft_reboot(&self) -> Result<(), HostError> {
+        // bootc says whether the staged deployment qualifies; when it does not, a reboot
+        // (bootc's `--soft-reboot=auto`).
+        let capable = self
+            .bootc_status()?
+            .staged
+            .is_some_and(|e| e.soft_reboot_capable && !e.download_only);
+        if !capable {
+            tracing::info!(
+                "the staged deployment is not soft-reboot capable (bootc status); rebooting"
+            );
+            return reboot(&self.runner, TOOL);
+        }
         crate::systemd::soft_reboot(&self.runner, TOOL)
     }
 

@@ -26,6 +26,11 @@
 //!   through [`Runner::run_long`]. The booted deployment stays the rollback.
 //! * `kargs`: `rpm-ostree kargs --delete-if-present=<r>… --append=<a>…`, the MCO's
 //!   `generateKargs` (deletes first, tolerant of drift; OCPBUGS-75894).
+//! * `soft_reboot`: rpm-ostree has no soft reboot of its own (coreos/rpm-ostree#4525); ostree's
+//!   `prepare-soft-reboot` is tried ([`crate::systemd::soft_reboot`]: it refuses a
+//!   deployment whose kernel, initramfs or kernel arguments differ, and hosts without
+//!   composefs), else a reboot. A bare `systemctl soft-reboot` is never run: without
+//!   `/run/nextroot` it restarts the same deployment.
 //! * Pull credentials: `<root>/run/ostree/auth.json` ([`crate::files::RPM_OSTREE_AUTH`]).
 
 use std::path::{Path, PathBuf};

@@ -7,13 +7,14 @@
 //! * [`soft_reboots`] is systemd's `SoftRebootsCount` (`systemctl show -P SoftRebootsCount`,
 //!   systemd ≥ 256); 0 when the host's systemd does not report it.
 //! * [`soft_reboot`]: `ostree admin prepare-soft-reboot 0` makes the staged deployment
-//!   (index 0 of `ostree admin status`) the soft-reboot target — ostree mounts it at
-//!   `/run/nextroot`, and refuses when the deployment's kernel, initramfs or kernel
-//!   arguments differ from the booted ones (ostree `ot-admin-builtin-prepare-soft-reboot.c`;
-//!   bootc's `--soft-reboot=auto` runs the same preparation, `softRebootCapable` in its
-//!   status) — then `systemctl soft-reboot`. When the preparation fails (an ostree without
-//!   the command, or a deployment that does not qualify), a reboot instead, as bootc's
-//!   `auto` does; the failure is logged.
+//!   (index 0 of `ostree admin status`) the soft-reboot target — ostree (≥ 2025.3) mounts it
+//!   at `/run/nextroot`, and refuses when the deployment's boot checksum (kernel and
+//!   initramfs) or kernel arguments differ from the booted ones, or the host has no
+//!   composefs (ostree `ot-admin-builtin-prepare-soft-reboot.c`, `can_soft_reboot`; bootc's
+//!   `--soft-reboot=auto` makes the same preparation through the library) — then `systemctl
+//!   soft-reboot` (systemd ≥ 254; from 255 a plain reboot would soft-reboot into
+//!   `/run/nextroot` too). When the preparation fails (an older ostree, a deployment that
+//!   does not qualify), a reboot instead, as bootc's `auto` does; the failure is logged.
 //! * [`apply_live`]: the host status's booted and staged deployments, [`crate::live::apply`]
 //!   under the host root, the record in the runner's state directory.
 

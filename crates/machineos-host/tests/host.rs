@@ -65,6 +65,7 @@ impl Stand {
             systemd_run: tool("systemd-run"),
             reboot: vec![systemctl.display().to_string(), "reboot".into()],
             systemctl,
+            ostree: tool("ostree"),
             // The real one: the stand-ins record the I/O class they ran in.
             ..Tools::default()
         };
@@ -1280,4 +1281,144 @@ fn the_booted_and_staged_deployments_are_located_from_either_status() {
         rpm_ostree::parse_status(include_str!("fixtures/rpm-ostree/zincati-staged.json")).unwrap();
     assert_eq!(z.staged_deployment, None);
     assert!(z.booted_deployment.is_some());
+}
+
+// ---------------------------------------------------------------- live apply, soft reboot
+
+/// The checkout of a deployment as the stand-ins name it: bootc's checksum is the image's
+/// digest hex, rpm-ostree's the sha256 of the image reference; serial 0 booted, rpm-ostree's
+/// staged 1.
+fn checkout(s: &Stand, stateroot: &str, checksum: &str, serial: u32) -> PathBuf {
+    s.root
+        .join("sysroot/ostree/deploy")
+        .join(stateroot)
+        .join(format!("deploy/{checksum}.{serial}"))
+}
+
+fn sha256_hex(text: &str) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+fn write_tree(root: &Path, files: &[(&str, &str)]) {
+    for (p, text) in files {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+#[test]
+fn both_backends_apply_the_staged_configuration_where_their_status_says_it_is() {
+    for tool in ["bootc", "rpm-ostree"] {
+        let s = Stand::new(Some(A), &[tool, "systemctl"]);
+        s.set("staged", B);
+        let (booted, staged) = if tool == "bootc" {
+            (
+                checkout(&s, "default", A.rsplit_once(':').unwrap().1, 0),
+                checkout(&s, "default", B.rsplit_once(':').unwrap().1, 0),
+            )
+        } else {
+            (
+                checkout(&s, "rhcos", &sha256_hex(A), 0),
+                checkout(&s, "rhcos", &sha256_hex(B), 1),
+            )
+        };
+        write_tree(
+            &booted,
+            &[("usr/etc/chrony.conf", "server a\n"), ("usr/bin/x", "x")],
+        );
+        write_tree(
+            &staged,
+            &[("usr/etc/chrony.conf", "server b\n"), ("usr/bin/x", "x")],
+        );
+        write_tree(&s.root, &[("etc/chrony.conf", "server a\n")]);
+        let host: Box<dyn Host> = if tool == "bootc" {
+            Box::new(s.bootc())
+        } else {
+            Box::new(s.rpm_ostree())
+        };
+        let done = host.apply_live().unwrap();
+        assert_eq!(done.written, ["/etc/chrony.conf"], "{tool}");
+        assert_eq!(
+            std::fs::read_to_string(s.root.join("etc/chrony.conf")).unwrap(),
+            "server b\n",
+            "{tool}"
+        );
+        // The record of what was applied lives in the runner's state directory (the host's /run).
+        assert!(
+            s.root.join("run/machineos-host/live-applied").exists(),
+            "{tool}"
+        );
+        // The policy's actions, through systemctl.
+        host.systemctl(&machineos_host::Systemctl::Restart(
+            "chronyd.service".into(),
+        ))
+        .unwrap();
+        host.systemctl(&machineos_host::Systemctl::DaemonReload)
+            .unwrap();
+        let calls = s.calls();
+        assert!(
+            calls.ends_with(&[
+                "systemctl restart chronyd.service".to_owned(),
+                "systemctl daemon-reload".to_owned()
+            ]),
+            "{tool}: {calls:?}"
+        );
+        s.set("fail_unit_crio.service", "Job for crio.service failed.");
+        let e = host
+            .systemctl(&machineos_host::Systemctl::Reload("crio.service".into()))
+            .unwrap_err();
+        assert!(e.to_string().contains("Job for crio.service failed"), "{e}");
+        // Nothing staged: nothing to apply from.
+        std::fs::remove_file(s.state.join("staged")).unwrap();
+        assert!(host.apply_live().is_err(), "{tool}");
+    }
+}
+
+#[test]
+fn a_soft_reboot_is_prepared_through_ostree_and_falls_back_to_a_reboot() {
+    // bootc: capable by its own status → ostree's preparation, then systemctl soft-reboot.
+    let s = Stand::new(Some(A), &["bootc", "systemctl", "ostree"]);
+    s.set("staged", B);
+    s.set("soft_reboot_capable", "");
+    s.bootc().soft_reboot().unwrap();
+    assert!(s.state.join("soft_reboot_requested").exists());
+    assert_eq!(s.get("nextroot").as_deref(), Some("0"));
+    assert!(!s.state.join("reboot_requested").exists());
+    // Not capable: a reboot, ostree not even asked.
+    let s = Stand::new(Some(A), &["bootc", "systemctl", "ostree"]);
+    s.set("staged", B);
+    s.bootc().soft_reboot().unwrap();
+    assert!(s.state.join("reboot_requested").exists());
+    assert!(
+        !s.calls().iter().any(|c| c.starts_with("ostree")),
+        "{:?}",
+        s.calls()
+    );
+    // rpm-ostree has no soft reboot: ostree's preparation decides; refused → a reboot.
+    let s = Stand::new(Some(A), &["rpm-ostree", "systemctl", "ostree"]);
+    s.set("staged", B);
+    s.rpm_ostree().soft_reboot().unwrap();
+    assert!(s.state.join("soft_reboot_requested").exists());
+    let s = Stand::new(Some(A), &["rpm-ostree", "systemctl", "ostree"]);
+    s.set("staged", B);
+    s.set("prepare_fails", "error: Cannot soft-reboot: kernel differs");
+    s.rpm_ostree().soft_reboot().unwrap();
+    assert!(s.state.join("reboot_requested").exists());
+    assert!(!s.state.join("soft_reboot_requested").exists());
+    // The count systemd keeps is in the status (absent: 0).
+    let s = Stand::new(Some(A), &["rpm-ostree", "systemctl"]);
+    assert_eq!(s.rpm_ostree().status().unwrap().soft_reboots, 0);
+    s.set("soft_reboots", "2");
+    assert_eq!(s.rpm_ostree().status().unwrap().soft_reboots, 2);
 }

@@ -1,5 +1,8 @@
 //! Import and deploy: a fresh sysroot (`ostree admin init-fs`, stateroot `default`, no
 //! bootloader), ostree-ext's `container::deploy::deploy` of the image, and what came of it.
+//! Into a sysroot that has a deployment already, the image is deployed beside it, its
+//! `/etc` the three-way merge of that deployment's `/etc` (ostree's merge deployment: the
+//! first one), as a node's next deployment gets.
 
 use std::path::{Path, PathBuf};
 
@@ -31,9 +34,9 @@ pub struct Deployed {
 }
 
 /// Deploy `image` (a containers-image reference such as `oci:/dir:tag`, imported as
-/// `ostree-unverified-image:` — no signature policy) into a new sysroot at `sysroot` (an
-/// empty or missing directory). Run with `OSTREE_SYSROOT_OPTS=skip-sync` in the
-/// environment: see the crate docs.
+/// `ostree-unverified-image:` — no signature policy) into the sysroot at `sysroot`: a new
+/// one (an empty or missing directory), or one with a deployment already, merged from it.
+/// Run with `OSTREE_SYSROOT_OPTS=skip-sync` in the environment: see the crate docs.
 pub async fn deploy(image: &str, sysroot: &Path) -> Result<Deployed> {
     std::fs::create_dir_all(sysroot).with_context(|| format!("creating {}", sysroot.display()))?;
     let imgref: OstreeImageReference = format!("ostree-unverified-image:{image}")
@@ -46,16 +49,20 @@ pub async fn deploy(image: &str, sysroot: &Path) -> Result<Deployed> {
         .context("initialising the sysroot")?;
     sr.load(cancellable).context("loading the sysroot")?;
     let repo = sr.repo();
-    let config = repo.copy_config();
-    config.set_string("sysroot", "bootloader", "none");
-    repo.write_config(&config)
-        .context("setting sysroot.bootloader=none")?;
-    sr.init_osname(STATEROOT, cancellable)
-        .context("creating the stateroot")?;
-    sr.load(cancellable).context("reloading the sysroot")?;
+    if sr.deployments().is_empty() {
+        let config = repo.copy_config();
+        config.set_string("sysroot", "bootloader", "none");
+        repo.write_config(&config)
+            .context("setting sysroot.bootloader=none")?;
+        sr.init_osname(STATEROOT, cancellable)
+            .context("creating the stateroot")?;
+        sr.load(cancellable).context("reloading the sysroot")?;
+    }
     let kargs = ["root=LABEL=root"];
     let mut opts = DeployOpts::default();
     opts.kargs = Some(&kargs);
+    // Keep the deployment merged from: the caller compares the two.
+    opts.no_clean = true;
     let state = ostree_ext::container::deploy::deploy(&sr, STATEROOT, &imgref, Some(opts))
         .await
         .with_context(|| format!("deploying {image}"))?;

@@ -1,5 +1,6 @@
 //! `machineos-ostree-judge deploy IMAGE SYSROOT`: import and deploy `IMAGE` (e.g.
-//! `oci:/dir:tag`) into a new sysroot at `SYSROOT` with ostree-ext, and print the
+//! `oci:/dir:tag`) into the sysroot at `SYSROOT` (new, or beside its deployment, merged from
+//! it) with ostree-ext, and print the
 //! [`machineos_ostree_judge::Deployed`] as JSON. Set `OSTREE_SYSROOT_OPTS=skip-sync`.
 
 use anyhow::{Result, bail};

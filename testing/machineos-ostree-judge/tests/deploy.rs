@@ -390,3 +390,139 @@ fn the_encapsulated_base_itself_deploys_and_matches_its_unpacked_tree() {
     // Equal files share one content object: hard links of each other in the deployment.
     assert!(!deployed.links_of("usr/share/dup-b").is_empty());
 }
+
+/// A live apply on a real pair of ostree deployments: node A booted (its `/etc` the running
+/// one, with the node's own files), image B deployed beside it as a node's next deployment
+/// is (ostree merges A's `/etc` into it). Applying B live makes A's running `/etc` exactly
+/// ostree's merge result — so the merge at the next boot changes nothing — and puts B's
+/// `/var` content in place, which no merge does; an image that changes `/usr` is refused.
+#[test]
+fn a_live_apply_makes_the_running_etc_what_the_next_boots_merge_makes_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = base(dir.path());
+    let file = |path: &str, mode: u32, text: &str| {
+        format!(
+            r#"{{"path": "{path}", "mode": {mode}, "overwrite": true, "contents": {{"source": "data:,{text}"}}}}"#
+        )
+    };
+    let config = |files: &[String], unit: &str| {
+        format!(
+            r#"{{"ignition": {{"version": "3.4.0"}}, "storage": {{"files": [{}]}},
+               "systemd": {{"units": [{{"name": "hello.service", "enabled": true,
+                 "contents": "[Service]\nExecStart=/bin/true {unit}\n[Install]\nWantedBy=multi-user.target\n"}}]}}}}"#,
+            files.join(", ")
+        )
+    };
+    let a_out = dir.path().join("a");
+    build(
+        &base,
+        &a_out,
+        &config(
+            &[
+                file("/etc/chrony.conf", 420, "server%20a%0A"),
+                file("/etc/motd", 420, "one%0A"),
+                file("/var/lib/app/conf", 416, "v1%0A"),
+            ],
+            "a",
+        ),
+    );
+    let b_out = dir.path().join("b");
+    build(
+        &base,
+        &b_out,
+        &config(
+            &[
+                file("/etc/chrony.conf", 384, "server%20b%0A"),
+                file("/etc/app/conf.d/10-x.conf", 420, "x%3D1%0A"),
+                file("/var/lib/app/conf", 416, "v2%0A"),
+            ],
+            "b",
+        ),
+    );
+    let c_out = dir.path().join("c");
+    build(
+        &base,
+        &c_out,
+        &config(&[file("/usr/lib/os-release", 420, "ID%3Dother%0A")], "a"),
+    );
+    let a = deploy(&format!("oci:{}:t", a_out.display()), dir.path());
+    // The node as it runs A: its own files in /etc, A's /var content delivered.
+    std::fs::write(a.root.join("etc/local.conf"), "mine\n").expect("write");
+    std::fs::create_dir_all(a.var.join("lib/app")).expect("mkdir");
+    let cp = Command::new("cp")
+        .args(["-a", "--"])
+        .arg(a.root.join("usr/share/factory/var/lib/app/conf"))
+        .arg(a.var.join("lib/app/conf"))
+        .status()
+        .expect("cp");
+    assert!(cp.success());
+    // B deployed beside it: ostree merges the running /etc into B's.
+    let b = deploy(&format!("oci:{}:t", b_out.display()), dir.path());
+    assert_ne!(a.root, b.root);
+    let merged = Snapshot::of(&b.root.join("etc")).expect("snapshot");
+    assert!(
+        merged.get("local.conf").is_some(),
+        "ostree kept the node's file"
+    );
+
+    // The running system: A's root, the stateroot's /var.
+    let live = dir.path().join("live");
+    std::fs::create_dir_all(&live).expect("mkdir");
+    std::os::unix::fs::symlink(a.root.join("etc"), live.join("etc")).expect("link");
+    std::os::unix::fs::symlink(&a.var, live.join("var")).expect("link");
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    let record = machineos_host::live::AppliedRecord::new(&run);
+    let done = machineos_host::live::apply(&live, &a.root, &b.root, &record).expect("live apply");
+    println!(
+        "live apply wrote {:?}, removed {:?}",
+        done.written, done.removed
+    );
+    assert!(
+        done.written.contains(&"/etc/chrony.conf".to_owned()),
+        "{done:?}"
+    );
+    assert!(done.removed.contains(&"/etc/motd".to_owned()), "{done:?}");
+    assert!(
+        done.written.contains(&"/var/lib/app/conf".to_owned()),
+        "{done:?}"
+    );
+
+    let running = Snapshot::of(&a.root.join("etc")).expect("snapshot");
+    let view = |s: &Snapshot| -> BTreeMap<String, (Kind, u32, u32, u32)> {
+        s.entries
+            .iter()
+            .filter(|(p, _)| !p.is_empty())
+            .map(|(p, e)| (p.clone(), (e.kind.clone(), e.mode, e.uid, e.gid)))
+            .collect()
+    };
+    let (want, have) = (view(&merged), view(&running));
+    let differ: Vec<&String> = want
+        .keys()
+        .chain(have.keys())
+        .filter(|p| want.get(*p) != have.get(*p))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the running /etc differs from ostree's merge at {differ:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.var.join("lib/app/conf")).expect("read"),
+        "v2\n"
+    );
+    // Again: nothing to do.
+    let again = machineos_host::live::apply(&live, &a.root, &b.root, &record).expect("again");
+    assert!(
+        again.written.is_empty() && again.removed.is_empty(),
+        "{again:?}"
+    );
+
+    // An image that changes /usr cannot be applied live; nothing is written.
+    let c = deploy(&format!("oci:{}:t", c_out.display()), dir.path());
+    let e = machineos_host::live::apply(&live, &a.root, &c.root, &record).unwrap_err();
+    assert!(e.to_string().contains("/usr/lib/os-release"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(a.root.join("etc/chrony.conf")).expect("read"),
+        "server b\n"
+    );
+}
