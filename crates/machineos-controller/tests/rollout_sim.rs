@@ -1263,7 +1263,22 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
         assert_eq!(fleet.host(name).await.lock().boots, 1, "{name}");
     }
 
-    // /etc/motd changes: policy None.
+    // /etc/motd changes: policy None. Paused first, to read the plan before anything moves.
+    let pools = c.get(&kinds::pool());
+    let pause = |paused: bool| {
+        let pools = pools.clone();
+        async move {
+            pools
+                .patch(
+                    "worker",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"paused": paused}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    pause(true).await;
     c.apply(
         &kinds::machine_config(),
         machine_config("00-worker", "motd", "hello again"),
@@ -1286,6 +1301,26 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
     };
     let second = image_for(&c, &config).await;
     assert_ne!(second, first);
+    // `machineos rollout plan`: every node in one batch (no slot taken), each a None.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let (plan, disruption) = loop {
+        let (plan, d) =
+            machineos_controller::rollout::plan_with_disruption(&c.client, NS, "worker", None, 0)
+                .await
+                .unwrap();
+        if plan.image.as_deref() == Some(second.as_str()) {
+            break (plan, d);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{plan:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(plan.batches.len(), 1, "{plan:?}");
+    assert_eq!(plan.batches[0].len(), 6, "{plan:?}");
+    let (d, source) = disruption.unwrap();
+    assert_eq!(source, "MachineConfiguration cluster");
+    assert_eq!(d.class, machineos_disruption::Class::None, "{d:?}");
+    assert_eq!(d.nodes.len(), 6);
+    pause(false).await;
     until_nodes(
         &c,
         "every node on the second image, live",

@@ -182,6 +182,15 @@ pub fn plan_from(
         )),
         _ => None,
     };
+    // Moves applied live take no slot: they all go with the first batch.
+    let (live, rest): (Vec<&decide::NodeView<'_>>, Vec<&decide::NodeView<'_>>) =
+        rest.into_iter().partition(|v| {
+            image
+                .as_deref()
+                .is_some_and(|img| v.node.moves_live(&p.config, img))
+        });
+    let mut first = first;
+    first.extend(live.iter().map(|v| planned(v)));
     if !first.is_empty() {
         out.batches.push(first);
     }

@@ -966,3 +966,25 @@ fn a_move_applied_live_takes_no_slot_and_its_node_stays_available() {
         d.node_patches
     );
 }
+
+#[test]
+fn the_plan_puts_every_move_applied_live_in_the_first_batch() {
+    use machineos_disruption::Class;
+    let mut o = cluster(5, Some(MaxUnavailable::Count(1)));
+    o.pools[0].paused = true;
+    for (i, n) in o.nodes.iter_mut().enumerate() {
+        // Two nodes reboot (a slot each), three move live.
+        n.move_plan = Some(plan_of(if i < 2 { Class::Reboot } else { Class::Restart }));
+    }
+    let p = plan(&o, "worker", NOW).unwrap();
+    let sizes: Vec<usize> = p.batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [3, 1, 1], "{p:?}");
+    o.pools[0].paused = false;
+    let p = plan(&o, "worker", NOW).unwrap();
+    let sizes: Vec<usize> = p.batches.iter().map(Vec::len).collect();
+    assert_eq!(
+        sizes,
+        [4, 1],
+        "the first batch: one reboot and every live move: {p:?}"
+    );
+}

@@ -197,7 +197,9 @@ fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
             let client = kube::Client::try_default()
                 .await
                 .map_err(|e| format!("no cluster: {e}"))?;
-            let plan = machineos_controller::rollout::plan_from_cluster(
+            // What the moves cost is extra: a reader who may not read MachineConfigs still
+            // gets the plan, with the reason in place of the costs.
+            let (plan, disruption) = machineos_controller::rollout::plan_with_disruption(
                 &client,
                 &a.namespace,
                 &a.pool,
@@ -205,14 +207,6 @@ fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
                 a.min_ready_seconds,
             )
             .await?;
-            // What the moves cost is extra: a reader who may not read MachineConfigs still
-            // gets the plan, with the reason in place of the costs.
-            let disruption = machineos_controller::rollout::disruption_from_cluster(
-                &client,
-                &plan.config,
-                &moving(&plan),
-            )
-            .await;
             Ok::<_, String>((plan, disruption))
         })
         .map_err(anyhow::Error::msg)
@@ -223,8 +217,9 @@ fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
             Ok((d, source)) => {
                 let mut dj = serde_json::to_value(d)?;
                 dj["policies"] = serde_json::json!(source);
-                // The agent does not act on it yet: every move drains and reboots.
-                dj["actedOn"] = serde_json::json!(false);
+                // The rollout and the agent act on it: moves below Drain take no slot and
+                // are applied live; SoftReboot soft-reboots.
+                dj["actedOn"] = serde_json::json!(true);
                 dj
             }
             Err(e) => serde_json::json!({"error": e}),
@@ -240,14 +235,6 @@ fn run_plan(a: &PlanArgs) -> anyhow::Result<()> {
     crate::cli::emit(out.trim_end())
 }
 
-/// The members that move onto the target: moving now, in the batches, waiting to be Ready.
-fn moving(p: &machineos_rollout::plan::Plan) -> Vec<String> {
-    let mut nodes: Vec<String> = p.in_flight.clone();
-    nodes.extend(p.batches.iter().flatten().map(|n| n.name.clone()));
-    nodes.extend(p.not_ready.iter().cloned());
-    nodes
-}
-
 /// What the moves cost, by the node disruption policies: the strongest class, then one line
 /// per node.
 pub fn disruption_text(d: &machineos_disruption::Disruption, source: &str) -> String {
@@ -257,7 +244,7 @@ pub fn disruption_text(d: &machineos_disruption::Disruption, source: &str) -> St
         other => other.type_name().to_owned(),
     };
     let mut out = format!(
-        "disruption by policy ({source}): {:?} (not acted on yet: every move drains and reboots)\n",
+        "disruption by policy ({source}): {:?} (below Drain: applied live, no slot taken)\n",
         d.class
     );
     for n in &d.nodes {
@@ -495,7 +482,7 @@ mod tests {
         };
         assert_eq!(
             disruption_text(&d, "the MCO's defaults"),
-            "disruption by policy (the MCO's defaults): Reboot (not acted on yet: every move drains and reboots)\n  \
+            "disruption by policy (the MCO's defaults): Reboot (below Drain: applied live, no slot taken)\n  \
              w1: Reload — Reload crio.service (file /etc/containers/policy.json)\n  \
              w2: Reboot, drained — Reboot (Node w2 has no currentConfig)"
         );

@@ -181,7 +181,8 @@ pub struct ImageDisruption {
     /// `MachineConfiguration` object `cluster`, or the MCO's defaults.
     #[schemars(length(max = 64))]
     pub policies: String,
-    /// actedOn is false while the node agent still drains and reboots for every change.
+    /// actedOn says whether the rollout acts on the classes: moves below Drain take no
+    /// maxUnavailable slot and are applied to the running node, SoftReboot soft-reboots.
     pub acted_on: bool,
 }
 

@@ -44,6 +44,15 @@ impl Policies {
         }
     }
 
+    /// Policies read elsewhere (`machineos rollout plan`), from `source`.
+    pub fn from_read(policies: ClusterPolicies, source: String) -> Policies {
+        Policies {
+            policies,
+            source,
+            read_at: Instant::now(),
+        }
+    }
+
     /// Whether these were read less than [`POLICY_TTL`] ago.
     pub fn fresh(&self) -> bool {
         self.read_at.elapsed() < POLICY_TTL

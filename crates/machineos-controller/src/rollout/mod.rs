@@ -22,7 +22,8 @@ mod plan;
 mod secrets;
 
 pub use plan::{
-    disruption_from_cluster, plan_default_cluster, plan_from_cluster, status_from_cluster,
+    disruption_from_cluster, plan_default_cluster, plan_from_cluster, plan_with_disruption,
+    status_from_cluster,
 };
 
 use std::collections::{BTreeMap, HashMap};

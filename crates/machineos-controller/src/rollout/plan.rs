@@ -1,9 +1,13 @@
 //! `machineos rollout plan` and `status`: the rollout a pool would take, and where it
 //! stands, read from the API server with the controller's own observation and
 //! [`machineos_rollout::plan`] / [`machineos_rollout::status`]; and what each move costs
-//! its node ([`disruption_from_cluster`], by the node disruption policies of the
-//! `MachineConfiguration` object `cluster` when the cluster serves one, else the MCO's
-//! defaults). Nothing is written.
+//! its node by the node disruption policies of the `MachineConfiguration` object `cluster`
+//! when the cluster serves one, else the MCO's defaults: [`plan_with_disruption`] decides
+//! it as the controller does (`super::disruption::moves`: the configs' difference when the
+//! node's image is its config's build on the target's base, else a reboot), so the plan's
+//! batches count the moves applied live as the controller will — none takes a slot;
+//! [`disruption_from_cluster`] is the policies' answer for two configs alone. Nothing is
+//! written.
 
 use std::sync::Arc;
 
@@ -39,6 +43,80 @@ pub async fn status_from_cluster(
     machineos_rollout::status(&o, pool, api::now()).map_err(|e| e.to_string())
 }
 
+/// `machineos rollout plan`: the plan of `pool` with what each move costs, decided as the
+/// controller decides it (see the module documentation). The costs need the
+/// MachineConfigs and the policies: when those cannot be read (a reader without the grant,
+/// an invalid `MachineConfiguration`), the plan is returned with the reason in their place,
+/// and its batches count every move as a reboot.
+pub async fn plan_with_disruption(
+    client: &Client,
+    namespace: &str,
+    pool: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<
+    (
+        machineos_rollout::plan::Plan,
+        Result<(machineos_disruption::Disruption, String), String>,
+    ),
+    String,
+> {
+    let (mut s, mut o) =
+        observe_snapshot(client, namespace, controller_node, min_ready_seconds).await?;
+    let costs = async {
+        let (policies, source) = read_policies(client).await?;
+        s.machine_configs = kinds::all(client, &kinds::machine_config())
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(|e| format!("listing MachineConfigs: {e}"))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let p = super::disruption::Policies::from_read(policies, source.clone());
+        let moves = super::disruption::moves(&s, &o, &p);
+        Ok::<_, String>((moves, source))
+    }
+    .await;
+    let disruption = match costs {
+        Ok((moves, source)) => {
+            let mut plans = super::disruption::plans(&moves);
+            for n in &mut o.nodes {
+                n.move_plan = plans.remove(&n.name);
+            }
+            moves
+                .get(pool)
+                .map(|(_, d)| (d.clone(), source))
+                .ok_or_else(|| format!("pool {pool} has no built image to move onto"))
+        }
+        Err(e) => Err(e),
+    };
+    let plan = machineos_rollout::plan(&o, pool, api::now()).map_err(|e| e.to_string())?;
+    Ok((plan, disruption))
+}
+
+/// The cluster's policies merged over the MCO's defaults, and where they came from; an
+/// invalid `MachineConfiguration` is an error naming the field (the controller uses the
+/// defaults then, and says so in its log).
+async fn read_policies(
+    client: &Client,
+) -> Result<(machineos_disruption::ClusterPolicies, String), String> {
+    let configurations = kinds::all(client, &kinds::machine_configuration());
+    // Not served (no such CRD) reads as absent: the MCO's defaults.
+    let (object, source) = match configurations.get_opt("cluster").await {
+        Ok(Some(o)) => (
+            Some(serde_json::to_value(&o).map_err(|e| e.to_string())?),
+            "MachineConfiguration cluster".to_owned(),
+        ),
+        Ok(None) => (None, "the MCO's defaults".to_owned()),
+        Err(kube::Error::Api(e)) if e.code == 404 => (None, "the MCO's defaults".to_owned()),
+        Err(e) => return Err(format!("reading MachineConfiguration cluster: {e}")),
+    };
+    let policies = machineos_disruption::ClusterPolicies::of_machine_configuration(object.as_ref())
+        .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
+    Ok((policies, source))
+}
+
 /// The rollout's observation, as the controller makes it, from one list of each kind.
 async fn observe_cluster(
     client: &Client,
@@ -46,6 +124,18 @@ async fn observe_cluster(
     controller_node: Option<&str>,
     min_ready_seconds: i64,
 ) -> Result<machineos_rollout::Observed, String> {
+    observe_snapshot(client, namespace, controller_node, min_ready_seconds)
+        .await
+        .map(|(_, o)| o)
+}
+
+/// The snapshot (without MachineConfigs) and the rollout's observation of it.
+async fn observe_snapshot(
+    client: &Client,
+    namespace: &str,
+    controller_node: Option<&str>,
+    min_ready_seconds: i64,
+) -> Result<(Snapshot, machineos_rollout::Observed), String> {
     use kube::api::ListParams;
     let lp = ListParams::default();
     let list = |ar: kube::api::ApiResource| {
@@ -91,12 +181,8 @@ async fn observe_cluster(
     s.nodes.sort_by_key(|n| n.name_any());
     s.machine_images.sort_by_key(|m| m.name_any());
     let lifecycle = observe::observe(&s, &observe::Learnt::default());
-    Ok(super::observe::observe(
-        &s,
-        &lifecycle,
-        controller_node,
-        min_ready_seconds,
-    ))
+    let o = super::observe::observe(&s, &lifecycle, controller_node, min_ready_seconds);
+    Ok((s, o))
 }
 
 /// [`plan_from_cluster`] on the cluster kubectl would use (in-cluster, `KUBECONFIG`,
@@ -115,7 +201,8 @@ pub async fn plan_default_cluster(
 
 /// What moving each of `nodes` from the rendered MachineConfig it runs (its `currentConfig`
 /// annotation) to `target` costs it, by the cluster's node disruption policies
-/// ([`machineos_disruption::for_nodes`]); and where the policies came from.
+/// ([`machineos_disruption::for_nodes`]), from the configs alone (whatever images the nodes
+/// run); and where the policies came from.
 pub async fn disruption_from_cluster(
     client: &Client,
     target: &str,
@@ -134,19 +221,7 @@ pub async fn disruption_from_cluster(
     let target_mc = get_mc(target.to_owned())
         .await?
         .ok_or_else(|| format!("no MachineConfig {target}"))?;
-    let configurations = kinds::all(client, &kinds::machine_configuration());
-    // Not served (no such CRD) reads as absent: the MCO's defaults.
-    let (object, source) = match configurations.get_opt("cluster").await {
-        Ok(Some(o)) => (
-            Some(serde_json::to_value(&o).map_err(|e| e.to_string())?),
-            "MachineConfiguration cluster".to_owned(),
-        ),
-        Ok(None) => (None, "the MCO's defaults".to_owned()),
-        Err(kube::Error::Api(e)) if e.code == 404 => (None, "the MCO's defaults".to_owned()),
-        Err(e) => return Err(format!("reading MachineConfiguration cluster: {e}")),
-    };
-    let policies = machineos_disruption::ClusterPolicies::of_machine_configuration(object.as_ref())
-        .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
+    let (policies, source) = read_policies(client).await?;
     // One list of the Nodes, not a read per moving node.
     let listed = kube::Api::<Node>::all(client.clone())
         .list(&kube::api::ListParams::default())
