@@ -323,7 +323,7 @@ impl Host for Bootc {
     }
 
     fn reboot(&self) -> Result<(), HostError> {
-        reboot(&self.runner, TOOL)
+        crate::systemd::reboot(&self.runner, TOOL)
     }
 
     fn soft_reboot(&self) -> Result<(), HostError> {
@@ -337,7 +337,7 @@ impl Host for Bootc {
             tracing::info!(
                 "the staged deployment is not soft-reboot capable (bootc status); rebooting"
             );
-            return reboot(&self.runner, TOOL);
+            return crate::systemd::reboot(&self.runner, TOOL);
         }
         crate::systemd::soft_reboot(&self.runner, TOOL)
     }
@@ -381,16 +381,4 @@ pub(crate) fn apply_kargs(kargs: &[String], add: &[String], remove: &[String]) -
     v.extend(add.iter().cloned());
     v.sort();
     v
-}
-
-/// Run the configured reboot command.
-pub(crate) fn reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
-    let Some((prog, args)) = runner.tools.reboot.split_first() else {
-        return Err(HostError::Unsupported {
-            tool: tool.into(),
-            operation: "reboot".into(),
-            reason: "no reboot command configured".into(),
-        });
-    };
-    runner.run(Path::new(prog), args).map(|_| ())
 }

@@ -264,7 +264,7 @@ impl Host for RpmOstree {
     }
 
     fn reboot(&self) -> Result<(), HostError> {
-        crate::bootc::reboot(&self.runner, TOOL)
+        crate::systemd::reboot(&self.runner, TOOL)
     }
 
     fn soft_reboot(&self) -> Result<(), HostError> {

@@ -2,6 +2,7 @@
 //! change's policy asks for, the soft reboot, its count, and the live apply's deployments.
 //!
 //! Contract:
+//! * [`reboot`] runs the configured reboot command (`systemctl reboot`).
 //! * [`systemctl`] runs `systemctl <reload|restart> UNIT` or `systemctl daemon-reload`
 //!   through the runner (under its prefix: in the host's namespaces).
 //! * [`soft_reboots`] is systemd's `SoftRebootsCount` (`systemctl show -P SoftRebootsCount`,
@@ -48,7 +49,7 @@ pub fn soft_reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
             .map(|_| ()),
         Err(e) => {
             tracing::warn!(error = %e, "the staged deployment cannot be soft-rebooted into; rebooting");
-            crate::bootc::reboot(runner, tool)
+            reboot(runner, tool)
         }
     }
 }
@@ -74,4 +75,16 @@ pub fn apply_live(
         &staged.dir(root),
         &AppliedRecord::new(&runner.state_dir),
     )
+}
+
+/// Reboot with the configured command (`systemctl reboot`).
+pub fn reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
+    let Some((prog, args)) = runner.tools.reboot.split_first() else {
+        return Err(HostError::Unsupported {
+            tool: tool.into(),
+            operation: "reboot".into(),
+            reason: "no reboot command configured".into(),
+        });
+    };
+    runner.run(Path::new(prog), args).map(|_| ())
 }
