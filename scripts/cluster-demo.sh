@@ -5,6 +5,11 @@
 # `machineos agent --host fake` whose reboots happen in process. It applies a pool, a
 # MachineConfig and a MachineOSConfig with kubectl, shows the build, the MachineOSBuild's
 # conditions, the rollout plan, and the nodes moving batch by batch onto the built image.
+# Then what a change costs: with the cluster's MachineConfiguration saying /etc/motd needs
+# nothing, a change to it moves every node at once with no cordon and no reboot (applied to
+# the running node); a new file no policy covers reboots each node, maxUnavailable at a time.
+# Each rollout's time and its node-seconds out of service (cordoned or NotReady, sampled about
+# every 0.5 s) are printed side by side.
 #
 # Needs: cargo, kubectl, docker-registry, skopeo (apt-get install -y docker-registry skopeo).
 # Everything listens on 127.0.0.1 and is stopped on exit. NODES=12 MAX_UNAVAILABLE=3.
@@ -144,26 +149,126 @@ echo "image: $image"
 say "machineos rollout plan --pool worker (the pool is still paused: nothing has moved)"
 "$bin/machineos" rollout plan --pool worker
 
+# Follow a rollout onto $1 until every node runs it; prints the moves as they change, then
+# sets $elapsed (seconds) and $out_of_service (node-seconds cordoned or NotReady: each
+# sample's count times the time since the previous sample).
+follow() {
+  local img=$1 start prev now last line down_ns=0 down
+  start=$(date +%s%N)
+  prev=$start
+  last=""
+  while :; do
+    line=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/state}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/currentImage}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/desiredImage}{"|"}{.spec.unschedulable}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+      awk -F'|' -v img="$img" '
+        { if ($5 == "true" || $6 != "True") down++
+          if ($3 == img && $2 == "Done" && $5 != "true") done++; else if ($4 == img) moving = moving " " $1 "(" $2 ")" }
+        END { printf "%d|updated %d/%d |%s", down, done, NR, (moving == "" ? " -" : moving) }')
+    down=${line%%|*}
+    line=${line#*|}
+    now=$(date +%s%N)
+    down_ns=$((down_ns + down * (now - prev)))
+    prev=$now
+    if [ "$line" != "$last" ]; then
+      printf '%6ss %s\n' "$(awk -v ns="$(( $(date +%s%N) - start ))" 'BEGIN { printf "%.1f", ns / 1e9 }')" "$line"
+      last=$line
+    fi
+    case $line in "updated $nodes/$nodes "*) break ;; esac
+    if [ $(( ($(date +%s%N) - start) / 1000000000 )) -gt 300 ]; then echo "cluster-demo: the rollout did not finish; see $work/*.log" >&2; exit 1; fi
+    sleep 0.5
+  done
+  elapsed=$(awk -v ns="$(( $(date +%s%N) - start ))" 'BEGIN { printf "%.1f", ns / 1e9 }')
+  out_of_service=$(awk -v ns="$down_ns" 'BEGIN { printf "%.1f", ns / 1e9 }')
+}
+
+# Wait for the MachineOSConfig's current image to differ from $1; prints it.
+next_image() {
+  local img
+  for _ in $(seq 1 600); do
+    img=$(kubectl get machineosconfig worker -o jsonpath='{.status.currentImagePullSpec}')
+    if [ -n "$img" ] && [ "$img" != "$1" ]; then echo "$img"; return; fi
+    sleep 0.2
+  done
+  echo "cluster-demo: no new image was built; see $work/controller.log" >&2
+  exit 1
+}
+
+boot_ids() { kubectl get nodes -o jsonpath='{range .items[*]}{.status.nodeInfo.bootID}{" "}{end}'; }
+
 say "kubectl patch mcp worker: unpause; the nodes move batch by batch"
 kubectl patch mcp worker --type=merge -p '{"spec":{"paused":false}}' >/dev/null
-start=$(date +%s)
-last=""
-while :; do
-  line=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/state}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/currentImage}{"|"}{.metadata.annotations.machineconfiguration\.openshift\.io/desiredImage}{"|"}{.spec.unschedulable}{"\n"}{end}' |
-    awk -F'|' -v img="$image" '
-      { if ($3 == img && $2 == "Done" && $5 != "true") done++; else if ($4 == img) moving = moving " " $1 "(" $2 ")" }
-      END { printf "updated %d/%d |%s", done, NR, (moving == "" ? " -" : moving) }')
-  if [ "$line" != "$last" ]; then
-    printf '%4ss %s\n' "$(( $(date +%s) - start ))" "$line"
-    last=$line
-  fi
-  case $line in "updated $nodes/$nodes "*) break ;; esac
-  if [ $(( $(date +%s) - start )) -gt 300 ]; then echo "cluster-demo: the rollout did not finish; see $work/*.log" >&2; exit 1; fi
-  sleep 0.5
-done
+follow "$image"
+first_elapsed=$elapsed first_down=$out_of_service
 
 say "the result (once the last nodes have soaked: --min-ready-seconds 2)"
 kubectl wait mcp/worker --for=condition=Updated --timeout=60s
 kubectl get mcp worker -o custom-columns='NAME:.metadata.name,MACHINES:.status.machineCount,UPDATED:.status.updatedMachineCount,UNAVAILABLE:.status.unavailableMachineCount,DEGRADED:.status.degradedMachineCount,UPDATED?:.status.conditions[?(@.type=="Updated")].status'
 kubectl get machineconfignodes
 kubectl get machineosimages
+
+say "what a change costs: the cluster's MachineConfiguration says /etc/motd needs nothing"
+# OpenShift serves this kind (the MCO's); here a schemaless stand-in CRD holds the object.
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: machineconfigurations.operator.openshift.io}
+spec:
+  group: operator.openshift.io
+  scope: Cluster
+  names: {plural: machineconfigurations, singular: machineconfiguration, kind: MachineConfiguration, listKind: MachineConfigurationList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+EOF
+for _ in $(seq 1 50); do kubectl get machineconfigurations >/dev/null 2>&1 && break; sleep 0.2; done
+kubectl apply -f - <<EOF
+apiVersion: operator.openshift.io/v1
+kind: MachineConfiguration
+metadata: {name: cluster}
+spec:
+  nodeDisruptionPolicy:
+    files:
+      - path: /etc/motd
+        actions: [{type: None}]
+EOF
+sleep 31  # the controller reads the policies at most every 30 s
+
+say "an /etc/motd change: planned (the pool paused), then moved live"
+boots_before=$(boot_ids)
+kubectl patch mcp worker --type=merge -p '{"spec":{"paused":true}}' >/dev/null
+kubectl patch mc 50-worker-motd --type=json \
+  -p '[{"op":"replace","path":"/spec/config/storage/files/0/contents/source","value":"data:,changed%20live%0A"}]' >/dev/null
+live_image=$(next_image "$image")
+"$bin/machineos" rollout plan --pool worker
+kubectl patch mcp worker --type=merge -p '{"spec":{"paused":false}}' >/dev/null
+follow "$live_image"
+live_elapsed=$elapsed live_down=$out_of_service
+if [ "$boots_before" = "$(boot_ids)" ]; then echo "no node rebooted (boot ids unchanged)"; else echo "boot ids changed"; fi
+echo "reboot pending (the image boots at the next reboot) on $(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.annotations.machineos\.io/reboot-pending}{"\n"}{end}' | grep -c .) nodes"
+
+say "a new file no policy covers (/etc/chrony.conf): the MCO's default, a reboot per node"
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 51-worker-chrony
+  labels: {machineconfiguration.openshift.io/role: worker}
+spec:
+  config:
+    ignition: {version: 3.4.0}
+    storage:
+      files:
+        - path: /etc/chrony.conf
+          mode: 420
+          contents: {source: "data:,server%20time.example.com%20iburst%0A"}
+EOF
+reboot_image=$(next_image "$live_image")
+follow "$reboot_image"
+reboot_elapsed=$elapsed reboot_down=$out_of_service
+
+say "what each change cost ($nodes nodes, maxUnavailable $max_unavailable, a simulated reboot keeps a node down 1 s)"
+printf '%-32s %-7s %9s %28s\n' change class seconds "node-seconds out of service"
+printf '%-32s %-7s %9s %28s\n' "first image (no currentConfig)" Reboot "$first_elapsed" "$first_down"
+printf '%-32s %-7s %9s %28s\n' "/etc/motd, policy None" None "$live_elapsed" "$live_down"
+printf '%-32s %-7s %9s %28s\n' "/etc/chrony.conf, no policy" Reboot "$reboot_elapsed" "$reboot_down"
