@@ -101,6 +101,9 @@ impl Host for PlatformHost {
     fn apply_live(&self) -> Result<machineos_host::live::Applied, machineos_host::HostError> {
         self.host.apply_live()
     }
+    fn sync_live(&self) -> Result<machineos_host::live::Applied, machineos_host::HostError> {
+        self.host.sync_live()
+    }
     fn systemctl(&self, op: &machineos_host::Systemctl) -> Result<(), machineos_host::HostError> {
         self.host.systemctl(op)
     }

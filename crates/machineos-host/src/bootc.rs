@@ -347,6 +347,11 @@ impl Host for Bootc {
         crate::systemd::apply_live(&self.runner, &self.root, &s, TOOL)
     }
 
+    fn sync_live(&self) -> Result<crate::live::Applied, HostError> {
+        let s = self.tool_status()?;
+        crate::systemd::sync_live(&self.runner, &self.root, &s, TOOL)
+    }
+
     fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
         crate::systemd::systemctl(&self.runner, op)
     }

@@ -188,6 +188,14 @@ impl Host for FakeHost {
         Ok(crate::live::Applied::default())
     }
 
+    fn sync_live(&self) -> Result<crate::live::Applied, HostError> {
+        let mut s = self.lock();
+        s.calls.push("sync-live".into());
+        // The running configuration becomes the next boot's image's.
+        s.live_config = s.status.staged.clone().or_else(|| s.status.booted.clone());
+        Ok(crate::live::Applied::default())
+    }
+
     fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
         let mut s = self.lock();
         let line = op.args().join(" ");

@@ -158,6 +158,10 @@ pub trait Host: Send + Sync {
     /// Apply the staged image's configuration (`/etc`, `/var`) to the running system
     /// ([`live::apply`]); refused when the staged image differs in more than that.
     fn apply_live(&self) -> Result<live::Applied, HostError>;
+    /// Make what live applies of this boot wrote the next boot's image's again (the staged
+    /// one, else the booted one: [`live::sync_recorded`]) — before a reboot into another
+    /// image, or when a live change is undone.
+    fn sync_live(&self) -> Result<live::Applied, HostError>;
     /// Run one `systemctl` operation on the host.
     fn systemctl(&self, op: &Systemctl) -> Result<(), HostError>;
     /// Write `dockerconfigjson` where the host tool reads pull credentials; returns the path.

@@ -27,9 +27,17 @@
 //!   path an earlier live apply of this boot wrote (the [`AppliedRecord`]: a change the next
 //!   image reverts is reverted live too). Each is made equal to the staged image's entry:
 //!   files and symbolic links written to a temporary name beside it and renamed over it
-//!   (never half-written), directories created or their metadata set; mode, owner and
-//!   extended attributes (the SELinux label ostree gave the checkout) copied; an entry the
-//!   staged image lacks is removed. Parents before children.
+//!   (never half-written, synced to disk first), directories created or their metadata
+//!   set; owner, then mode, and extended attributes copied (in `/etc` the SELinux label
+//!   ostree gave the checkout; in `/var` the live path keeps its own label). Parents before
+//!   children. In `/etc` an entry the staged image lacks is removed — a file or link; a
+//!   directory only once empty, so what the node keeps there stays. **`/var` is data:
+//!   nothing there is ever removed or replaced by a file** (a reboot would not either: the
+//!   layer's tmpfiles lines only create). A path whose directory on the running system is a
+//!   link or a file is refused: a write never follows a link out of the host root.
+//! * [`sync_recorded`]: the recorded paths made the next image's (or, going back, the
+//!   booted one's) again, with no `/usr` check — before a reboot into another image, so its
+//!   `/etc` merge keeps none of them as a local change.
 //! * **Idempotent:** applying again changes nothing more; an apply cut short is finished by
 //!   the next one (the record is written before the first change and again after the last).
 //!
@@ -127,7 +135,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HostError + '_ {
 fn lstat(path: &Path) -> Result<Option<Metadata>, HostError> {
     match fs::symlink_metadata(path) {
         Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        // A parent that is not a directory (any more): the path does not exist.
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
         Err(e) => Err(io(path)(e)),
     }
 }
@@ -142,8 +151,27 @@ fn entries(dir: &Path) -> Result<BTreeSet<OsString>, HostError> {
     }
 }
 
+/// Which extended attributes a tree's entries carry over: all of them in `/etc` (ostree
+/// labels `usr/etc` with the labels of `/etc`), all but the SELinux label for `/var` (the
+/// factory copy is labelled as `/usr` content; the live path keeps the label of its place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Labels {
+    Copied,
+    Kept,
+}
+
+fn wanted(name: &[u8], labels: Labels) -> bool {
+    labels == Labels::Copied || name != b"security.selinux"
+}
+
 /// Whether two entries (both present) are equal in what a checkout carries.
-fn same(a: &Path, ma: &Metadata, b: &Path, mb: &Metadata) -> Result<bool, HostError> {
+fn same(
+    a: &Path,
+    ma: &Metadata,
+    b: &Path,
+    mb: &Metadata,
+    labels: Labels,
+) -> Result<bool, HostError> {
     if ma.dev() == mb.dev() && ma.ino() == mb.ino() {
         return Ok(true);
     }
@@ -157,7 +185,12 @@ fn same(a: &Path, ma: &Metadata, b: &Path, mb: &Metadata) -> Result<bool, HostEr
     if ma.mode() != mb.mode() || ma.uid() != mb.uid() || ma.gid() != mb.gid() {
         return Ok(false);
     }
-    if xattrs(a)? != xattrs(b)? {
+    let attrs = |p: &Path| -> Result<Xattrs, HostError> {
+        let mut x = xattrs(p)?;
+        x.retain(|(n, _)| wanted(n, labels));
+        Ok(x)
+    };
+    if attrs(a)? != attrs(b)? {
         return Ok(false);
     }
     if ta.is_symlink() {
@@ -181,6 +214,7 @@ fn differences(
     rel: &str,
     skip: &[&str],
     limit: usize,
+    labels: Labels,
     out: &mut Vec<String>,
 ) -> Result<(), HostError> {
     let names: BTreeSet<OsString> = entries(&old.join(rel))?
@@ -206,16 +240,23 @@ fn differences(
         if skip.contains(&r.as_str()) {
             continue;
         }
+        if skip.iter().any(|k| k.starts_with(&format!("{r}/"))) {
+            // Above a skipped tree: only what it holds besides that tree counts.
+            differences(old, new, &r, skip, limit, labels, out)?;
+            continue;
+        }
         let (a, b) = (old.join(&r), new.join(&r));
         match (lstat(&a)?, lstat(&b)?) {
             (Some(ma), Some(mb)) => {
-                if !same(&a, &ma, &b, &mb)? {
+                if !same(&a, &ma, &b, &mb, labels)? {
                     out.push(r.clone());
                 }
                 if ma.is_dir() && mb.is_dir() {
-                    differences(old, new, &r, skip, limit, out)?;
+                    differences(old, new, &r, skip, limit, labels, out)?;
                 } else if mb.is_dir() {
                     descendants(new, &r, limit, out)?;
+                } else if ma.is_dir() {
+                    descendants(old, &r, limit, out)?;
                 }
             }
             (None, Some(mb)) => {
@@ -224,7 +265,14 @@ fn differences(
                     descendants(new, &r, limit, out)?;
                 }
             }
-            (Some(_), None) => out.push(r),
+            (Some(ma), None) => {
+                // Removed: each entry it had, so each is removed alone (a directory only
+                // once empty: what the node put there stays).
+                out.push(r.clone());
+                if ma.is_dir() {
+                    descendants(old, &r, limit, out)?;
+                }
+            }
             (None, None) => {}
         }
     }
@@ -273,13 +321,17 @@ fn xattrs(path: &Path) -> Result<Xattrs, HostError> {
     Ok(out)
 }
 
-/// Make `dst` carry `src`'s mode (not for links), owner and extended attributes.
-fn copy_metadata(src: &Path, m: &Metadata, dst: &Path) -> Result<(), HostError> {
+/// Make `dst` carry `src`'s owner, mode (not for links; after the owner, which clears the
+/// set-id bits) and extended attributes.
+fn copy_metadata(src: &Path, m: &Metadata, dst: &Path, labels: Labels) -> Result<(), HostError> {
+    std::os::unix::fs::lchown(dst, Some(m.uid()), Some(m.gid())).map_err(io(dst))?;
     if !m.file_type().is_symlink() {
         fs::set_permissions(dst, fs::Permissions::from_mode(m.mode() & 0o7777)).map_err(io(dst))?;
     }
-    std::os::unix::fs::lchown(dst, Some(m.uid()), Some(m.gid())).map_err(io(dst))?;
     for (name, value) in xattrs(src)? {
+        if !wanted(&name, labels) {
+            continue;
+        }
         let cname = std::ffi::CString::new(name).map_err(|e| io(dst)(std::io::Error::other(e)))?;
         match rustix::fs::lsetxattr(
             dst,
@@ -294,43 +346,52 @@ fn copy_metadata(src: &Path, m: &Metadata, dst: &Path) -> Result<(), HostError> 
     Ok(())
 }
 
-fn remove(path: &Path) -> Result<bool, HostError> {
-    match lstat(path)? {
-        None => Ok(false),
-        Some(m) if m.is_dir() => fs::remove_dir_all(path).map(|()| true).map_err(io(path)),
-        Some(_) => fs::remove_file(path).map(|()| true).map_err(io(path)),
-    }
+/// How a tree is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tree {
+    labels: Labels,
+    /// Whether what the image no longer has is removed (`/etc`) or kept (`/var`: data).
+    removes: bool,
 }
 
-/// Make `dst` equal to `src` (present or not); `true` when something was written.
-fn sync(src: &Path, dst: &Path) -> Result<Option<bool>, HostError> {
-    let Some(m) = lstat(src)? else {
-        return Ok(remove(dst)?.then_some(false));
-    };
-    if let Some(d) = lstat(dst)?
-        && same(src, &m, dst, &d)?
+/// Make `dst` equal to `src`, which is present; `true` when something was written. A
+/// directory where the image has a file or link is replaced only where the tree removes.
+fn write(src: &Path, m: &Metadata, dst: &Path, tree: Tree) -> Result<bool, HostError> {
+    let d = lstat(dst)?;
+    if let Some(d) = &d
+        && same(src, m, dst, d, tree.labels)?
     {
-        return Ok(None);
+        return Ok(false);
     }
     if m.is_dir() {
-        if !lstat(dst)?.is_some_and(|d| d.is_dir()) {
-            remove(dst)?;
+        if !d.as_ref().is_some_and(Metadata::is_dir) {
+            if d.is_some() {
+                fs::remove_file(dst).map_err(io(dst))?;
+            }
             fs::create_dir(dst).map_err(io(dst))?;
         }
-        copy_metadata(src, &m, dst)?;
-        return Ok(Some(true));
+        copy_metadata(src, m, dst, tree.labels)?;
+        return Ok(true);
+    }
+    if d.as_ref().is_some_and(Metadata::is_dir) && !tree.removes {
+        return Ok(false);
     }
     let name = dst
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dst.with_file_name(format!(".{name}.machineos-live"));
-    remove(&tmp)?;
+    if lstat(&tmp)?.is_some() {
+        fs::remove_file(&tmp).map_err(io(&tmp))?;
+    }
     if m.file_type().is_symlink() {
         let target = fs::read_link(src).map_err(io(src))?;
         std::os::unix::fs::symlink(&target, &tmp).map_err(io(&tmp))?;
     } else if m.is_file() {
         fs::copy(src, &tmp).map_err(io(&tmp))?;
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io(&tmp))?;
     } else {
         return Err(HostError::Unsupported {
             tool: "live apply".into(),
@@ -338,12 +399,45 @@ fn sync(src: &Path, dst: &Path) -> Result<Option<bool>, HostError> {
             reason: "not a file, directory or symbolic link".into(),
         });
     }
-    copy_metadata(src, &m, &tmp)?;
-    if lstat(dst)?.is_some_and(|d| d.is_dir()) {
-        remove(dst)?;
+    copy_metadata(src, m, &tmp, tree.labels)?;
+    if d.as_ref().is_some_and(Metadata::is_dir) {
+        fs::remove_dir_all(dst).map_err(io(dst))?;
     }
     fs::rename(&tmp, dst).map_err(io(dst))?;
-    Ok(Some(true))
+    Ok(true)
+}
+
+/// Remove `dst` (the image no longer has it): a file or link; a directory only when empty
+/// (what the node keeps there stays). `true` when something was removed.
+fn remove_entry(dst: &Path) -> Result<bool, HostError> {
+    match lstat(dst)? {
+        None => Ok(false),
+        Some(m) if m.is_dir() => match fs::remove_dir(dst) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => Ok(false),
+            Err(e) => Err(io(dst)(e)),
+        },
+        Some(_) => fs::remove_file(dst).map(|()| true).map_err(io(dst)),
+    }
+}
+
+/// Every directory between `base` and `dst` (exclusive) is a real directory, not a link:
+/// a write never follows a link out of the host root.
+fn inside(base: &Path, dst: &Path) -> Result<bool, HostError> {
+    let Ok(rel) = dst.strip_prefix(base) else {
+        return Ok(false);
+    };
+    let mut at = base.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(c);
+        match lstat(&at)? {
+            Some(m) if m.is_dir() => {}
+            Some(_) => return Ok(false),
+            None => return Ok(true),
+        }
+    }
+    Ok(true)
 }
 
 /// Apply the configuration the deployment at `staged` has over the one at `booted` to the
@@ -357,7 +451,15 @@ pub fn apply(
     let mut skip: Vec<&str> = LIVE_TREES.iter().map(|(tree, _)| *tree).collect();
     skip.extend(BOOKKEEPING);
     let mut outside = Vec::new();
-    differences(booted, staged, "usr", &skip, NAMED, &mut outside)?;
+    differences(
+        booted,
+        staged,
+        "usr",
+        &skip,
+        NAMED,
+        Labels::Copied,
+        &mut outside,
+    )?;
     if !outside.is_empty() {
         return Err(HostError::Unsupported {
             tool: "live apply".into(),
@@ -377,36 +479,88 @@ pub fn apply(
             "",
             &[],
             usize::MAX,
+            tree_of(live).labels,
             &mut changed,
         )?;
         paths.extend(changed.into_iter().map(|p| format!("{live}/{p}")));
     }
     record.write(&paths)?;
+    let done = sync_paths(root, staged, &paths)?;
+    record.write(&paths)?;
+    Ok(done)
+}
+
+/// Make the paths an earlier live apply of this boot wrote (the record) equal to the
+/// deployment at `next`'s again — the image about to boot (staged), or the booted one when
+/// the node goes back to it — with no `/usr` check: before a reboot into another image, so
+/// that its `/etc` merge keeps none of them as a local change, and when the live change is
+/// undone. Nothing recorded: nothing to do.
+pub fn sync_recorded(
+    root: &Path,
+    next: &Path,
+    record: &AppliedRecord,
+) -> Result<Applied, HostError> {
+    let paths = record.read();
+    sync_paths(root, next, &paths)
+}
+
+fn tree_of(live: &str) -> Tree {
+    if live == "var" {
+        Tree {
+            labels: Labels::Kept,
+            removes: false,
+        }
+    } else {
+        Tree {
+            labels: Labels::Copied,
+            removes: true,
+        }
+    }
+}
+
+/// Make each of `paths` (`etc/…`, `var/…`) under `root` what it is in the deployment at
+/// `source`: writes parents first, then removals children first.
+fn sync_paths(root: &Path, source: &Path, paths: &BTreeSet<String>) -> Result<Applied, HostError> {
     let mut done = Applied::default();
-    // Parents sort before their children.
-    for p in &paths {
-        let Some((tree, _)) = LIVE_TREES
+    let mut absent = Vec::new();
+    for p in paths {
+        let Some((tree, live)) = LIVE_TREES
             .iter()
             .find(|(_, live)| p.strip_prefix(live).is_some_and(|r| r.starts_with('/')))
         else {
             continue;
         };
-        let (live, rel) = p.split_once('/').unwrap_or((p, ""));
-        let src = staged.join(tree).join(rel);
-        let dst = root.join(live).join(rel);
-        if let Some(parent) = dst.parent()
-            && lstat(parent)?.is_none()
-        {
-            // An earlier step removed it (the staged image lacks the directory).
-            continue;
+        let rel = &p[live.len() + 1..];
+        let src = source.join(tree).join(rel);
+        let base = root.join(live);
+        let dst = base.join(rel);
+        if !inside(&base, &dst)? {
+            return Err(HostError::Unsupported {
+                tool: "live apply".into(),
+                operation: format!("write /{p}"),
+                reason: "a directory on its path is a link or a file on the running system".into(),
+            });
         }
-        match sync(&src, &dst)? {
-            Some(true) => done.written.push(format!("/{p}")),
-            Some(false) => done.removed.push(format!("/{p}")),
-            None => {}
+        match lstat(&src)? {
+            Some(m) => {
+                if dst.parent().is_some_and(|d| !d.exists()) {
+                    // Its directory is gone on the node (and the image has it): made first,
+                    // parents sort before children, so only a node-side removal gets here.
+                    continue;
+                }
+                if write(&src, &m, &dst, tree_of(live))? {
+                    done.written.push(format!("/{p}"));
+                }
+            }
+            None => absent.push((p, dst, tree_of(live))),
         }
     }
-    record.write(&paths)?;
+    for (p, dst, tree) in absent.into_iter().rev() {
+        if tree.removes && remove_entry(&dst)? {
+            done.removed.push(format!("/{p}"));
+        }
+    }
+    done.removed.sort();
     Ok(done)
 }
 

@@ -15,9 +15,12 @@
 //!   `--soft-reboot=auto` makes the same preparation through the library) — then `systemctl
 //!   soft-reboot` (systemd ≥ 254; from 255 a plain reboot would soft-reboot into
 //!   `/run/nextroot` too). When the preparation fails (an older ostree, a deployment that
-//!   does not qualify), a reboot instead, as bootc's `auto` does; the failure is logged.
+//!   does not qualify), a reboot instead, as bootc's `auto` does; when `systemctl
+//!   soft-reboot` fails (a systemd before 254), the preparation is reset and the host
+//!   rebooted. Failures are logged.
 //! * [`apply_live`]: the host status's booted and staged deployments, [`crate::live::apply`]
-//!   under the host root, the record in the runner's state directory.
+//!   under the host root, the record in the runner's state directory; [`sync_live`]: the
+//!   next boot's deployment (staged, else booted), [`crate::live::sync_recorded`].
 
 use std::path::Path;
 
@@ -43,12 +46,17 @@ pub fn soft_reboots(runner: &Runner) -> u64 {
 /// Soft-reboot into the staged deployment, else reboot (see the module documentation).
 pub fn soft_reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
     let prepare = ["admin", "prepare-soft-reboot", "0"].map(String::from);
-    match runner.run(&runner.tools.ostree, &prepare) {
-        Ok(_) => runner
-            .run(&runner.tools.systemctl, &["soft-reboot".to_owned()])
-            .map(|_| ()),
+    if let Err(e) = runner.run(&runner.tools.ostree, &prepare) {
+        tracing::warn!(error = %e, "the staged deployment cannot be soft-rebooted into; rebooting");
+        return reboot(runner, tool);
+    }
+    match runner.run(&runner.tools.systemctl, &["soft-reboot".to_owned()]) {
+        Ok(_) => Ok(()),
         Err(e) => {
-            tracing::warn!(error = %e, "the staged deployment cannot be soft-rebooted into; rebooting");
+            // A systemd without soft-reboot (< 254): undo the preparation, reboot.
+            tracing::warn!(error = %e, "systemctl soft-reboot failed; rebooting");
+            let reset = ["admin", "prepare-soft-reboot", "--reset"].map(String::from);
+            let _ = runner.run(&runner.tools.ostree, &reset);
             reboot(runner, tool)
         }
     }
@@ -87,4 +95,29 @@ pub fn reboot(runner: &Runner, tool: &str) -> Result<(), HostError> {
         });
     };
     runner.run(Path::new(prog), args).map(|_| ())
+}
+
+/// Make the recorded live paths the next boot's image's again (staged, else booted).
+pub fn sync_live(
+    runner: &Runner,
+    root: &Path,
+    status: &HostStatus,
+    tool: &str,
+) -> Result<Applied, HostError> {
+    let Some(next) = status
+        .staged_deployment
+        .as_ref()
+        .or(status.booted_deployment.as_ref())
+    else {
+        return Err(HostError::Unsupported {
+            tool: tool.into(),
+            operation: "undo live applies".into(),
+            reason: "the status names no ostree deployment".into(),
+        });
+    };
+    crate::live::sync_recorded(
+        root,
+        &next.dir(root),
+        &AppliedRecord::new(&runner.state_dir),
+    )
 }

@@ -187,3 +187,66 @@ fn a_deployment_is_found_where_ostree_checks_it_out() {
         Path::new("/host/sysroot/ostree/deploy/fedora-coreos/deploy/ab12.0")
     );
 }
+
+#[test]
+fn var_is_data_nothing_there_is_removed_and_etc_keeps_what_the_node_put_in_a_removed_directory() {
+    let h = host();
+    // The next image drops its /var content and an /etc directory the node added a file to.
+    write(&h.booted.join("usr/etc/app/a.conf"), "a\n", 0o644);
+    write(&h.root.join("etc/app/a.conf"), "a\n", 0o644);
+    write(&h.root.join("etc/app/local.conf"), "mine\n", 0o644);
+    write(&h.root.join("var/lib/app/state.db"), "data\n", 0o600);
+    fs::remove_dir_all(h.staged.join("usr/share/factory")).unwrap();
+    let done = apply(&h.root, &h.booted, &h.staged, &h.record).unwrap();
+    assert_eq!(done.removed, ["/etc/app/a.conf"], "{done:?}");
+    assert_eq!(read(&h.root.join("var/lib/app/conf")), "v1\n", "kept");
+    assert_eq!(read(&h.root.join("var/lib/app/state.db")), "data\n");
+    assert_eq!(read(&h.root.join("etc/app/local.conf")), "mine\n");
+    // The directory went once it was empty.
+    fs::remove_file(h.root.join("etc/app/local.conf")).unwrap();
+    let again = apply(&h.root, &h.booted, &h.staged, &h.record).unwrap();
+    assert_eq!(again.removed, ["/etc/app"], "{again:?}");
+}
+
+#[test]
+fn a_write_never_follows_a_link_on_the_running_system() {
+    let h = host();
+    let outside = h.root.parent().unwrap().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::remove_dir_all(h.root.join("etc/systemd")).unwrap();
+    symlink(&outside, h.root.join("etc/systemd")).unwrap();
+    replace(
+        &h.staged.join("usr/etc/systemd/system/app.service"),
+        "[Service]\nX=1\n",
+        0o644,
+    );
+    let e = apply(&h.root, &h.booted, &h.staged, &h.record).unwrap_err();
+    assert!(e.to_string().contains("is a link or a file"), "{e}");
+    assert!(
+        fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing written out there"
+    );
+}
+
+#[test]
+fn before_a_reboot_into_another_image_the_recorded_paths_are_made_that_images() {
+    let h = host();
+    replace(&h.staged.join("usr/etc/chrony.conf"), "server b\n", 0o644);
+    apply(&h.root, &h.booted, &h.staged, &h.record).unwrap();
+    // The next image, booted by a reboot, has its own chrony.conf: made live first, so the
+    // merge at the reboot takes it, not the live-applied one.
+    let next = h.root.parent().unwrap().join("next");
+    write(&next.join("usr/etc/chrony.conf"), "server c\n", 0o644);
+    let done = sync_recorded(&h.root, &next, &h.record).unwrap();
+    assert_eq!(done.written, ["/etc/chrony.conf"]);
+    assert_eq!(read(&h.root.join("etc/chrony.conf")), "server c\n");
+    // Going back to the booted image: its file again.
+    sync_recorded(&h.root, &h.booted, &h.record).unwrap();
+    assert_eq!(read(&h.root.join("etc/chrony.conf")), "server a\n");
+    // Nothing recorded: nothing to do.
+    let fresh = AppliedRecord::new(&h.root.parent().unwrap().join("nothing"));
+    assert_eq!(
+        sync_recorded(&h.root, &next, &fresh).unwrap(),
+        Applied::default()
+    );
+}
