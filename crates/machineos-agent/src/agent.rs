@@ -449,6 +449,18 @@ impl Agent {
                 other => effects.push(other),
             }
         }
+        // What this agent can do, for the rollout (once per node, or after a downgrade).
+        let features = machineos_rollout::vocab::FEATURE_LIVE_APPLY;
+        if node
+            .annotations()
+            .get(machineos_rollout::vocab::AGENT_FEATURES)
+            .map(String::as_str)
+            != Some(features)
+        {
+            annotations
+                .entry(machineos_rollout::vocab::AGENT_FEATURES.to_owned())
+                .or_insert_with(|| Value::String(features.to_owned()));
+        }
         if !annotations.is_empty() || unschedulable.is_some() {
             let mut patch = json!({"metadata": {
                 "resourceVersion": node.metadata.resource_version,
@@ -571,6 +583,19 @@ impl Agent {
                     for op in &ops {
                         host.systemctl(op)?;
                     }
+                    Ok(())
+                })
+                .await;
+                if result.is_ok() {
+                    self.applied = Some(target.clone());
+                }
+                (HostOp::Live, result)
+            }
+            Action::SyncLive { target } => {
+                let node = self.opts.node.clone();
+                let result = blocking("undo live applies", move || {
+                    let synced = host.sync_live()?;
+                    tracing::info!(node = %node, written = ?synced.written, removed = ?synced.removed, "made the live-applied paths the next boot's image's");
                     Ok(())
                 })
                 .await;

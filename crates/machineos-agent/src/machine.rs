@@ -319,23 +319,25 @@ impl Observed {
             .filter(|p| p.is_for(&target.config, &target.image))
     }
 
-    /// What the move to `target` costs: its plan's class; a reboot without a plan, or when
-    /// the host refused to apply it live.
+    /// What the move to `target` costs: its plan's class; a reboot without a plan.
     pub fn class(&self, target: &Target) -> Class {
-        if self
-            .progress()
-            .is_some_and(|p| &p.target == target && p.reboot_required)
-        {
-            return Class::Reboot;
-        }
         self.plan(target).map_or(Class::Reboot, |p| p.class)
     }
 
-    /// Whether the reboot of a [`Step::Rebooting`] happened: another boot id, or for a soft
-    /// one, a higher soft reboot count.
-    fn rebooted(&self, boot_id_before: &str, soft: bool, soft_reboots_before: u64) -> bool {
+    /// Whether the reboot of a [`Step::Rebooting`] to `image` happened: another boot id, or
+    /// for a soft one (the kernel, and so the boot id, stays), a higher soft reboot count —
+    /// or `image` booted, where systemd does not count soft reboots (before 256).
+    fn rebooted(
+        &self,
+        image: &str,
+        boot_id_before: &str,
+        soft: bool,
+        soft_reboots_before: u64,
+    ) -> bool {
         self.host.boot_id != boot_id_before
-            || (soft && self.host.soft_reboots > soft_reboots_before)
+            || (soft
+                && (self.host.soft_reboots > soft_reboots_before
+                    || self.is_image(self.host.booted.as_deref(), image)))
     }
 }
 
@@ -442,6 +444,13 @@ pub enum Action {
         target: Target,
         /// The policy's actions, in order.
         actions: Vec<Systemctl>,
+    },
+    /// Make what live applies wrote the next boot's image's again (before a reboot into
+    /// another image, or when a live change is undone); on success the next pass observes
+    /// [`Observed::applied`] = `target`.
+    SyncLive {
+        /// The move it is done for.
+        target: Target,
     },
     /// Set a MachineConfigNode status condition.
     SetMcnCondition(McnCondition),
@@ -587,6 +596,23 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
     {
         patch = patch.remove(REBOOT_PENDING);
         dirty = true;
+    } else if let Some(pending) = o.get(REBOOT_PENDING)
+        && !o.is_image(o.host.staged.as_deref(), pending)
+        && !o.failure.as_ref().is_some_and(|f| f.op == HostOp::Deploy)
+    {
+        // Its staged deployment is gone (an unclean shutdown, a clean-up): the running
+        // configuration is that image's, so it boots next again.
+        return vec![
+            event(
+                true,
+                "Restaged",
+                format!(
+                    "{pending}, applied live, was no longer staged for the next boot; staging it again"
+                ),
+            ),
+            Action::WritePullSecret,
+            Action::Deploy(pending.to_owned()),
+        ];
     }
     if dirty {
         out.insert(0, patch.action());
@@ -695,6 +721,11 @@ fn step(
 ) -> Vec<Action> {
     // Whether the node was taken out of service for this move (a drain, a reboot).
     let disruptive = o.class(target).takes_slot();
+    if progress.reboot_required && !disruptive {
+        // Refused live: the image must be booted, and the rollout has not granted a slot
+        // for it yet (it does by handing a plan that takes one). The node stays in service.
+        return vec![Action::Requeue(policy.reboot_timeout)];
+    }
     match progress.step.clone() {
         Step::Draining {
             drain_started,
@@ -723,7 +754,14 @@ fn step(
             soft,
             soft_reboots_before,
             ..
-        } if !o.unschedulable && !o.rebooted(boot_id_before_reboot, soft, soft_reboots_before) => {
+        } if !o.unschedulable
+            && !o.rebooted(
+                &target.image,
+                boot_id_before_reboot,
+                soft,
+                soft_reboots_before,
+            ) =>
+        {
             redrain(target, progress.started)
         }
         Step::Deploying => deploy(o, policy, now, target),
@@ -1249,41 +1287,25 @@ fn applying(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<
             return host_failed(o, policy, target, &[HostOp::Live]).unwrap_or_default();
         }
         // Refused (the image changes more than configuration) or failed for good: the
-        // image is booted instead, by a drained reboot; the slot this takes was not
-        // counted by the rollout, which sees the node cordoned from now on.
+        // image must be booted. Not on the agent's own say: the rollout did not count a slot
+        // for this move, so the node waits, in service, until the rollout grants one (a plan
+        // that takes a slot); then it drains and reboots as any such move.
         let msg = format!(
-            "{} could not be applied to the running system ({}); draining and rebooting into it instead",
+            "{} could not be applied to the running system ({}); waiting for a slot to reboot into it",
             target.image, f.message
         );
-        let mut out = vec![
+        let out = vec![
             Patch::default()
-                .set(CORDONED_BY_AGENT, target.image.clone())
-                .progress_of(
-                    target,
-                    o.started(target),
-                    true,
-                    Step::Draining {
-                        drain_started: 0,
-                        attempts: 0,
-                        failures: 0,
-                        retry_at: None,
-                    },
-                )
+                .progress_of(target, o.started(target), true, Step::Applying)
                 .action(),
-        ];
-        if !o.unschedulable {
-            out.push(Action::Cordon);
-        }
-        out.extend([
             cond(
                 mcn::APPLIED_FILES_AND_OS,
                 false,
                 "LiveApplyRefused",
                 msg.clone(),
             ),
-            cond(mcn::CORDONED, true, "Cordoned", "cordoned to reboot".into()),
             event(true, "LiveApplyRefused", msg),
-        ]);
+        ];
         return out;
     }
     // A restarted agent (or the pass after an API error): apply again, it is idempotent.
@@ -1293,7 +1315,7 @@ fn applying(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<
 fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboot) -> Vec<Action> {
     let boot_id_before = r.boot_id_before.as_str();
     let requested = r.requested;
-    if o.rebooted(boot_id_before, r.soft, r.soft_reboots_before) {
+    if o.rebooted(&target.image, boot_id_before, r.soft, r.soft_reboots_before) {
         // Verify what booted: the image, and the rendered config's kernel arguments.
         let missing: Vec<&String> = o
             .rendered
@@ -1331,7 +1353,7 @@ fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboo
             ),
         };
     }
-    if let Some(mut out) = host_failed(o, policy, target, &[HostOp::Reboot]) {
+    if let Some(mut out) = host_failed(o, policy, target, &[HostOp::Reboot, HostOp::Live]) {
         // The request failed: forget it, so the retry asks again after the backoff rather
         // than after `reboot_timeout`.
         if o.failure.as_ref().is_some_and(|f| f.transient) {
@@ -1362,20 +1384,30 @@ fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboo
             ))];
         }
     };
-    vec![
+    let mut out = vec![
         Patch::default()
             .set(STATE, NodeState::Rebooting.as_str())
             .progress(target, o.started(target), r.step(Some(now)))
             .action(),
         cond(mcn::REBOOTED, false, "Rebooting", note.clone()),
         event(requested.is_some(), "Rebooting", note),
+    ];
+    if o.get(REBOOT_PENDING).is_some() {
+        // A live apply of an earlier image is in the running /etc: made this image's
+        // first, or the merge at the reboot would keep it as a local change.
+        out.push(Action::SyncLive {
+            target: target.clone(),
+        });
+    }
+    out.extend([
         if r.soft {
             Action::SoftReboot
         } else {
             Action::Reboot
         },
         Action::Requeue(policy.reboot_timeout),
-    ]
+    ]);
+    out
 }
 
 /// The update is done: current annotations, Done, our cordon undone, progress removed.
@@ -1427,6 +1459,20 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
             return out;
         }
         return restage(staged, &target.image);
+    }
+    // An image applied live is pending and this update did not boot it: what that apply
+    // wrote is made the next boot's image's again first (the move back to the booted image
+    // undoes it).
+    if how == Finish::Running
+        && o.get(REBOOT_PENDING).is_some()
+        && o.applied.as_ref() != Some(target)
+    {
+        if let Some(out) = host_failed(o, policy, target, &[HostOp::Live]) {
+            return out;
+        }
+        return vec![Action::SyncLive {
+            target: target.clone(),
+        }];
     }
     let mut patch = Patch::default()
         .set(CURRENT_CONFIG, target.config.clone())

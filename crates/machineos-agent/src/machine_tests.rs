@@ -1379,7 +1379,8 @@ fn a_restarted_agent_applies_again_and_a_refused_apply_reboots_instead() {
     let a = decide(&o, &policy(), NOW);
     assert!(has(&a, |a| matches!(a, Action::Requeue(_))));
     assert!(!has(&a, |a| *a == Action::Cordon));
-    // Refused (the image changes /usr): cordon, drain, and from then on a reboot.
+    // Refused (the image changes /usr): no cordon on the agent's own say — it waits, in
+    // service, for the rollout to grant a slot.
     o.failure = Some(HostFailure {
         op: HostOp::Live,
         message: "the staged image differs outside /etc and /var".into(),
@@ -1387,28 +1388,38 @@ fn a_restarted_agent_applies_again_and_a_refused_apply_reboots_instead() {
         attempts: 1,
     });
     let a = decide(&o, &policy(), NOW);
-    assert!(has(&a, |a| *a == Action::Cordon));
+    assert!(!has(&a, |a| *a == Action::Cordon), "{a:?}");
     assert_eq!(events(&a), vec!["LiveApplyRefused"]);
+    assert_eq!(
+        condition(&a, mcn::APPLIED_FILES_AND_OS),
+        Some(("False", "LiveApplyRefused"))
+    );
     let p = progress_of(&a).unwrap();
     assert!(p.reboot_required);
-    assert!(matches!(p.step, Step::Draining { .. }));
-    let mut o = ours(o);
+    assert_eq!(p.step, Step::Applying);
     o.failure = None;
     o.annotations.insert(PROGRESS.into(), p.to_annotation());
-    assert_eq!(o.class(&target()), Class::Reboot);
-    // Every later progress keeps it: after the drain, the staged image is rebooted into.
-    o.drain = Some(DrainOutcome::Drained);
-    let mut p2 = p.clone();
-    p2.step = draining(NOW, 0, None);
-    o.annotations.insert(PROGRESS.into(), p2.to_annotation());
+    // Waiting: nothing but a later look (the grant is a node change, which wakes it).
     let a = decide(&o, &policy(), NOW);
-    let p3 = progress_of(&a).unwrap();
-    assert_eq!(
-        (p3.step.clone(), p3.reboot_required),
-        (Step::Deploying, true)
-    );
+    assert!(a.iter().all(|a| matches!(a, Action::Requeue(_))), "{a:?}");
+    // The grant: the rollout hands a plan that takes a slot. Cordoned, drained...
+    let grant = NodePlan {
+        config: "rendered-worker-2".into(),
+        image: B.into(),
+        class: Class::Reboot,
+        actions: vec![machineos_disruption::Action::Reboot],
+    };
+    o.annotations
+        .insert(NODE_DISRUPTION.into(), grant.to_annotation());
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Cordon), "{a:?}");
+    let p2 = progress_of(&a).unwrap();
+    assert!(p2.reboot_required, "kept with every later progress");
+    // ...and after the drain, the staged image is rebooted into.
+    let mut o = ours(o);
+    let mut p3 = p2.clone();
+    p3.step = Step::Deploying;
     o.annotations.insert(PROGRESS.into(), p3.to_annotation());
-    o.drain = None;
     let a = decide(&o, &policy(), NOW);
     assert!(matches!(
         progress_of(&a).map(|p| p.step),
@@ -1470,9 +1481,16 @@ fn a_soft_reboot_move_is_verified_by_the_soft_reboot_count_not_the_boot_id() {
     assert_eq!(patch_of(&a).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
     assert_eq!(condition(&a, mcn::REBOOTED), Some(("True", "Rebooted")));
     assert!(!patch_of(&a).contains_key(REBOOT_PENDING));
+    // Where systemd does not count soft reboots (before 256): the target booted says so.
+    let mut n = at(o.clone(), asked_at.clone());
+    n.host.soft_reboots = 0;
+    let a = decide(&n, &policy(), NOW);
+    assert_eq!(patch_of(&a).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
     // Not yet soft-rebooted and uncordoned meanwhile: drained again, as for a reboot.
     let mut u = at(o.clone(), asked_at);
     u.host.soft_reboots = 2;
+    u.host.booted = Some(A.into());
+    u.host.staged = Some(B.into());
     u.unschedulable = false;
     assert!(has(&decide(&u, &policy(), NOW), |a| *a == Action::Cordon));
 }
@@ -1595,4 +1613,117 @@ proptest! {
         prop_assert!(!s.reboot_requested && !s.soft_reboot_requested);
         prop_assert!(!s.systemctl.is_empty());
     }
+}
+
+/// B applied live (pending, staged), A booted: the node's state after a live move.
+fn pending_b() -> Observed {
+    let mut o = planned(Class::None);
+    for (k, v) in [
+        (CURRENT_IMAGE, B),
+        (CURRENT_CONFIG, "rendered-worker-2"),
+        (REBOOT_PENDING, B),
+    ] {
+        o.annotations.insert(k.into(), v.into());
+    }
+    o.host.staged = Some(B.into());
+    o
+}
+
+#[test]
+fn a_reboot_into_another_image_first_makes_the_live_applied_paths_that_images() {
+    // Then C, a reboot: after the drain and the deploy, the live paths become C's before the
+    // reboot (else the merge would keep B's as local changes).
+    let mut o = ours(pending_b());
+    for (k, v) in [(DESIRED_IMAGE, C), (DESIRED_CONFIG, "rendered-worker-3")] {
+        o.annotations.insert(k.into(), v.into());
+    }
+    o.host.staged = Some(C.into());
+    let c = Target {
+        config: "rendered-worker-3".into(),
+        image: C.into(),
+    };
+    o.annotations.insert(
+        PROGRESS.into(),
+        Progress {
+            target: c.clone(),
+            started: Some(NOW),
+            reboot_required: false,
+            step: Step::Rebooting {
+                boot_id_before_reboot: "boot-0".into(),
+                reboot_requested: None,
+                soft: false,
+                soft_reboots_before: 0,
+            },
+        }
+        .to_annotation(),
+    );
+    let a = decide(&o, &policy(), NOW);
+    let sync = a
+        .iter()
+        .position(|a| *a == Action::SyncLive { target: c.clone() });
+    let reboot = a.iter().position(|a| *a == Action::Reboot);
+    assert!(sync.is_some() && sync < reboot, "{a:?}");
+    // A failed sync stops the reboot and is retried (the request forgotten).
+    o.annotations
+        .insert(PROGRESS.into(), progress_of(&a).unwrap().to_annotation());
+    o.failure = Some(HostFailure {
+        op: HostOp::Live,
+        message: "EIO".into(),
+        transient: true,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    assert!(matches!(
+        progress_of(&a).map(|p| p.step),
+        Some(Step::Rebooting {
+            reboot_requested: None,
+            ..
+        })
+    ));
+    assert!(!has(&a, |a| *a == Action::Reboot));
+}
+
+#[test]
+fn going_back_to_the_booted_image_undoes_the_live_apply_first() {
+    // Desired A again (the booted image): B is unstaged, the live paths made A's, then done.
+    let mut o = pending_b();
+    for (k, v) in [(DESIRED_IMAGE, A), (DESIRED_CONFIG, "rendered-worker-1")] {
+        o.annotations.insert(k.into(), v.into());
+    }
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Deploy(A.into())), "{a:?}");
+    o.host.staged = None;
+    let back = Target {
+        config: "rendered-worker-1".into(),
+        image: A.into(),
+    };
+    let a = decide(&o, &policy(), NOW);
+    assert_eq!(
+        a,
+        vec![Action::SyncLive {
+            target: back.clone()
+        }]
+    );
+    o.applied = Some(back);
+    let a = decide(&o, &policy(), NOW);
+    let p = patch_of(&a);
+    assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(A.to_owned())));
+    assert_eq!(p.get(REBOOT_PENDING), Some(&None));
+}
+
+#[test]
+fn an_image_applied_live_whose_staged_deployment_vanished_is_staged_again() {
+    let mut o = pending_b();
+    o.annotations.insert(DESIRED_IMAGE.into(), B.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-2".into());
+    assert_eq!(
+        decide(&o, &policy(), NOW),
+        vec![],
+        "idle while it is staged"
+    );
+    o.host.staged = None;
+    let a = decide(&o, &policy(), NOW);
+    assert!(has(&a, |a| *a == Action::Deploy(B.into())), "{a:?}");
+    assert_eq!(events(&a), vec!["Restaged"]);
 }

@@ -707,6 +707,40 @@ impl Pass<'_> {
                     stage.contains(&i).then(|| img.to_owned()),
                 );
             }
+            // A node whose live move was refused waits, in service, for a slot to reboot:
+            // granted before new moves (it is mid-update), by a plan that takes one.
+            let waiting: Vec<usize> = driven
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let n = views[i].node;
+                    n.awaits_reboot_slot()
+                        && n.annotations.desired_image.as_deref() == Some(img)
+                        && n.annotations.desired_config.as_deref() == Some(p.config.as_str())
+                })
+                .collect();
+            for i in pick(views, waiting, controller, i64::MAX, capacity) {
+                let grant = machineos_disruption::NodePlan {
+                    config: p.config.clone(),
+                    image: img.to_owned(),
+                    class: machineos_disruption::Class::Reboot,
+                    actions: vec![machineos_disruption::Action::Reboot],
+                };
+                want[i].insert(
+                    machineos_disruption::NODE_DISRUPTION,
+                    Some(grant.to_annotation()),
+                );
+                events.push(Event {
+                    kind: EventObject::Pool,
+                    name: p.name.clone(),
+                    warning: false,
+                    reason: reason::SET_DESIRED_CONFIG,
+                    message: format!(
+                        "Granted node {} a slot to reboot into image {img} (it could not apply the change live)",
+                        views[i].node.name
+                    ),
+                });
+            }
             let cands: Vec<usize> = driven
                 .iter()
                 .copied()

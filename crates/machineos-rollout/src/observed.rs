@@ -188,6 +188,11 @@ pub struct NodeAnnotations {
     /// [`NODE_DISRUPTION`](machineos_disruption::NODE_DISRUPTION), as written: the plan of
     /// the move the desired annotations name.
     pub disruption: Option<String>,
+    /// The agent could not apply the move the desired annotations name live
+    /// ([`vocab::PROGRESS`]'s `rebootRequired`): it waits, in service, for a slot.
+    pub reboot_required: bool,
+    /// [`vocab::AGENT_FEATURES`]: the agent applies moves below `Drain` live.
+    pub live_apply: bool,
 }
 
 /// The [`vocab::LAST_UPDATE`] annotation: the last update the agent finished and timed. The
@@ -301,6 +306,18 @@ impl NodeAnnotations {
             last_update: a.get(vocab::LAST_UPDATE).and_then(|v| LastUpdate::parse(v)),
             image_manifests: get(vocab::IMAGE_MANIFESTS),
             disruption: get(machineos_disruption::NODE_DISRUPTION),
+            reboot_required: progress
+                .as_ref()
+                .filter(|p| {
+                    let target = |k: &str| p.get("target")?.get(k)?.as_str();
+                    target("image").is_some()
+                        && target("image") == a.get(vocab::DESIRED_IMAGE).map(String::as_str)
+                })
+                .and_then(|p| p.get("rebootRequired")?.as_bool())
+                .unwrap_or(false),
+            live_apply: a
+                .get(vocab::AGENT_FEATURES)
+                .is_some_and(|f| f.split(',').any(|x| x.trim() == vocab::FEATURE_LIVE_APPLY)),
         }
     }
 }
@@ -352,12 +369,20 @@ impl NodeObserved {
                 .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
     }
 
-    /// Whether moving it to `config` and `image` takes no rollout slot (its plan is for that
-    /// move and below `Drain`).
+    /// Whether moving it to `config` and `image` takes no rollout slot: its plan is for that
+    /// move and below `Drain`, and its agent applies such moves live.
     pub fn moves_live(&self, config: &str, image: &str) -> bool {
-        self.move_plan
-            .as_ref()
-            .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
+        self.annotations.live_apply
+            && self
+                .move_plan
+                .as_ref()
+                .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
+    }
+
+    /// Whether its agent waits for a slot to reboot into the move the desired annotations
+    /// name (it could not apply it live) and has none yet (its plan is still below `Drain`).
+    pub fn awaits_reboot_slot(&self) -> bool {
+        self.annotations.reboot_required && self.updating_live()
     }
 }
 

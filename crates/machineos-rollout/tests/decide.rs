@@ -988,3 +988,62 @@ fn the_plan_puts_every_move_applied_live_in_the_first_batch() {
         "the first batch: one reboot and every live move: {p:?}"
     );
 }
+
+#[test]
+fn a_node_whose_agent_cannot_apply_live_takes_a_slot_and_a_refused_move_is_granted_one() {
+    use machineos_disruption::{Class, NODE_DISRUPTION, NodePlan};
+    // An older agent (no live-apply feature): its move takes a slot, whatever the plan.
+    let mut o = cluster(4, Some(MaxUnavailable::Count(1)));
+    for n in &mut o.nodes {
+        n.move_plan = Some(plan_of(Class::None));
+    }
+    o.nodes[1].annotations.live_apply = false;
+    o.nodes[2].annotations.live_apply = false;
+    let d = decide(&o, NOW);
+    let mut t = d.pools[0].targeted.clone();
+    t.sort();
+    assert_eq!(t.len(), 3, "two live moves and one slot: {t:?}");
+
+    // All moved live; two agents refused (the image changes /usr): they wait, in service,
+    // and get a slot one at a time (maxUnavailable 1).
+    let mut o = cluster(4, Some(MaxUnavailable::Count(1)));
+    for n in &mut o.nodes {
+        n.move_plan = Some(plan_of(Class::None));
+    }
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    for i in [0, 2] {
+        let a = &mut o.nodes[i].annotations;
+        a.state = Some(NodeState::Working);
+        a.reboot_required = true;
+    }
+    assert!(o.nodes.iter().all(|n| d_::unavailable(n, NOW, 0).is_none()));
+    let d = decide(&o, NOW);
+    let grants: Vec<(&str, NodePlan)> = d
+        .node_patches
+        .iter()
+        .filter_map(|p| {
+            let v = p.annotations.get(NODE_DISRUPTION)?.as_deref()?;
+            Some((p.node.as_str(), NodePlan::parse(v)?))
+        })
+        .collect();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(grants[0].1.class, Class::Reboot);
+    apply(&mut o, &d);
+    for i in [0, 2] {
+        let a = &mut o.nodes[i].annotations;
+        a.state = Some(NodeState::Working);
+        a.reboot_required = true;
+    }
+    // The granted node counts unavailable now; the other still waits.
+    let granted = o.nodes.iter().find(|n| n.name == grants[0].0).unwrap();
+    assert_eq!(d_::unavailable(granted, NOW, 0), Some("Updating"));
+    let d = decide(&o, NOW);
+    assert!(
+        d.node_patches
+            .iter()
+            .all(|p| !p.annotations.contains_key(NODE_DISRUPTION)),
+        "{:?}",
+        d.node_patches
+    );
+}

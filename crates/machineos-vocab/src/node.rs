@@ -72,6 +72,13 @@ pub const IMAGE_MANIFESTS: &str = "machineos.io/image-manifests";
 /// what the node disruption policies say that move costs. Written in the same patch as the
 /// desired annotations; absent or for another move: a reboot.
 pub const NODE_DISRUPTION: &str = "machineos.io/disruption";
+/// Node annotation (agent, machineos): what the node's agent can do beyond the MCO
+/// daemon's update, a comma-separated list: [`FEATURE_LIVE_APPLY`]. The rollout hands a
+/// move that takes no slot only to an agent that says it applies such moves live (an
+/// older agent would drain and reboot for it, outside `maxUnavailable`).
+pub const AGENT_FEATURES: &str = "machineos.io/agent-features";
+/// [`AGENT_FEATURES`]: moves below `Drain` applied to the running node, `SoftReboot`.
+pub const FEATURE_LIVE_APPLY: &str = "live-apply";
 /// Node annotation (agent, machineos): the image (by digest) the node runs the
 /// configuration of, applied live, and boots at its next reboot (staged); removed once it
 /// booted it. `currentImage` names it too: the node is updated, its next boot is due.

@@ -57,6 +57,7 @@ pub fn node(name: &str, zone: Option<&str>, created: i64) -> NodeObserved {
             current_image: Some(OLD.into()),
             desired_image: Some(OLD.into()),
             state: Some(NodeState::Done),
+            live_apply: true,
             ..Default::default()
         },
         drain_blocked: None,
@@ -116,6 +117,12 @@ pub fn apply(o: &mut Observed, d: &machineos_rollout::Decision) {
         }
         if let Some(s) = a.state {
             map.insert(vocab::STATE.to_owned(), s.as_str().to_owned());
+        }
+        if a.live_apply {
+            map.insert(
+                vocab::AGENT_FEATURES.to_owned(),
+                vocab::FEATURE_LIVE_APPLY.to_owned(),
+            );
         }
         for (k, v) in &p.annotations {
             match v {
