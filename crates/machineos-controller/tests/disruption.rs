@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use machineos_controller::kinds;
 use machineos_controller::rollout::disruption_from_cluster;
@@ -98,37 +97,12 @@ async fn each_move_costs_what_the_policies_say_defaults_then_the_clusters() {
     assert_eq!(d.class, Class::Reboot);
 
     // The cluster's MachineConfiguration: /etc/motd needs nothing.
-    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
-    let crd = serde_json::from_value(json!({
-        "metadata": {"name": "machineconfigurations.operator.openshift.io"},
-        "spec": {"group": "operator.openshift.io", "scope": "Cluster",
-            "names": {"plural": "machineconfigurations", "singular": "machineconfiguration",
-                "kind": "MachineConfiguration", "listKind": "MachineConfigurationList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    loop {
-        let api = kinds::all(&c.client, &kinds::machine_configuration());
-        let obj = serde_json::from_value(json!({
-            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-            "metadata": {"name": "cluster"},
-            "spec": {"nodeDisruptionPolicy": {"files": [
-                {"path": "/etc/motd", "actions": [{"type": "None"}]}]}},
-        }))
-        .unwrap();
-        if api.create(&PostParams::default(), &obj).await.is_ok() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the CRD never served"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    machine_configuration(
+        &c,
+        json!({"nodeDisruptionPolicy": {"files": [
+            {"path": "/etc/motd", "actions": [{"type": "None"}]}]}}),
+    )
+    .await;
     let (d, source) = disruption_from_cluster(&c.client, "rendered-worker-b", &all[..2])
         .await
         .unwrap();

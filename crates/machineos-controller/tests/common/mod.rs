@@ -472,3 +472,38 @@ pub fn machine_os_config(push_spec: &str) -> Value {
 }
 
 pub type Shared<T> = Arc<T>;
+
+/// Serve `MachineConfiguration` (its CRD, schemaless here) and create `cluster` with `spec`.
+pub async fn machine_configuration(c: &Cluster, spec: serde_json::Value) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    let crd = serde_json::from_value(json!({
+        "metadata": {"name": "machineconfigurations.operator.openshift.io"},
+        "spec": {"group": "operator.openshift.io", "scope": "Cluster",
+            "names": {"plural": "machineconfigurations", "singular": "machineconfiguration",
+                "kind": "MachineConfiguration", "listKind": "MachineConfigurationList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let api = kinds::all(&c.client, &kinds::machine_configuration());
+    loop {
+        let obj = serde_json::from_value(json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster"}, "spec": spec,
+        }))
+        .unwrap();
+        if api.create(&PostParams::default(), &obj).await.is_ok() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the CRD never served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
