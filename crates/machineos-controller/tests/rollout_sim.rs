@@ -1323,6 +1323,32 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
         assert_eq!(s.live_config.as_deref(), Some(second.as_str()), "{name}");
         assert!(s.systemctl.is_empty(), "{name}: None runs nothing");
     }
+    // Each MachineConfigNode carries the plan its node was handed.
+    let mcns = c
+        .until(
+            &kinds::machine_config_node(),
+            "the plans on the MachineConfigNodes",
+            |l| {
+                l.len() == 6
+                    && l.iter().all(|m| {
+                        m.annotations()
+                            .get(vocab::NODE_DISRUPTION)
+                            .and_then(|p| machineos_disruption::NodePlan::parse(p))
+                            .is_some_and(|p| p.image == second)
+                    })
+            },
+        )
+        .await;
+    for m in &mcns {
+        let plan = machineos_disruption::NodePlan::parse(&m.annotations()[vocab::NODE_DISRUPTION])
+            .unwrap();
+        assert_eq!(
+            plan.class,
+            machineos_disruption::Class::None,
+            "{}",
+            m.name_any()
+        );
+    }
     // Nobody was drained for it: the Events count one drain per node, the first rollout's.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.client.clone());
     let reasons: Vec<String> = events

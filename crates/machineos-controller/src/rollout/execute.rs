@@ -191,27 +191,40 @@ pub async fn execute(
             if let Some(i) = changes.get(vocab::DESIRED_IMAGE) {
                 a.desired_image = i.clone();
             }
+            if let Some(p) = changes.get(vocab::NODE_DISRUPTION) {
+                a.disruption = p.clone();
+            }
         }
         let Some(spec) = super::observe::machine_config_node(&node, &pool.name, &pool.config)
         else {
             continue;
         };
+        // What the node's move costs (the MCO's kind has no field for it): the plan the node
+        // was handed, as the same annotation.
+        let plan = node.annotations.disruption.clone();
         let result = match existing.get(&node.name) {
-            Some(m) if m.data.get("spec") == Some(&spec) => Ok(()),
-            Some(_) => {
-                api::merge(
-                    &mcn_api,
-                    &node.name,
-                    json!({"spec": spec}),
-                    format!("MachineConfigNode {}", node.name),
-                )
-                .await
+            Some(m)
+                if m.data.get("spec") == Some(&spec)
+                    && m.annotations().get(vocab::NODE_DISRUPTION) == plan.as_ref() =>
+            {
+                Ok(())
             }
+            Some(_) => api::merge(
+                &mcn_api,
+                &node.name,
+                json!({"metadata": {"annotations": {vocab::NODE_DISRUPTION: plan}}, "spec": spec}),
+                format!("MachineConfigNode {}", node.name),
+            )
+            .await,
             None => {
+                let mut metadata = json!({"name": node.name});
+                if let Some(p) = &plan {
+                    metadata["annotations"] = json!({ vocab::NODE_DISRUPTION: p });
+                }
                 let obj = json!({
                     "apiVersion": "machineconfiguration.openshift.io/v1",
                     "kind": "MachineConfigNode",
-                    "metadata": {"name": node.name},
+                    "metadata": metadata,
                     "spec": spec,
                 });
                 match serde_json::from_value::<DynamicObject>(obj) {
