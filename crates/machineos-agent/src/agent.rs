@@ -24,6 +24,13 @@
 //!   it) is written; the agent then waits (a real host kills it). A harness stops the agent
 //!   (cancels the token), boots the fake host and starts a new agent, which finds a new
 //!   boot id and finishes.
+//! * **Live apply** ([`Action::ApplyLive`]): [`Host::apply_live`], then each `systemctl`
+//!   operation in order, on one blocking thread; its success is handed to the next pass
+//!   ([`Observed::applied`]), as is [`Action::SyncLive`]'s ([`Host::sync_live`]). A soft
+//!   reboot is [`Host::soft_reboot`] (the host falls back to a reboot where it cannot).
+//! * **Features**: the first patch of an agent whose node does not say so yet sets
+//!   `machineos.io/agent-features: live-apply`, which the rollout hands moves that take no
+//!   slot to.
 //! * **Architecture** ([`Observed::arch`], which picks a multi-architecture image's
 //!   manifest): the Node's `kubernetes.io/arch` label, else the architecture the agent was
 //!   built for (it runs on the node).

@@ -36,6 +36,22 @@
 //!   [`Action::Uncordon`] of one pass is meant to be applied as one node patch, before the
 //!   pass's other actions (so the cordon and its `cordoned-by-agent` mark, or the reboot
 //!   record and the reboot, never come apart).
+//! * **What a move costs** is the rollout's plan for exactly this target
+//!   ([`NODE_DISRUPTION`], [`Observed::class`]; none, unreadable or for another move: a
+//!   reboot). Below `Drain` nothing is cordoned; `Drain` is cordoned and drained first; both
+//!   stage the image, then apply it to the running system and run the plan's `systemctl`
+//!   actions in one step ([`Step::Applying`], [`Action::ApplyLive`]: redone whole after a
+//!   restart, idempotent) and finish with [`REBOOT_PENDING`] naming the image, which boots
+//!   at the next reboot. `SoftReboot` and `Reboot` reboot (a soft reboot is done when the
+//!   soft reboot count rose or the target booted; its boot id stays).
+//! * **A refused live apply** (the image changes more than configuration, an action fails
+//!   for good) never reboots on the agent's own say: the rollout counted no slot. The
+//!   progress says `rebootRequired` and the node waits in service until the rollout hands a
+//!   plan that takes a slot; then it drains and reboots.
+//! * **What a live apply leaves**: before any reboot into another image, and when the target
+//!   goes back to the booted image, the live-applied paths are made that image's first
+//!   ([`Action::SyncLive`]); an image applied live whose staged deployment vanished is
+//!   staged again.
 //! * A pass whose actions change nothing returns no actions (idle is a fixed point).
 
 use std::collections::BTreeMap;
