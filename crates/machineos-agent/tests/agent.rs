@@ -723,3 +723,57 @@ async fn the_agent_updates_with_the_rbac_of_deploy_and_cannot_read_the_push_secr
         ["ClusterRole machineos-agent: patch events.events.k8s.io"]
     );
 }
+
+/// A move applied live, with the agent killed while the apply keeps failing and a new one
+/// started: no cordon, no drain, no reboot at any point; the new agent applies again and
+/// finishes, the restart action run once (by the apply that succeeded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_mid_live_apply_applies_again_without_drain_or_reboot() {
+    let c = Cluster::start().await;
+    c.pod("apps", "web-0", json!({"app": "web"}), json!({}))
+        .await;
+    // The same kernel arguments on both sides: a live move changes none.
+    c.host.lock().status.kargs = vec!["nosmt".into()];
+    c.host.lock().fail_live = 1_000;
+    let plan = machineos_disruption::NodePlan {
+        config: "rendered-worker-2".into(),
+        image: B.into(),
+        class: machineos_disruption::Class::Restart,
+        actions: vec![machineos_disruption::Action::Restart(
+            "chronyd.service".into(),
+        )],
+    };
+    c.annotate(&[(NODE_DISRUPTION, Some(&plan.to_annotation()))])
+        .await;
+    let agent = c.start_agent(options());
+    c.desire(B).await;
+    c.until("the apply step", || async {
+        c.annotation(PROGRESS)
+            .await
+            .is_some_and(|p| p.contains("\"step\":\"applying\""))
+    })
+    .await;
+    c.until("a retried apply", || async {
+        !c.events("HostRetry").await.is_empty()
+    })
+    .await;
+    agent.stop().await;
+    c.host.lock().fail_live = 0;
+    let agent = c.start_agent(options());
+    c.until_state("Done").await;
+    assert_eq!(c.annotation(REBOOT_PENDING).await.as_deref(), Some(B));
+    assert_eq!(c.annotation(CURRENT_IMAGE).await.as_deref(), Some(B));
+    assert!(c.pod_exists("apps", "web-0").await, "no drain");
+    assert!(c.events("Drained").await.is_empty());
+    let node = c.nodes().get(NODE).await.unwrap();
+    assert!(!node.spec.and_then(|s| s.unschedulable).unwrap_or(false));
+    {
+        let s = c.host.lock();
+        assert_eq!(s.boots, 0);
+        assert!(!s.reboot_requested && !s.soft_reboot_requested);
+        assert_eq!(s.systemctl, ["restart chronyd.service"], "{:?}", s.calls);
+        assert_eq!(s.live_config.as_deref(), Some(B));
+        assert_eq!(s.status.staged.as_deref(), Some(B));
+    }
+    agent.stop().await;
+}

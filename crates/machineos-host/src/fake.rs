@@ -39,6 +39,8 @@ pub struct FakeState {
     /// `apply_live` refuses with this message (the staged image differs in more than
     /// configuration) while set.
     pub refuse_live: Option<String>,
+    /// The next `n` live applies fail transiently (an I/O error).
+    pub fail_live: u32,
     /// `systemctl` operations run, in order (`restart chronyd.service`, `daemon-reload`).
     pub systemctl: Vec<String>,
 }
@@ -170,6 +172,13 @@ impl Host for FakeHost {
         let staged = s.status.staged.clone();
         s.calls
             .push(format!("apply-live {}", staged.as_deref().unwrap_or("-")));
+        if s.fail_live > 0 {
+            s.fail_live -= 1;
+            return Err(HostError::Io {
+                path: "/etc/chrony.conf".into(),
+                source: std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"),
+            });
+        }
         if let Some(m) = &s.refuse_live {
             return Err(HostError::Unsupported {
                 tool: "live apply".into(),
