@@ -16,7 +16,10 @@
 //!
 //! What it shows: the switch through systemd-run succeeds and its stderr file is on the
 //! host's `/run`, read back by the agent through the host mount when the switch fails; the
-//! rpm-ostree pull mark written by one agent is seen by the next; and the layout before
+//! rpm-ostree pull mark written by one agent is seen by the next; a live apply writes the
+//! host's `/etc` through the host mount, its record lands on the host's `/run` and the next
+//! agent makes the recorded paths the next image's from it, and the policy's `systemctl`
+//! action runs in the host's namespace; and the layout before
 //! `tools_state_dir` existed (one path, `/run/machineos-host`, for both sides) fails the unit
 //! before the switch runs — the bug a node would have hit.
 
@@ -64,6 +67,7 @@ impl Dirs {
             systemd_run: self.bin.join("systemd-run"),
             reboot: vec![systemctl.display().to_string(), "reboot".into()],
             systemctl,
+            ostree: self.bin.join("ostree"),
             ..Tools::default()
         }
     }
@@ -131,6 +135,21 @@ fn agent_phase(phase: &str) {
                 other => panic!("{other:?}"),
             }
             let _ = std::fs::remove_file(d.state.join("fail_switch"));
+            // A live apply: the booted and staged checkouts where bootc's status says, the
+            // live /etc the host's, the record on the host's /run.
+            let done = bootc.apply_live().expect("live apply");
+            assert_eq!(done.written, ["/etc/chrony.conf"]);
+            assert_eq!(
+                std::fs::read_to_string(d.root.join("etc/chrony.conf")).unwrap(),
+                "server b\n"
+            );
+            assert!(d.root.join("run/machineos-host/live-applied").is_file());
+            assert!(!Path::new(HOST_STATE_DIR).join("live-applied").exists());
+            bootc
+                .systemctl(&machineos_host::Systemctl::Restart(
+                    "chronyd.service".into(),
+                ))
+                .expect("systemctl through nsenter");
             // rpm-ostree's pull mark, for the next agent.
             let rpm = machineos_host::RpmOstree::new(r.clone(), &d.root);
             rpm.pull(C, None).expect("pull");
@@ -141,6 +160,15 @@ fn agent_phase(phase: &str) {
             let rpm = machineos_host::RpmOstree::new(r.clone(), &d.root);
             let s = rpm.status().expect("status");
             assert!(s.pulled.contains(&C.to_owned()), "{s:?}");
+            // The live record the last agent left is on the host: the next image's file
+            // (the staged checkout changed meanwhile) goes live from it.
+            let bootc = machineos_host::Bootc::new(r.clone(), &d.root);
+            let done = bootc.sync_live().expect("sync");
+            assert_eq!(done.written, ["/etc/chrony.conf"]);
+            assert_eq!(
+                std::fs::read_to_string(d.root.join("etc/chrony.conf")).unwrap(),
+                "server b2\n"
+            );
         }
         "one-path" => {
             // Before `tools_state_dir`: one path for both sides. The agent makes the
@@ -212,9 +240,23 @@ fn the_agents_runner_holds_across_mount_namespaces() {
     for dir in [&d.bin, &d.state, &d.root] {
         std::fs::create_dir_all(dir).unwrap();
     }
-    for tool in ["bootc", "rpm-ostree", "systemd-run", "systemctl"] {
+    for tool in ["bootc", "rpm-ostree", "systemd-run", "systemctl", "ostree"] {
         wrapper(&d, tool);
     }
+    // The checkouts of A (booted) and B (what the deploy phase stages), where bootc's status
+    // names them (the stand-in's checksum is the digest), and the host's live /etc.
+    let checkout = |img: &str| {
+        d.root
+            .join("sysroot/ostree/deploy/default/deploy")
+            .join(format!("{}.0", img.rsplit_once(':').unwrap().1))
+    };
+    for (img, text) in [(A, "server a\n"), (B, "server b\n")] {
+        let p = checkout(img).join("usr/etc/chrony.conf");
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::create_dir_all(d.root.join("etc")).unwrap();
+    std::fs::write(d.root.join("etc/chrony.conf"), "server a\n").unwrap();
     d.set("booted", A);
     d.set("kargs", "rw root=UUID=0a1b");
     for (rel, text) in [
@@ -288,6 +330,12 @@ fn the_agents_runner_holds_across_mount_namespaces() {
             out.status.success() && text.contains("1 passed"),
             "phase {phase} in the agent's container namespace:\n{text}"
         );
+        if phase == "deploy" {
+            // The staged image's file changes (another image staged in its place).
+            let p = checkout(B).join("usr/etc/chrony.conf");
+            std::fs::remove_file(&p).unwrap();
+            std::fs::write(p, "server b2\n").unwrap();
+        }
     }
     // The host's /run holds the state; the machine's own /run was never touched.
     assert!(
