@@ -18,7 +18,11 @@
 //! * `pull(X)`: `rpm-ostree rebase --experimental --download-only
 //!   ostree-unverified-registry:X` — the transaction pulls the image into the ostree repo
 //!   and stops before writing a deployment ("Just download latest ostree and RPM data, don't
-//!   deploy"). rpm-ostree's status does not list pulled images, so successful pulls are
+//!   deploy"). The transaction runs in `rpm-ostreed`, not in the client the agent starts, so
+//!   an I/O class on the client would not reach it: for the pull the daemon's cgroup I/O
+//!   weight is lowered to the minimum (`systemctl set-property --runtime rpm-ostreed.service
+//!   IOWeight=1`) and reset after (`IOWeight=`); a host where that fails pulls at the normal
+//!   weight. rpm-ostree's status does not list pulled images, so successful pulls are
 //!   recorded in `<state_dir>/rpm-ostree-pulled` (cleared at boot) and reported in `pulled`.
 //!   rpm-ostree may prune an undeployed image in a later operation; a pull only saves time.
 //! * `deploy(X)`: nothing when X is the next boot (or booted with nothing staged); else
@@ -43,6 +47,8 @@ use crate::{Host, HostError, HostKind, HostStatus};
 
 const TOOL: &str = "rpm-ostree";
 const TRANSPORT: &str = "ostree-unverified-registry:";
+/// The daemon that runs rpm-ostree's transactions.
+const DAEMON: &str = "rpm-ostreed.service";
 
 /// A host driven with rpm-ostree.
 #[derive(Debug, Clone)]
@@ -212,12 +218,19 @@ impl Host for RpmOstree {
         if s.holds(image) {
             return Ok(());
         }
-        self.rpm_ostree(&[
+        // Ahead of the node's turn the pull yields the disk: it runs in rpm-ostree's daemon,
+        // so the daemon's I/O weight is lowered for it and restored after.
+        let lowered = crate::systemd::io_weight(&self.runner, DAEMON, Some(1));
+        let pulled = self.rpm_ostree(&[
             "rebase".into(),
             "--experimental".into(),
             "--download-only".into(),
             format!("{TRANSPORT}{image}"),
-        ])?;
+        ]);
+        if lowered {
+            crate::systemd::io_weight(&self.runner, DAEMON, None);
+        }
+        pulled?;
         self.pulled().add(image)
     }
 

@@ -3,6 +3,8 @@
 //!
 //! Contract:
 //! * [`reboot`] runs the configured reboot command (`systemctl reboot`).
+//! * [`io_weight`] lowers or resets a unit's cgroup I/O weight for this boot
+//!   (`systemctl set-property --runtime`), for work done in a daemon (rpm-ostree's pulls).
 //! * [`systemctl`] runs `systemctl <reload|restart> UNIT` or `systemctl daemon-reload`
 //!   through the runner (under its prefix: in the host's namespaces).
 //! * [`soft_reboots`] is systemd's `SoftRebootsCount` (`systemctl show -P SoftRebootsCount`,
@@ -120,4 +122,24 @@ pub fn sync_live(
         &next.dir(root),
         &AppliedRecord::new(&runner.state_dir),
     )
+}
+
+/// Set (`Some`) or reset (`None`) `unit`'s cgroup I/O weight for this boot (`systemctl
+/// set-property --runtime UNIT IOWeight=N`; an empty assignment resets it); `true` when it
+/// was set. Best effort: a failure is logged.
+pub fn io_weight(runner: &Runner, unit: &str, weight: Option<u32>) -> bool {
+    let value = weight.map(|w| w.to_string()).unwrap_or_default();
+    let args = vec![
+        "set-property".to_owned(),
+        "--runtime".to_owned(),
+        unit.to_owned(),
+        format!("IOWeight={value}"),
+    ];
+    match runner.run(&runner.tools.systemctl, &args) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(unit, error = %e, "setting the I/O weight");
+            false
+        }
+    }
 }

@@ -737,9 +737,12 @@ fn rpm_ostree_pull_deploy_kargs_reboot() {
         st.calls(),
         [
             "rpm-ostree status --json".to_owned(),
+            // The pull yields the disk: the daemon's I/O weight lowered around it.
+            "systemctl set-property --runtime rpm-ostreed.service IOWeight=1".to_owned(),
             format!(
                 "rpm-ostree rebase --experimental --download-only ostree-unverified-registry:{B}"
             ),
+            "systemctl set-property --runtime rpm-ostreed.service IOWeight=".to_owned(),
         ]
     );
     let hs = h.status().unwrap();
