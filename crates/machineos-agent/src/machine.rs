@@ -21,7 +21,8 @@
 //!   backoff); past the drain a restarted agent never drains again; a reboot is requested
 //!   once per target (again only after `reboot_timeout` with the boot id unchanged); a
 //!   changed boot id means the reboot happened, and the booted image is then checked: the
-//!   wrong image is `Degraded` with both digests in the reason and the node stays cordoned;
+//!   wrong image is `Degraded` with both digests in the reason and the node stays cordoned
+//!   (a Degraded move that never cordoned — one applied live — leaves it schedulable);
 //!   the agent uncordons only a node carrying [`CORDONED_BY_AGENT`].
 //! * **Which image the host runs.** An image the host reports (booted, staged, pulled) *is*
 //!   a target image when the pullspecs are equal, or when the target is a multi-architecture

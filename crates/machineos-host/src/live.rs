@@ -93,8 +93,10 @@ pub struct Applied {
     pub removed: Vec<String>,
 }
 
-/// The paths live applies wrote during this boot, one per line (`etc/chrony.conf`), in a
-/// file on the host's `/run` (cleared at boot, when the booted image holds them).
+/// The paths live applies wrote since the last boot, one per line (`etc/chrony.conf`), in a
+/// file on the host's `/run`: cleared by a reboot (the booted image then holds them); a soft
+/// reboot may keep it, which costs nothing — the paths then equal the booted image's, and a
+/// later apply or sync writes only what differs.
 #[derive(Debug, Clone)]
 pub struct AppliedRecord {
     path: PathBuf,
