@@ -1323,6 +1323,31 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
         assert_eq!(s.live_config.as_deref(), Some(second.as_str()), "{name}");
         assert!(s.systemctl.is_empty(), "{name}: None runs nothing");
     }
+    // The merged policies on the MachineConfiguration's status, as the MCO writes them:
+    // the defaults with the user's entries appended.
+    let configs = c
+        .until(
+            &kinds::machine_configuration(),
+            "the merged policies",
+            |l| {
+                l.iter().any(|m| {
+                    m.data
+                        .pointer("/status/nodeDisruptionPolicyStatus/clusterPolicies/files")
+                        .is_some()
+                })
+            },
+        )
+        .await;
+    let merged = &configs[0].data["status"]["nodeDisruptionPolicyStatus"]["clusterPolicies"];
+    let files = merged["files"].as_array().unwrap();
+    assert_eq!(files.len(), 15, "13 defaults and 2 of the user's: {merged}");
+    assert_eq!(files[13]["path"], "/etc/motd", "{merged}");
+    assert_eq!(files[13]["actions"], json!([{"type": "None"}]), "{merged}");
+    assert_eq!(
+        merged["sshkey"]["actions"],
+        json!([{"type": "None"}]),
+        "{merged}"
+    );
     // Each MachineConfigNode carries the plan its node was handed.
     let mcns = c
         .until(

@@ -434,6 +434,18 @@ fn restart(s: &str) -> Action {
 }
 
 impl ClusterPolicies {
+    /// The API's shape of the merged policies, as the MCO writes them to the
+    /// `MachineConfiguration`'s `status.nodeDisruptionPolicyStatus.clusterPolicies`:
+    /// `{"files": [{"path", "actions"}], "units": [{"name", "actions"}], "sshkey":
+    /// {"actions"}}`.
+    pub fn status_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "files": self.files,
+            "units": self.units,
+            "sshkey": {"actions": self.sshkey},
+        })
+    }
+
     /// The MCO's built-in policies, in its order.
     pub fn defaults() -> ClusterPolicies {
         let crio = "crio.service";

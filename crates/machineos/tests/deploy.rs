@@ -89,6 +89,11 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
         "machineconfigurations:cluster",
         &["get"],
     ),
+    (
+        "operator.openshift.io",
+        "machineconfigurations/status:cluster",
+        &["patch"],
+    ),
     ("events.k8s.io", "events", &["create", "patch"]),
 ];
 

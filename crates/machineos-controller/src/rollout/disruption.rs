@@ -9,7 +9,9 @@
 //!
 //! The policies are the `MachineConfiguration` object `cluster`'s merged over the MCO's
 //! defaults, read at most every [`POLICY_TTL`] ([`Policies`]); without the object (or the
-//! CRD), or when it cannot be read or is invalid, the MCO's defaults (logged).
+//! CRD), or when it cannot be read or is invalid, the MCO's defaults (logged). The merged
+//! policies are written back to the object's `status.nodeDisruptionPolicyStatus
+//! .clusterPolicies` when they differ from what it holds, as the MCO's operator does.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -72,16 +74,46 @@ impl Policies {
         };
         let value = serde_json::to_value(&object).unwrap_or_default();
         match ClusterPolicies::of_machine_configuration(Some(&value)) {
-            Ok(policies) => Policies {
-                policies,
-                source: "MachineConfiguration cluster".into(),
-                read_at: Instant::now(),
-            },
+            Ok(policies) => {
+                publish(&api, &value, &policies).await;
+                Policies {
+                    policies,
+                    source: "MachineConfiguration cluster".into(),
+                    read_at: Instant::now(),
+                }
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "MachineConfiguration cluster (using the MCO's default disruption policies)");
                 Policies::defaults()
             }
         }
+    }
+}
+
+/// Write the merged policies to the object's `status.nodeDisruptionPolicyStatus
+/// .clusterPolicies`, as the MCO's operator does, when they differ from what it holds (the
+/// same rules give the same value: two writers agree). Best effort: a refusal (no status
+/// subresource, no grant) is logged.
+async fn publish(
+    api: &kube::Api<kube::api::DynamicObject>,
+    object: &serde_json::Value,
+    policies: &ClusterPolicies,
+) {
+    let want = policies.status_json();
+    if object.pointer("/status/nodeDisruptionPolicyStatus/clusterPolicies") == Some(&want) {
+        return;
+    }
+    let patch =
+        serde_json::json!({"status": {"nodeDisruptionPolicyStatus": {"clusterPolicies": want}}});
+    if let Err(e) = api
+        .patch_status(
+            "cluster",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "writing the merged node disruption policies to MachineConfiguration cluster's status");
     }
 }
 

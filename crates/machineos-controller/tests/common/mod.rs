@@ -473,7 +473,8 @@ pub fn machine_os_config(push_spec: &str) -> Value {
 
 pub type Shared<T> = Arc<T>;
 
-/// Serve `MachineConfiguration` (its CRD, schemaless here) and create `cluster` with `spec`.
+/// Serve `MachineConfiguration` (its CRD, schemaless here, with the status subresource) and
+/// create `cluster` with `spec`.
 pub async fn machine_configuration(c: &Cluster, spec: serde_json::Value) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, PostParams};
@@ -484,6 +485,7 @@ pub async fn machine_configuration(c: &Cluster, spec: serde_json::Value) {
             "names": {"plural": "machineconfigurations", "singular": "machineconfiguration",
                 "kind": "MachineConfiguration", "listKind": "MachineConfigurationList"},
             "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object",
                     "x-kubernetes-preserve-unknown-fields": true}}}]},
     }))
