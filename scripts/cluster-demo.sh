@@ -219,6 +219,7 @@ spec:
     - name: v1
       served: true
       storage: true
+      subresources: {status: {}}
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 EOF
 for _ in $(seq 1 50); do kubectl get machineconfigurations >/dev/null 2>&1 && break; sleep 0.2; done
