@@ -7,7 +7,8 @@
 # conditions, the rollout plan, and the nodes moving batch by batch onto the built image.
 # Then what a change costs: with the cluster's MachineConfiguration saying /etc/motd needs
 # nothing, a change to it moves every node at once with no cordon and no reboot (applied to
-# the running node); a new file no policy covers reboots each node, maxUnavailable at a time.
+# the running node); a new file no policy covers, and a kernel argument, reboot each node,
+# maxUnavailable at a time.
 # Each rollout's time and its node-seconds out of service (cordoned or NotReady, sampled about
 # every 0.5 s) are printed side by side.
 #
@@ -268,8 +269,23 @@ reboot_image=$(next_image "$live_image")
 follow "$reboot_image"
 reboot_elapsed=$elapsed reboot_down=$out_of_service
 
+say "a kernel argument (nosmt): always a reboot, each node once"
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 52-worker-nosmt
+  labels: {machineconfiguration.openshift.io/role: worker}
+spec:
+  kernelArguments: [nosmt]
+EOF
+kargs_image=$(next_image "$reboot_image")
+follow "$kargs_image"
+kargs_elapsed=$elapsed kargs_down=$out_of_service
+
 say "what each change cost ($nodes nodes, maxUnavailable $max_unavailable, a simulated reboot keeps a node down 1 s)"
 printf '%-32s %-7s %9s %28s\n' change class seconds "node-seconds out of service"
 printf '%-32s %-7s %9s %28s\n' "first image (no currentConfig)" Reboot "$first_elapsed" "$first_down"
 printf '%-32s %-7s %9s %28s\n' "/etc/motd, policy None" None "$live_elapsed" "$live_down"
 printf '%-32s %-7s %9s %28s\n' "/etc/chrony.conf, no policy" Reboot "$reboot_elapsed" "$reboot_down"
+printf '%-32s %-7s %9s %28s\n' "kernel argument nosmt" Reboot "$kargs_elapsed" "$kargs_down"
