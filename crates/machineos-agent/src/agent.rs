@@ -598,11 +598,15 @@ impl Agent {
                 }
                 (HostOp::Live, result)
             }
-            Action::SyncLive { target } => {
+            Action::SyncLive { target, actions } => {
                 let node = self.opts.node.clone();
+                let ops = actions.clone();
                 let result = blocking("undo live applies", move || {
                     let synced = host.sync_live()?;
                     tracing::info!(node = %node, written = ?synced.written, removed = ?synced.removed, "made the live-applied paths the next boot's image's");
+                    for op in &ops {
+                        host.systemctl(op)?;
+                    }
                     Ok(())
                 })
                 .await;

@@ -468,6 +468,8 @@ pub enum Action {
     SyncLive {
         /// The move it is done for.
         target: Target,
+        /// The policy's actions to run after it (a live change undone), in order.
+        actions: Vec<Systemctl>,
     },
     /// Set a MachineConfigNode status condition.
     SetMcnCondition(McnCondition),
@@ -1173,7 +1175,10 @@ fn deploy(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Ac
     }
     if o.is_image(o.host.staged.as_deref(), &target.image) {
         let class = o.class(target);
-        if !class.boots() {
+        let refused = o
+            .progress()
+            .is_some_and(|p| &p.target == target && p.reboot_required);
+        if !class.boots() && !refused {
             // Staged for the next boot; now its configuration, live.
             return vec![
                 Patch::default()
@@ -1288,6 +1293,36 @@ fn apply_live(o: &Observed, target: &Target) -> Action {
 
 /// The staged image's configuration is being applied live.
 fn applying(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
+    if o.progress()
+        .is_some_and(|p| &p.target == target && p.reboot_required)
+    {
+        // Refused live, and the move holds a slot now (granted, or a Drain move's own):
+        // drained (again: harmless after a Drain move's drain), then rebooted into.
+        let mut patch = Patch::default().progress_of(
+            target,
+            o.started(target),
+            true,
+            Step::Draining {
+                drain_started: 0,
+                attempts: 0,
+                failures: 0,
+                retry_at: None,
+            },
+        );
+        let mut out = Vec::new();
+        if !o.unschedulable {
+            patch = patch.set(CORDONED_BY_AGENT, target.image.clone());
+            out.push(Action::Cordon);
+        }
+        out.insert(0, patch.action());
+        out.push(cond(
+            mcn::CORDONED,
+            true,
+            "Cordoned",
+            "cordoned to reboot into the image it could not apply live".into(),
+        ));
+        return out;
+    }
     if o.applied.as_ref() == Some(target) {
         return finish(o, policy, now, target, Finish::Live);
     }
@@ -1414,6 +1449,7 @@ fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboo
         // first, or the merge at the reboot would keep it as a local change.
         out.push(Action::SyncLive {
             target: target.clone(),
+            actions: Vec::new(),
         });
     }
     out.extend([
@@ -1489,6 +1525,10 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
         }
         return vec![Action::SyncLive {
             target: target.clone(),
+            actions: o
+                .plan(target)
+                .map(|p| systemctl_ops(&p.actions))
+                .unwrap_or_default(),
         }];
     }
     let mut patch = Patch::default()

@@ -1658,9 +1658,12 @@ fn a_reboot_into_another_image_first_makes_the_live_applied_paths_that_images() 
         .to_annotation(),
     );
     let a = decide(&o, &policy(), NOW);
-    let sync = a
-        .iter()
-        .position(|a| *a == Action::SyncLive { target: c.clone() });
+    let sync = a.iter().position(|a| {
+        *a == Action::SyncLive {
+            target: c.clone(),
+            actions: vec![],
+        }
+    });
     let reboot = a.iter().position(|a| *a == Action::Reboot);
     assert!(sync.is_some() && sync < reboot, "{a:?}");
     // A failed sync stops the reboot and is retried (the request forgotten).
@@ -1701,7 +1704,8 @@ fn going_back_to_the_booted_image_undoes_the_live_apply_first() {
     assert_eq!(
         a,
         vec![Action::SyncLive {
-            target: back.clone()
+            target: back.clone(),
+            actions: vec![],
         }]
     );
     o.applied = Some(back);
@@ -1726,4 +1730,32 @@ fn an_image_applied_live_whose_staged_deployment_vanished_is_staged_again() {
     let a = decide(&o, &policy(), NOW);
     assert!(has(&a, |a| *a == Action::Deploy(B.into())), "{a:?}");
     assert_eq!(events(&a), vec!["Restaged"]);
+}
+
+#[test]
+fn a_refused_drain_move_reboots_within_its_own_slot_without_looping() {
+    // A Drain move (cordoned, drained) whose live apply is refused: it holds a slot already,
+    // so it drains (again) and reboots — it does not apply again.
+    let mut o = ours(at(planned(Class::Drain), Step::Applying));
+    o.host.staged = Some(B.into());
+    o.failure = Some(HostFailure {
+        op: HostOp::Live,
+        message: "the staged image differs outside /etc and /var".into(),
+        transient: false,
+        attempts: 1,
+    });
+    let a = decide(&o, &policy(), NOW);
+    let p = progress_of(&a).unwrap();
+    assert!(p.reboot_required);
+    o.failure = None;
+    o.annotations.insert(PROGRESS.into(), p.to_annotation());
+    let a = decide(&o, &policy(), NOW);
+    assert!(!has(&a, |a| matches!(a, Action::ApplyLive { .. })), "{a:?}");
+    assert!(matches!(step_of(&a), Some(Step::Draining { .. })), "{a:?}");
+    // Drained: deployed image staged → a reboot, not a live apply.
+    let mut p2 = progress_of(&a).unwrap();
+    p2.step = Step::Deploying;
+    o.annotations.insert(PROGRESS.into(), p2.to_annotation());
+    let a = decide(&o, &policy(), NOW);
+    assert!(matches!(step_of(&a), Some(Step::Rebooting { .. })), "{a:?}");
 }

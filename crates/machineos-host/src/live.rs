@@ -35,9 +35,11 @@
 //!   nothing there is ever removed or replaced by a file** (a reboot would not either: the
 //!   layer's tmpfiles lines only create). A path whose directory on the running system is a
 //!   link or a file is refused: a write never follows a link out of the host root.
-//! * [`sync_recorded`]: the recorded paths made the next image's (or, going back, the
-//!   booted one's) again, with no `/usr` check — before a reboot into another image, so its
-//!   `/etc` merge keeps none of them as a local change.
+//! * [`sync_recorded`]: the recorded `/etc` paths made the next image's (or, going back,
+//!   the booted one's) again, with no `/usr` check — before a reboot into another image, so
+//!   its `/etc` merge keeps none of them as a local change. `/var` paths are written only by
+//!   the apply whose image changes them; never re-synced (what an app changed there since
+//!   is its own, as a reboot would leave it).
 //! * **Idempotent:** applying again changes nothing more; an apply cut short is finished by
 //!   the next one (the record is written before the first change and again after the last).
 //!
@@ -368,6 +370,10 @@ fn write(src: &Path, m: &Metadata, dst: &Path, tree: Tree) -> Result<bool, HostE
     if m.is_dir() {
         if !d.as_ref().is_some_and(Metadata::is_dir) {
             if d.is_some() {
+                if !tree.removes {
+                    // A node's file where the image has a directory: data, kept.
+                    return Ok(false);
+                }
                 fs::remove_file(dst).map_err(io(dst))?;
             }
             fs::create_dir(dst).map_err(io(dst))?;
@@ -472,7 +478,13 @@ pub fn apply(
             ),
         });
     }
-    let mut paths: BTreeSet<String> = record.read();
+    // What earlier applies wrote in /etc is made this image's again; in /var only what this
+    // image changes is written (what an app changed there since is its own).
+    let mut paths: BTreeSet<String> = record
+        .read()
+        .into_iter()
+        .filter(|p| p.starts_with("etc/"))
+        .collect();
     for (tree, live) in LIVE_TREES {
         let mut changed = Vec::new();
         differences(
@@ -502,7 +514,11 @@ pub fn sync_recorded(
     next: &Path,
     record: &AppliedRecord,
 ) -> Result<Applied, HostError> {
-    let paths = record.read();
+    let paths: BTreeSet<String> = record
+        .read()
+        .into_iter()
+        .filter(|p| p.starts_with("etc/"))
+        .collect();
     sync_paths(root, next, &paths)
 }
 

@@ -709,20 +709,18 @@ impl Pass<'_> {
             }
             // A node whose live move was refused waits, in service, for a slot to reboot:
             // granted before new moves (it is mid-update), by a plan that takes one.
+            // For the move it is making (its desired annotations), also when the pool has
+            // moved on since: it is mid-update and may not be given another target.
             let waiting: Vec<usize> = driven
                 .iter()
                 .copied()
-                .filter(|&i| {
-                    let n = views[i].node;
-                    n.awaits_reboot_slot()
-                        && n.annotations.desired_image.as_deref() == Some(img)
-                        && n.annotations.desired_config.as_deref() == Some(p.config.as_str())
-                })
+                .filter(|&i| views[i].node.awaits_reboot_slot())
                 .collect();
             for i in pick(views, waiting, controller, i64::MAX, capacity) {
+                let a = &views[i].node.annotations;
                 let grant = machineos_disruption::NodePlan {
-                    config: p.config.clone(),
-                    image: img.to_owned(),
+                    config: a.desired_config.clone().unwrap_or_default(),
+                    image: a.desired_image.clone().unwrap_or_default(),
                     class: machineos_disruption::Class::Reboot,
                     actions: vec![machineos_disruption::Action::Reboot],
                 };
@@ -736,8 +734,8 @@ impl Pass<'_> {
                     warning: false,
                     reason: reason::SET_DESIRED_CONFIG,
                     message: format!(
-                        "Granted node {} a slot to reboot into image {img} (it could not apply the change live)",
-                        views[i].node.name
+                        "Granted node {} a slot to reboot into image {} (it could not apply the change live)",
+                        views[i].node.name, grant.image
                     ),
                 });
             }

@@ -312,6 +312,8 @@ impl NodeAnnotations {
                     let target = |k: &str| p.get("target")?.get(k)?.as_str();
                     target("image").is_some()
                         && target("image") == a.get(vocab::DESIRED_IMAGE).map(String::as_str)
+                        && target("config").unwrap_or_default()
+                            == a.get(vocab::DESIRED_CONFIG).map_or("", String::as_str)
                 })
                 .and_then(|p| p.get("rebootRequired")?.as_bool())
                 .unwrap_or(false),

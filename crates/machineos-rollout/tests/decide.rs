@@ -1047,3 +1047,28 @@ fn a_node_whose_agent_cannot_apply_live_takes_a_slot_and_a_refused_move_is_grant
         d.node_patches
     );
 }
+
+#[test]
+fn a_node_waiting_for_a_reboot_slot_is_granted_one_for_its_own_move_after_the_pool_moved_on() {
+    use machineos_disruption::{Class, NODE_DISRUPTION, NodePlan};
+    let mut o = cluster(2, Some(MaxUnavailable::Count(1)));
+    for n in &mut o.nodes {
+        n.move_plan = Some(plan_of(Class::None));
+    }
+    let d = decide(&o, NOW);
+    apply(&mut o, &d);
+    o.nodes[0].annotations.state = Some(NodeState::Working);
+    o.nodes[0].annotations.reboot_required = true;
+    // A new build: the pool's target moved on.
+    o.pools[0].config = "rendered-worker-newer".into();
+    o.pools[0].image = PoolImage::Built(CANARY.into());
+    let d = decide(&o, NOW);
+    let grant = d
+        .node_patches
+        .iter()
+        .find(|p| p.node == o.nodes[0].name)
+        .and_then(|p| p.annotations.get(NODE_DISRUPTION).cloned().flatten())
+        .and_then(|v| NodePlan::parse(&v))
+        .expect("a grant");
+    assert_eq!((grant.image.as_str(), grant.class), (NEW, Class::Reboot));
+}
