@@ -188,6 +188,9 @@ pub struct NodeAnnotations {
     /// [`NODE_DISRUPTION`](machineos_disruption::NODE_DISRUPTION), as written: the plan of
     /// the move the desired annotations name.
     pub disruption: Option<String>,
+    /// That plan, parsed once here (the decision asks of it for every node, several times
+    /// per pass); `None` when absent or unreadable.
+    pub disruption_plan: Option<machineos_disruption::NodePlan>,
     /// The agent could not apply the move the desired annotations name live
     /// ([`vocab::PROGRESS`]'s `rebootRequired`): it waits, in service, for a slot.
     pub reboot_required: bool,
@@ -305,6 +308,9 @@ impl NodeAnnotations {
             update_started,
             last_update: a.get(vocab::LAST_UPDATE).and_then(|v| LastUpdate::parse(v)),
             image_manifests: get(vocab::IMAGE_MANIFESTS),
+            disruption_plan: a
+                .get(machineos_disruption::NODE_DISRUPTION)
+                .and_then(|v| machineos_disruption::NodePlan::parse(v)),
             disruption: get(machineos_disruption::NODE_DISRUPTION),
             reboot_required: progress
                 .as_ref()
@@ -365,9 +371,8 @@ impl NodeObserved {
             return false;
         };
         !self.unschedulable
-            && a.disruption
-                .as_deref()
-                .and_then(machineos_disruption::NodePlan::parse)
+            && a.disruption_plan
+                .as_ref()
                 .is_some_and(|p| p.is_for(config, image) && !p.class.takes_slot())
     }
 
