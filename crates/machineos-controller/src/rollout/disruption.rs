@@ -46,47 +46,53 @@ impl Policies {
         }
     }
 
-    /// Policies read elsewhere (`machineos rollout plan`), from `source`.
-    pub fn from_read(policies: ClusterPolicies, source: String) -> Policies {
-        Policies {
-            policies,
-            source,
-            read_at: Instant::now(),
-        }
-    }
-
     /// Whether these were read less than [`POLICY_TTL`] ago.
     pub fn fresh(&self) -> bool {
         self.read_at.elapsed() < POLICY_TTL
     }
 
-    /// The cluster's policies, read now.
+    /// The cluster's policies, read now; what cannot be read, or is invalid, is logged and
+    /// the MCO's defaults are used. The merged policies are written back to the object's
+    /// status when they differ ([`publish`]).
     pub async fn read(client: &Client) -> Policies {
-        let api = kinds::all(client, &kinds::machine_configuration());
-        let object = match api.get_opt("cluster").await {
-            Ok(Some(o)) => o,
-            Ok(None) => return Policies::defaults(),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Policies::defaults(),
-            Err(e) => {
-                tracing::warn!(error = %e, "reading MachineConfiguration cluster (using the MCO's default disruption policies)");
-                return Policies::defaults();
+        match Policies::read_strict(client).await {
+            Ok((Some(object), policies)) => {
+                let api = kinds::all(client, &kinds::machine_configuration());
+                publish(&api, &object, &policies.policies).await;
+                policies
             }
-        };
-        let value = serde_json::to_value(&object).unwrap_or_default();
-        match ClusterPolicies::of_machine_configuration(Some(&value)) {
-            Ok(policies) => {
-                publish(&api, &value, &policies).await;
-                Policies {
-                    policies,
-                    source: "MachineConfiguration cluster".into(),
-                    read_at: Instant::now(),
-                }
-            }
+            Ok((None, policies)) => policies,
             Err(e) => {
-                tracing::warn!(error = %e, "MachineConfiguration cluster (using the MCO's default disruption policies)");
+                tracing::warn!(error = %e, "using the MCO's default disruption policies");
                 Policies::defaults()
             }
         }
+    }
+
+    /// The cluster's policies, read now, and the object they came from: without the object
+    /// (or the kind: a 404), the MCO's defaults; an object that cannot be read, or whose
+    /// `spec.nodeDisruptionPolicy` the API server's rules refuse, is an error naming it
+    /// (`machineos rollout plan` says so; [`Policies::read`] falls back to the defaults).
+    pub async fn read_strict(
+        client: &Client,
+    ) -> Result<(Option<serde_json::Value>, Policies), String> {
+        let api = kinds::all(client, &kinds::machine_configuration());
+        let object = match api.get_opt("cluster").await {
+            Ok(Some(o)) => serde_json::to_value(&o).map_err(|e| e.to_string())?,
+            Ok(None) => return Ok((None, Policies::defaults())),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok((None, Policies::defaults())),
+            Err(e) => return Err(format!("reading MachineConfiguration cluster: {e}")),
+        };
+        let policies = ClusterPolicies::of_machine_configuration(Some(&object))
+            .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
+        Ok((
+            Some(object),
+            Policies {
+                policies,
+                source: "MachineConfiguration cluster".into(),
+                read_at: Instant::now(),
+            },
+        ))
     }
 }
 

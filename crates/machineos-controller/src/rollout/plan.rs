@@ -64,7 +64,7 @@ pub async fn plan_with_disruption(
     let (mut s, mut o) =
         observe_snapshot(client, namespace, controller_node, min_ready_seconds).await?;
     let costs = async {
-        let (policies, source) = read_policies(client).await?;
+        let (_, p) = super::disruption::Policies::read_strict(client).await?;
         s.machine_configs = kinds::all(client, &kinds::machine_config())
             .list(&kube::api::ListParams::default())
             .await
@@ -73,9 +73,8 @@ pub async fn plan_with_disruption(
             .into_iter()
             .map(Arc::new)
             .collect();
-        let p = super::disruption::Policies::from_read(policies, source.clone());
         let moves = super::disruption::moves(&s, &o, &p);
-        Ok::<_, String>((moves, source))
+        Ok::<_, String>((moves, p.source))
     }
     .await;
     let disruption = match costs {
@@ -93,28 +92,6 @@ pub async fn plan_with_disruption(
     };
     let plan = machineos_rollout::plan(&o, pool, api::now()).map_err(|e| e.to_string())?;
     Ok((plan, disruption))
-}
-
-/// The cluster's policies merged over the MCO's defaults, and where they came from; an
-/// invalid `MachineConfiguration` is an error naming the field (the controller uses the
-/// defaults then, and says so in its log).
-async fn read_policies(
-    client: &Client,
-) -> Result<(machineos_disruption::ClusterPolicies, String), String> {
-    let configurations = kinds::all(client, &kinds::machine_configuration());
-    // Not served (no such CRD) reads as absent: the MCO's defaults.
-    let (object, source) = match configurations.get_opt("cluster").await {
-        Ok(Some(o)) => (
-            Some(serde_json::to_value(&o).map_err(|e| e.to_string())?),
-            "MachineConfiguration cluster".to_owned(),
-        ),
-        Ok(None) => (None, "the MCO's defaults".to_owned()),
-        Err(kube::Error::Api(e)) if e.code == 404 => (None, "the MCO's defaults".to_owned()),
-        Err(e) => return Err(format!("reading MachineConfiguration cluster: {e}")),
-    };
-    let policies = machineos_disruption::ClusterPolicies::of_machine_configuration(object.as_ref())
-        .map_err(|e| format!("MachineConfiguration cluster: {e}"))?;
-    Ok((policies, source))
 }
 
 /// The rollout's observation, as the controller makes it, from one list of each kind.
@@ -221,7 +198,8 @@ pub async fn disruption_from_cluster(
     let target_mc = get_mc(target.to_owned())
         .await?
         .ok_or_else(|| format!("no MachineConfig {target}"))?;
-    let (policies, source) = read_policies(client).await?;
+    let (_, read) = super::disruption::Policies::read_strict(client).await?;
+    let (policies, source) = (read.policies, read.source);
     // One list of the Nodes, not a read per moving node.
     let listed = kube::Api::<Node>::all(client.clone())
         .list(&kube::api::ListParams::default())
