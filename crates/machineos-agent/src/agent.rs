@@ -582,38 +582,25 @@ impl Agent {
                 blocking("soft reboot", move || host.soft_reboot()).await,
             ),
             Action::ApplyLive { target, actions } => {
-                let ops = actions.clone();
-                let node = self.opts.node.clone();
-                let result = blocking("live apply", move || {
-                    let applied = host.apply_live()?;
-                    tracing::info!(node = %node, written = ?applied.written, removed = ?applied.removed, "applied the staged configuration live");
-                    for op in &ops {
-                        host.systemctl(op)?;
-                    }
-                    Ok(())
-                })
-                .await;
-                if result.is_ok() {
-                    self.applied = Some(target.clone());
-                }
-                (HostOp::Live, result)
+                self.live(
+                    target,
+                    actions,
+                    ("live apply", "applied the staged configuration live"),
+                    |h| h.apply_live(),
+                )
+                .await
             }
             Action::SyncLive { target, actions } => {
-                let node = self.opts.node.clone();
-                let ops = actions.clone();
-                let result = blocking("undo live applies", move || {
-                    let synced = host.sync_live()?;
-                    tracing::info!(node = %node, written = ?synced.written, removed = ?synced.removed, "made the live-applied paths the next boot's image's");
-                    for op in &ops {
-                        host.systemctl(op)?;
-                    }
-                    Ok(())
-                })
-                .await;
-                if result.is_ok() {
-                    self.applied = Some(target.clone());
-                }
-                (HostOp::Live, result)
+                self.live(
+                    target,
+                    actions,
+                    (
+                        "undo live applies",
+                        "made the live-applied paths the next boot's image's",
+                    ),
+                    |h| h.sync_live(),
+                )
+                .await
             }
             _ => return Ok(()),
         };
@@ -632,6 +619,35 @@ impl Agent {
                 })
             }
         }
+    }
+
+    /// A live host step for `target` — the apply, or the undo (`step`; `what`: its name in
+    /// errors, and what the log says it did) — then the policy's `systemctl` operations in
+    /// order, on one blocking thread; its success is remembered for the next pass
+    /// ([`Observed::applied`]).
+    async fn live(
+        &mut self,
+        target: &crate::machine::Target,
+        actions: &[machineos_host::Systemctl],
+        (op, done): (&'static str, &'static str),
+        step: impl FnOnce(&dyn Host) -> Result<machineos_host::live::Applied, HostError>
+        + Send
+        + 'static,
+    ) -> (HostOp, Result<(), AgentError>) {
+        let (host, node, ops) = (self.host.clone(), self.opts.node.clone(), actions.to_vec());
+        let result = blocking(op, move || {
+            let applied = step(host.as_ref())?;
+            tracing::info!(node = %node, written = ?applied.written, removed = ?applied.removed, "{done}");
+            for op in &ops {
+                host.systemctl(op)?;
+            }
+            Ok(())
+        })
+        .await;
+        if result.is_ok() {
+            self.applied = Some(target.clone());
+        }
+        (HostOp::Live, result)
     }
 
     /// The pull credentials onto the host: for a Secret the node's annotation names (a
