@@ -53,7 +53,7 @@ impl Policies {
 
     /// The cluster's policies, read now; what cannot be read, or is invalid, is logged and
     /// the MCO's defaults are used. The merged policies are written back to the object's
-    /// status when they differ ([`publish`]).
+    /// status when they differ (`publish`).
     pub async fn read(client: &Client) -> Policies {
         match Policies::read_strict(client).await {
             Ok((Some(object), policies)) => {
