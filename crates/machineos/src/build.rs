@@ -135,6 +135,15 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         &platform,
     )?;
     let mut run_plan = machineos_pipeline::stream::with_extensions(run_plan, from_stream.as_ref());
+    if args.native_only
+        && let Some(plan) = run_plan.take()
+    {
+        eprintln!(
+            "{}: --native-only: the RUN steps ({}) are left to the next stage",
+            recipe.source_name,
+            plan.steps_ran().join(", ")
+        );
+    }
     // A rendered MachineConfig keeps its content; the extensions image may be named apart
     // (the controller resolves it by digest).
     if let Some(plan) = run_plan.as_mut()

@@ -64,6 +64,11 @@ pub struct BuildArgs {
     /// --output only). Extensions and a kernelType of the MachineConfigs run the same way.
     #[arg(long, value_name = "FILE", conflicts_with = "base_dir")]
     pub(crate) containerfile: Option<PathBuf>,
+    /// Build and publish only the native image at --output, also when the MachineConfigs
+    /// need RUN steps (extensions, a kernelType): the first stage of a build whose RUN
+    /// steps run elsewhere (the controller's OpenShift Build backend). No buildah is run.
+    #[arg(long, conflicts_with_all = ["containerfile", "base_dir"])]
+    pub(crate) native_only: bool,
     /// Output format of the summary. With RUN steps the JSON's fields describe the native
     /// image and `runSteps` the result (its `digest` and `image`); the last line of stdout is
     /// always the published result.

@@ -3,8 +3,9 @@
 //! all or nothing (see [`machineos_native_builder::build_platforms`]).
 //!
 //! Refused up front, before any work: RUN steps (extensions, a kernelType, a Containerfile
-//! — they execute on this machine's architecture through buildah) and `--layer-out` (one
-//! file cannot hold several layers).
+//! — they execute on this machine's architecture through buildah; with `--native-only` they
+//! are left to the next stage and not refused) and `--layer-out` (one file cannot hold
+//! several layers).
 
 use std::sync::Arc;
 
@@ -33,12 +34,14 @@ pub fn run(
             "--layer-out: a multi-platform build adds one layer per platform; build one platform to get its layer"
         );
     }
-    machineos_pipeline::runsteps::refuse_multi_platform(
-        machine_config,
-        &recipe.source_name,
-        args.containerfile.as_deref(),
-        &args.render.pool,
-    )?;
+    if !args.native_only {
+        machineos_pipeline::runsteps::refuse_multi_platform(
+            machine_config,
+            &recipe.source_name,
+            args.containerfile.as_deref(),
+            &args.render.pool,
+        )?;
+    }
     let runtime = crate::cli::runtime()?;
     let mut report = |m: &str| eprintln!("{m}");
     // Without a stream, one base for every platform; a stream may name one per platform.

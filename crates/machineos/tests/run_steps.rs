@@ -90,6 +90,17 @@ impl Setup {
 
     /// [`Setup::build`] with environment variables set.
     fn build_with(&self, extra: &[&str], path: Option<&Path>, env: &[(&str, &Path)]) -> Output {
+        self.build_to(&self.output(), extra, path, env)
+    }
+
+    /// [`Setup::build_with`] to `output`.
+    fn build_to(
+        &self,
+        output: &str,
+        extra: &[&str],
+        path: Option<&Path>,
+        env: &[(&str, &Path)],
+    ) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_machineos"));
         for (k, v) in env {
             cmd.env(k, v);
@@ -101,7 +112,7 @@ impl Setup {
             "--extensions-image",
             &self.registry.reference("stub/ext:1"),
             "--output",
-            &self.output(),
+            output,
             "--no-cache",
             "-o",
             "json",
@@ -281,6 +292,28 @@ fn extensions_and_a_kernel_swap_run_in_buildah_on_the_native_image() {
             .trim_start_matches("MachineConfig ")
     );
     assert_eq!(labels["baseOSContainerImage"], json["base"]);
+
+    // --native-only (the OpenShift Build backend's first stage): the same native image,
+    // digest for digest, pushed where --output says, with no buildah in PATH.
+    let empty = s.tmp.path().join("no-buildah");
+    std::fs::create_dir(&empty).unwrap();
+    let elsewhere = s.registry.reference("os/worker:native-only");
+    let o = s.build_to(&elsewhere, &["--native-only"], Some(&empty), &[]);
+    let (only, last) = summary(&o);
+    assert_eq!(only["digest"], json["digest"], "the native stage's digest");
+    assert!(only.get("runSteps").is_none_or(serde_json::Value::is_null));
+    assert_eq!(
+        last,
+        format!("{}@{native_digest}", s.registry.reference("os/worker"))
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "--native-only: the RUN steps (rpm-ostree install usbguard, kernel swap to realtime) \
+             are left to the next stage"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
