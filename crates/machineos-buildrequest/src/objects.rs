@@ -17,7 +17,10 @@
 //!   message (no API credentials in the pod).
 //! * [`state`]: [`state::job_state`], the Job's and its pods' status → [`state::JobState`].
 //! * [`build`]: the `build.openshift.io/v1` Build (Docker strategy, the Containerfile
-//!   inline) for clusters that run OpenShift's build controller.
+//!   inline) for clusters that run OpenShift's build controller: the RUN steps, `FROM` the
+//!   native image.
+//! * [`native_build`]: the Build before it, `native-<build>`, running `machineos build
+//!   --native-only` in the machineos image (why two Builds: there).
 //! * [`build_state`](mod@build_state): [`build_state::build_state`], the Build's status → the same
 //!   [`state::JobState`].
 //!
@@ -37,6 +40,7 @@ pub mod build_state;
 pub mod configmaps;
 pub mod job;
 pub mod names;
+pub mod native_build;
 pub mod secrets;
 pub mod state;
 
@@ -48,5 +52,6 @@ pub use configmaps::{
 };
 pub use job::{JobInputs, build_job};
 pub use names::BuildMeta;
+pub use native_build::{NativeBuildInputs, native_build, native_build_name};
 pub use secrets::{RegistrySecret, SecretError, merged_auths, merged_pull_secret};
 pub use state::{JobState, job_state};

@@ -11,8 +11,12 @@ use buildv1::check_build;
 
 use machineos_buildrequest::objects::build::MAX_DOCKERFILE_BYTES;
 use machineos_buildrequest::objects::names::{build_name, is_valid_label_value, job_name};
+use machineos_buildrequest::objects::native_build::{
+    BUILD_STAGE_ANNOTATION, native_build_command, native_dockerfile,
+};
 use machineos_buildrequest::objects::{
-    BuildApiError, BuildApiInputs, BuildMeta, JobInputs, build_build, build_job,
+    BuildApiError, BuildApiInputs, BuildMeta, JobInputs, NativeBuildInputs, build_build, build_job,
+    native_build, native_build_name,
 };
 use machineos_diagnostics::Classify;
 use serde_json::{Value, json};
@@ -49,6 +53,29 @@ fn split() -> BuildApiInputs {
     i
 }
 
+const BASE: &str = "registry.example.com/os/base@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn native() -> NativeBuildInputs {
+    NativeBuildInputs::new(
+        meta("worker"),
+        NS,
+        "ghcr.io/machineos/machineos:latest",
+        "registry.example.com/os/worker:worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a-native",
+        BASE,
+    )
+}
+
+fn native_split() -> NativeBuildInputs {
+    let mut i = native();
+    i.mc_parts = 2;
+    i.ca_bundle = true;
+    i.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+    i.extensions_image = Some(format!("{BASE}-ext"));
+    i.insecure_registries = vec!["registry.example.com".into()];
+    i.service_account = Some("machine-os-builder".into());
+    i
+}
+
 // ---- the fields of openshift/api build/v1 ----
 
 #[test]
@@ -56,6 +83,8 @@ fn every_field_is_one_of_openshift_api_build_v1() {
     for build in [
         build_build(&inputs()).unwrap(),
         build_build(&split()).unwrap(),
+        native_build(&native()),
+        native_build(&native_split()),
     ] {
         let problems = check_build(&build);
         assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -208,6 +237,134 @@ fn oversized_containerfiles_and_bad_deadlines_are_refused() {
     }
 }
 
+#[test]
+fn the_native_build_runs_machineos_build_native_only_with_its_inputs_as_build_volumes() {
+    let b = native_build(&native());
+    let name = "native-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a";
+    assert_eq!(b["metadata"]["name"], name);
+    assert_eq!(native_build_name(&meta("worker").build), name);
+    assert_eq!(
+        b["metadata"]["annotations"][BUILD_STAGE_ANNOTATION],
+        "native"
+    );
+    assert_eq!(b["metadata"]["ownerReferences"][0]["controller"], true);
+    let spec = &b["spec"];
+    // No output: the RUN step pushes; no nodeSelector: any architecture builds any.
+    for absent in ["output", "nodeSelector", "serviceAccount"] {
+        assert!(spec.get(absent).is_none(), "{absent}");
+    }
+    let command = native_build_command(&native());
+    assert_eq!(
+        command[..5],
+        [
+            "machineos",
+            "build",
+            "--native-only",
+            "--rendered",
+            "/machineos/machineconfig"
+        ]
+    );
+    let pairs: Vec<(&str, &str)> = command[5..]
+        .chunks(2)
+        .map(|c| (c[0].as_str(), c[1].as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("--pool", "worker"),
+            ("--base", BASE),
+            (
+                "--output",
+                "registry.example.com/os/worker:worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a-native"
+            ),
+            ("--authfile", "/machineos/pull/config.json"),
+            ("--cache-dir", "/tmp/machineos-cache"),
+        ]
+    );
+    // The exec form: no shell needed in the image, every argument one JSON string.
+    let dockerfile = native_dockerfile(&native());
+    assert_eq!(spec["source"]["dockerfile"], dockerfile.as_str());
+    let (from, run) = dockerfile.split_once('\n').unwrap();
+    assert_eq!(from, "FROM ghcr.io/machineos/machineos:latest");
+    let exec: Vec<String> = serde_json::from_str(run.strip_prefix("RUN ").unwrap()).unwrap();
+    assert_eq!(exec, command);
+    let docker = &spec["strategy"]["dockerStrategy"];
+    assert_eq!(
+        docker["pullSecret"]["name"],
+        "pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a"
+    );
+    assert_eq!(
+        docker["volumes"],
+        json!([
+            { "name": "machineconfig",
+              "source": { "type": "ConfigMap", "configMap": {
+                  "name": "mc-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
+                  "items": [{ "key": "machineconfig.json.gz", "path": "machineconfig.json.gz" }] } },
+              "mounts": [{ "destinationPath": "/machineos/machineconfig" }] },
+            { "name": "pull-secret",
+              "source": { "type": "Secret", "secret": {
+                  "secretName": "pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
+                  "items": [{ "key": ".dockerconfigjson", "path": "config.json" }] } },
+              "mounts": [{ "destinationPath": "/machineos/pull" }] },
+        ])
+    );
+
+    // A split MachineConfig: one volume per part, one directory down each; the CA bundle
+    // from the inputs ConfigMap; every option on the command line.
+    let b = native_build(&native_split());
+    let volumes = b["spec"]["strategy"]["dockerStrategy"]["volumes"]
+        .as_array()
+        .unwrap();
+    let mounts: Vec<(&str, &str, &str)> = volumes
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap(),
+                v["source"]["configMap"]["name"]
+                    .as_str()
+                    .or(v["source"]["secret"]["secretName"].as_str())
+                    .unwrap(),
+                v["mounts"][0]["destinationPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            (
+                "machineconfig-0",
+                "mc-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a-0",
+                "/machineos/machineconfig/0"
+            ),
+            (
+                "machineconfig-1",
+                "mc-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a-1",
+                "/machineos/machineconfig/1"
+            ),
+            (
+                "pull-secret",
+                "pull-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
+                "/machineos/pull"
+            ),
+            (
+                "inputs",
+                "containerfile-worker-4f1c0e9b2a7d6c5e8f9a0b1c2d3e4f5a",
+                "/machineos/inputs"
+            ),
+        ]
+    );
+    let command = native_build_command(&native_split()).join(" ");
+    for want in [
+        "--platform linux/amd64,linux/arm64",
+        "--ca-file /machineos/inputs/registry-ca.pem",
+        "--insecure-registry registry.example.com",
+        "--extensions-image registry.example.com/os/base@sha256:",
+    ] {
+        assert!(command.contains(want), "{want} in {command}");
+    }
+    assert_eq!(b["spec"]["serviceAccount"], "machine-os-builder");
+}
+
 // ---- golden files ----
 
 fn golden(name: &str, value: &Value) {
@@ -221,4 +378,6 @@ fn golden(name: &str, value: &Value) {
 fn golden_yaml_of_the_build() {
     golden("build.yaml", &build_build(&inputs()).unwrap());
     golden("build-split-arm64.yaml", &build_build(&split()).unwrap());
+    golden("native-build.yaml", &native_build(&native()));
+    golden("native-build-split.yaml", &native_build(&native_split()));
 }

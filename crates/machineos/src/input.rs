@@ -124,18 +124,32 @@ pub fn read_rendered(path: &std::path::Path) -> anyhow::Result<machineos_api::v1
     let name = path.display().to_string();
     let bytes = if path.is_dir() {
         let mut files = std::collections::BTreeMap::new();
-        for entry in
-            std::fs::read_dir(path).with_context(|| format!("--rendered {name}: reading it"))?
-        {
-            let entry = entry.with_context(|| format!("--rendered {name}: reading it"))?;
-            let file = entry.file_name().to_string_lossy().into_owned();
-            // Keys only: a mounted volume's `..data` bookkeeping is a directory link.
-            if file.starts_with("..") || !entry.path().is_file() {
-                continue;
+        // The keys in the directory, and one directory down: each part's ConfigMap mounted
+        // apart (an OpenShift Build's volumes hold one ConfigMap each).
+        let mut dirs = vec![(path.to_path_buf(), true)];
+        while let Some((dir, top)) = dirs.pop() {
+            for entry in
+                std::fs::read_dir(&dir).with_context(|| format!("--rendered {name}: reading it"))?
+            {
+                let entry = entry.with_context(|| format!("--rendered {name}: reading it"))?;
+                let file = entry.file_name().to_string_lossy().into_owned();
+                // Keys only: a mounted volume's `..data` bookkeeping is a directory link.
+                if file.starts_with("..") {
+                    continue;
+                }
+                if entry.path().is_dir() {
+                    if top {
+                        dirs.push((entry.path(), false));
+                    }
+                    continue;
+                }
+                if !entry.path().is_file() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(entry.path())
+                    .with_context(|| format!("--rendered {name}: reading {file}"))?;
+                files.insert(file, text);
             }
-            let text = std::fs::read_to_string(entry.path())
-                .with_context(|| format!("--rendered {name}: reading {file}"))?;
-            files.insert(file, text);
         }
         from_mounted_keys(&files)
             .with_context(|| format!("--rendered {name}: the mounted MachineConfig"))?

@@ -241,7 +241,15 @@ fn a_rendered_machine_config_builds_the_same_image_from_a_file_or_its_mounted_co
     let (a, b) = encoded.split_at(encoded.len() / 2);
     std::fs::write(mounted.join("machineconfig.json.gz.part0"), a).unwrap();
     std::fs::write(mounted.join("machineconfig.json.gz.part1"), b).unwrap();
-    for (n, rendered) in [file, mounted].iter().enumerate() {
+    // The same parts one directory down each, as an OpenShift Build's volumes mount them
+    // (one ConfigMap per volume), with a volume's `..data` bookkeeping beside.
+    let apart = tmp.path().join("apart");
+    for (i, part) in [a, b].iter().enumerate() {
+        let dir = apart.join(i.to_string());
+        std::fs::create_dir_all(dir.join("..data")).unwrap();
+        std::fs::write(dir.join(format!("machineconfig.json.gz.part{i}")), part).unwrap();
+    }
+    for (n, rendered) in [file, mounted, apart].iter().enumerate() {
         let digestfile = tmp.path().join(format!("digest-{n}"));
         let o = machineos(&[
             "build",

@@ -128,7 +128,49 @@ fn go_types() -> BTreeMap<&'static str, Vec<(&'static str, Ty)>> {
                 "imageOptimizationPolicy",
                 Enum(&["None", "SkipLayers", "SkipLayersAndWarn"]),
             ),
+            ("volumes", List(&Struct("BuildVolume"))),
         ],
+    );
+    t.insert(
+        "BuildVolume",
+        vec![
+            ("name", Str),
+            ("source", Struct("BuildVolumeSource")),
+            ("mounts", List(&Struct("BuildVolumeMount"))),
+        ],
+    );
+    t.insert(
+        "BuildVolumeSource",
+        vec![
+            ("type", Enum(&["Secret", "ConfigMap", "CSI"])),
+            ("secret", Struct("corev1.SecretVolumeSource")),
+            ("configMap", Struct("corev1.ConfigMapVolumeSource")),
+            ("csi", Struct("corev1.CSIVolumeSource")),
+        ],
+    );
+    t.insert("BuildVolumeMount", vec![("destinationPath", Str)]);
+    // corev1's: ConfigMapVolumeSource inlines LocalObjectReference (`name`).
+    t.insert(
+        "corev1.SecretVolumeSource",
+        vec![
+            ("secretName", Str),
+            ("items", List(&Struct("corev1.KeyToPath"))),
+            ("defaultMode", Int),
+            ("optional", Bool),
+        ],
+    );
+    t.insert(
+        "corev1.ConfigMapVolumeSource",
+        vec![
+            ("name", Str),
+            ("items", List(&Struct("corev1.KeyToPath"))),
+            ("defaultMode", Int),
+            ("optional", Bool),
+        ],
+    );
+    t.insert(
+        "corev1.KeyToPath",
+        vec![("key", Str), ("path", Str), ("mode", Int)],
     );
     t.insert(
         "BuildOutput",
@@ -198,6 +240,13 @@ const REQUIRED: &[(&str, &str)] = &[
     ("BuildSource", "type"),
     ("BuildStrategy", "type"),
     ("ConfigMapBuildSource", "configMap"),
+    ("BuildVolume", "name"),
+    ("BuildVolume", "source"),
+    ("BuildVolume", "mounts"),
+    ("BuildVolumeSource", "type"),
+    ("BuildVolumeMount", "destinationPath"),
+    ("corev1.KeyToPath", "key"),
+    ("corev1.KeyToPath", "path"),
     ("BuildStatus", "phase"),
 ];
 
