@@ -9,8 +9,10 @@
 //! * On every store change (and every [`crate::http::watch::POLL`]), each Build in phase
 //!   empty, `New` or `Pending`, not being deleted and not yet started, is planned
 //!   ([`plan_build`]) from its namespace's ConfigMaps and Secrets:
-//!   - `spec.output.to` not `kind: DockerImage` with a `name` → phase `New`, reason
-//!     `InvalidOutputReference`, message `Output image could not be resolved.` (retried);
+//!   - `spec.output.to` present but not `kind: DockerImage` with a `name` → phase `New`,
+//!     reason `InvalidOutputReference`, message `Output image could not be resolved.`
+//!     (retried); no `spec.output.to` at all → built and not pushed (openshift/builder:
+//!     "Build complete, no image push requested"), `Complete` without a digest;
 //!   - `spec.output.pushSecret` missing → phase `New`, reason `MissingPushSecret`, message
 //!     `Missing push secret.` (retried, as the real controller waits for it);
 //!   - a missing source ConfigMap/Secret, pull secret or key → phase `Pending` with the
@@ -26,10 +28,16 @@
 //!   `spec.source.configMaps[]`/`secrets[]` entry's keys as files under
 //!   `context/<destinationDir>/`; `spec.strategy.dockerStrategy.pullSecret` and
 //!   `spec.output.pushSecret` (Secrets with `.dockerconfigjson`, or legacy `.dockercfg`)
-//!   become auth files. Then, with the build's own containers storage
+//!   become auth files; each `spec.strategy.dockerStrategy.volumes[]` (`BuildVolume`,
+//!   ConfigMap or Secret source, all keys or its `items` at their paths) is laid out under
+//!   `volumes/<name>/` and mounted read-only at each `mounts[].destinationPath` of the RUN
+//!   steps (`--volume DIR:DEST:ro`, as openshift/builder's transient mounts; the name must
+//!   be a DNS label, the path absolute without `..` or `:`). Then, with the build's own
+//!   containers storage
 //!   (`CONTAINERS_STORAGE_CONF`, vfs) and [`crate::podexec::ExecSettings::extra_env`]:
 //!   `buildah bud --storage-driver vfs --isolation chroot [--authfile PULL] [--no-cache]
-//!   [--build-arg K=V]… [--label K=V]… -f DOCKERFILE -t NAME CONTEXT`, then `buildah push
+//!   [--build-arg K=V]… [--label K=V]… [--volume …]… -f DOCKERFILE [-t NAME] CONTEXT`,
+//!   then (with an output) `buildah push
 //!   --storage-driver vfs [--authfile PUSH] --digestfile F NAME`.
 //! * Success → phase `Complete`, `status.output.to.imageDigest` (the pushed manifest's
 //!   digest), `completionTimestamp`, `duration` (nanoseconds, Go's `time.Duration` JSON:
@@ -50,7 +58,9 @@
 //!   annotation), no BuildConfig, ImageStream or `Serial` run policy, no
 //!   `completionDeadlineSeconds`, no stages; unsupported (→ `Error`): strategies other than
 //!   Docker, `source.git`/`binary`/`images`, `dockerStrategy.from`/`env`, `valueFrom` build
-//!   args, `postCommit` hooks.
+//!   args, `postCommit` hooks, CSI build volumes. buildah pulls each stage's `FROM` image
+//!   when the stage starts; openshift/builder pulls every one before the build (so there a
+//!   stage cannot start `FROM` an image an earlier stage pushes).
 //!
 //! Hand-written: the build controller's state machine is a few status writes around two
 //! buildah commands.
@@ -136,8 +146,9 @@ pub struct BuildPlan {
     pub dir: PathBuf,
     /// The build context (`dir/context`).
     pub context: PathBuf,
-    /// The image to build and push (`spec.output.to.name`).
-    pub output: String,
+    /// The image to build and push (`spec.output.to.name`); `None`: no `spec.output`, built
+    /// and not pushed.
+    pub output: Option<String>,
     /// Directories to create.
     pub dirs: Vec<PathBuf>,
     /// Files to write (Dockerfile, sources, auth files, `storage.conf`).
@@ -224,7 +235,9 @@ pub fn plan_build(
     };
     let kind = s_at(&spec, "/output/to/kind").unwrap_or("");
     let output = match (kind, s_at(&spec, "/output/to/name")) {
-        ("DockerImage", Some(n)) => n.to_string(),
+        // No output: "Build complete, no image push requested" (openshift/builder).
+        _ if !non_empty(&spec, "/output/to") => None,
+        ("DockerImage", Some(n)) => Some(n.to_string()),
         ("DockerImage", None) => {
             return Err(BuildPlanError::InvalidOutput {
                 detail: "name is required".into(),
@@ -236,7 +249,7 @@ pub fn plan_build(
             });
         }
     };
-    let push_secret = s_at(&spec, "/output/pushSecret/name");
+    let push_secret = s_at(&spec, "/output/pushSecret/name").filter(|_| output.is_some());
     let push = match push_secret {
         Some(n) => Some((
             n,
@@ -374,19 +387,31 @@ pub fn plan_build(
         let value = l.get("value").and_then(Value::as_str).unwrap_or("");
         bud_args.extend(["--label".into(), format!("{name}={value}")]);
     }
+    let volumes = spec
+        .pointer("/strategy/dockerStrategy/volumes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, v) in volumes.iter().enumerate() {
+        let (volume_files, mounts) = plan_volume(v, i, dir, lookup)?;
+        files.extend(volume_files);
+        for (host, dest) in mounts {
+            bud_args.extend(["--volume".into(), format!("{}:{dest}:ro", host.display())]);
+        }
+    }
     let digest_file = dir.join("digest");
-    bud_args.extend([
-        "-f".into(),
-        dockerfile.to_string_lossy().into_owned(),
-        "-t".into(),
-        output.clone(),
-        context.to_string_lossy().into_owned(),
-    ]);
-    push_args.extend([
-        "--digestfile".into(),
-        digest_file.to_string_lossy().into_owned(),
-        output.clone(),
-    ]);
+    bud_args.extend(["-f".into(), dockerfile.to_string_lossy().into_owned()]);
+    if let Some(output) = &output {
+        bud_args.extend(["-t".into(), output.clone()]);
+        push_args.extend([
+            "--digestfile".into(),
+            digest_file.to_string_lossy().into_owned(),
+            output.clone(),
+        ]);
+    } else {
+        push_args.clear();
+    }
+    bud_args.push(context.to_string_lossy().into_owned());
     files.push(PlannedFile {
         path: dir.join(STORAGE_CONF),
         contents: storage_conf(dir).into_bytes(),
@@ -414,13 +439,133 @@ pub fn plan_build(
     })
 }
 
+/// A build volume's directory on this machine and where the RUN steps see it.
+type VolumeMount = (PathBuf, String);
+
+/// A build volume (`spec.strategy.dockerStrategy.volumes[i]`, openshift/api `BuildVolume`):
+/// its source's keys (all, or `items` mapped to their paths) as files under
+/// `dir/volumes/<name>`, and each mount's `(that directory, destinationPath)`. The real
+/// builder mounts them read-only into RUN steps (openshift/builder
+/// `pkg/build/builder/transient_mounts.go`); `destinationPath` must be absolute, without
+/// `..` or `:` (openshift/api's field documentation). CSI sources are not supported here.
+fn plan_volume(
+    v: &Value,
+    i: usize,
+    dir: &Path,
+    lookup: &dyn Fn(SourceKind, &str) -> Option<Value>,
+) -> Result<(Vec<PlannedFile>, Vec<VolumeMount>), BuildPlanError> {
+    let field = format!("spec.strategy.dockerStrategy.volumes[{i}]");
+    let name = s_at(v, "/name").unwrap_or("");
+    let dns_label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !dns_label {
+        return Err(BuildPlanError::Input(PlanError::BadPath {
+            field: format!("{field}.name"),
+            path: name.to_string(),
+            why: "must be a DNS label",
+        }));
+    }
+    let (kind, key, obj_name) = match s_at(v, "/source/type") {
+        Some("ConfigMap") => (
+            SourceKind::ConfigMap,
+            "configMap",
+            s_at(v, "/source/configMap/name"),
+        ),
+        Some("Secret") => (
+            SourceKind::Secret,
+            "secret",
+            s_at(v, "/source/secret/secretName"),
+        ),
+        other => {
+            return Err(BuildPlanError::Unsupported {
+                field: format!("{field}.source.type"),
+                what: format!("volume source {other:?}"),
+            });
+        }
+    };
+    let obj_name = obj_name.unwrap_or("");
+    let source_field = format!("{field}.source.{key}");
+    let obj = lookup(kind, obj_name).ok_or_else(|| {
+        BuildPlanError::Input(PlanError::NotFound {
+            kind,
+            name: obj_name.to_string(),
+            field: source_field.clone(),
+        })
+    })?;
+    let data = source_data(kind, obj_name, &obj, &source_field).map_err(BuildPlanError::Input)?;
+    let root = dir.join("volumes").join(name);
+    let mut files = Vec::new();
+    match v
+        .pointer(&format!("/source/{key}/items"))
+        .and_then(Value::as_array)
+    {
+        Some(items) => {
+            for (j, item) in items.iter().enumerate() {
+                let k = s_at(item, "/key").unwrap_or("");
+                let bytes = data.iter().find(|(n, _)| n == k).ok_or_else(|| {
+                    BuildPlanError::Input(PlanError::MissingKey {
+                        kind,
+                        name: obj_name.to_string(),
+                        key: k.to_string(),
+                        field: format!("{source_field}.items[{j}].key"),
+                    })
+                })?;
+                let path = s_at(item, "/path").unwrap_or(k);
+                files.push(PlannedFile {
+                    path: root.join(inside(&format!("{source_field}.items[{j}].path"), path)?),
+                    contents: bytes.1.clone(),
+                    mode: DEFAULT_MODE,
+                });
+            }
+        }
+        None => {
+            for (k, bytes) in data {
+                files.push(PlannedFile {
+                    path: root.join(inside(&format!("{source_field} key {k:?}"), &k)?),
+                    contents: bytes,
+                    mode: DEFAULT_MODE,
+                });
+            }
+        }
+    }
+    let mut mounts = Vec::new();
+    let list = v
+        .pointer("/mounts")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (j, m) in list.iter().enumerate() {
+        let dest = s_at(m, "/destinationPath").unwrap_or("");
+        let bad = |why| {
+            BuildPlanError::Input(PlanError::BadPath {
+                field: format!("{field}.mounts[{j}].destinationPath"),
+                path: dest.to_string(),
+                why,
+            })
+        };
+        if !dest.starts_with('/') {
+            return Err(bad("must be an absolute path"));
+        }
+        if dest.contains(':') || dest.split('/').any(|c| c == "..") {
+            return Err(bad("must not contain '..' or ':'"));
+        }
+        mounts.push((root.clone(), dest.to_string()));
+    }
+    Ok((files, mounts))
+}
+
 /// How a finished build ended (for [`finished_status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildEnd {
-    /// Pushed with this digest.
+    /// Built, and pushed with this digest (`None`: no output, nothing pushed).
     Complete {
         /// `sha256:…`.
-        digest: String,
+        digest: Option<String>,
     },
     /// Failed with this reason and message (one of the constants), and log snippet.
     Failed {
@@ -442,7 +587,9 @@ pub fn finished_status(status: &Value, end: &BuildEnd, now: &str) -> Value {
     }
     let (phase, why) = match end {
         BuildEnd::Complete { digest } => {
-            st.insert("output".into(), json!({"to": {"imageDigest": digest}}));
+            if let Some(digest) = digest {
+                st.insert("output".into(), json!({"to": {"imageDigest": digest}}));
+            }
             ("Complete", None)
         }
         BuildEnd::Failed { why, log_snippet } => {
@@ -836,6 +983,10 @@ async fn execute(
         Ok(0) => {}
         Ok(_) => return Some(failed(DOCKER_BUILD_FAILED, log)),
     }
+    if plan.output.is_none() {
+        process::append(log, b"Build complete, no image push requested\n");
+        return Some(BuildEnd::Complete { digest: None });
+    }
     match run_step(inner, plan, &plan.push_args, &mut stop, log).await {
         Err(s) => return stopped(s),
         Ok(0) => {}
@@ -852,5 +1003,7 @@ async fn execute(
         process::append(log, b"error: buildah push wrote no digest\n");
         return Some(failed(PUSH_FAILED, log));
     }
-    Some(BuildEnd::Complete { digest })
+    Some(BuildEnd::Complete {
+        digest: Some(digest),
+    })
 }

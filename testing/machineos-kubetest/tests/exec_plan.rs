@@ -441,7 +441,7 @@ fn build_spec() -> Value {
 fn a_build_plan_lays_out_the_context_and_the_buildah_commands() {
     let dir = Path::new("/w/builds/ns/b-u");
     let p = plan_build(&build(build_spec()), dir, &objects).unwrap();
-    assert_eq!(p.output, "127.0.0.1:5000/out:1");
+    assert_eq!(p.output.as_deref(), Some("127.0.0.1:5000/out:1"));
     let files: Vec<(String, String)> = p
         .files
         .iter()
@@ -492,6 +492,77 @@ fn a_build_plan_lays_out_the_context_and_the_buildah_commands() {
         "CONTAINERS_STORAGE_CONF".into(),
         "/w/builds/ns/b-u/storage.conf".into()
     )));
+}
+
+/// Build volumes (openshift/api `BuildVolume`): the source's keys (or its `items`, at their
+/// paths) under `volumes/<name>`, mounted read-only at each `destinationPath`; no
+/// `spec.output`: built, not pushed.
+#[test]
+fn build_volumes_are_mounted_read_only_and_a_build_without_output_pushes_nothing() {
+    let mut spec = build_spec();
+    spec.as_object_mut().unwrap().remove("output");
+    spec["strategy"]["dockerStrategy"]["volumes"] = json!([
+        {"name": "mc", "source": {"type": "ConfigMap", "configMap": {"name": "cf",
+            "items": [{"key": "Containerfile", "path": "sub/Containerfile"}]}},
+         "mounts": [{"destinationPath": "/in/mc"}, {"destinationPath": "/also"}]},
+        {"name": "pull", "source": {"type": "Secret", "secret": {"secretName": "push"}},
+         "mounts": [{"destinationPath": "/in/pull"}]},
+    ]);
+    let dir = Path::new("/w/builds/ns/b-u");
+    let p = plan_build(&build(spec.clone()), dir, &objects).unwrap();
+    assert_eq!(p.output, None);
+    assert!(p.push_args.is_empty());
+    let files: Vec<String> = p
+        .files
+        .iter()
+        .map(|f| f.path.display().to_string())
+        .collect();
+    for want in [
+        "/w/builds/ns/b-u/volumes/mc/sub/Containerfile",
+        "/w/builds/ns/b-u/volumes/pull/.dockerconfigjson",
+    ] {
+        assert!(files.contains(&want.to_string()), "{want} in {files:?}");
+    }
+    assert!(
+        !files.iter().any(|f| f.ends_with("volumes/mc/other")),
+        "items select the keys: {files:?}"
+    );
+    assert_eq!(
+        p.bud_args.join(" "),
+        "bud --storage-driver vfs --isolation chroot --authfile /w/builds/ns/b-u/auth/pull.json \
+         --no-cache --build-arg A=1 --volume /w/builds/ns/b-u/volumes/mc:/in/mc:ro \
+         --volume /w/builds/ns/b-u/volumes/mc:/also:ro \
+         --volume /w/builds/ns/b-u/volumes/pull:/in/pull:ro \
+         -f /w/builds/ns/b-u/context/Dockerfile /w/builds/ns/b-u/context"
+    );
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut s = spec.clone();
+        edit(&mut s);
+        plan_build(&build(s), dir, &objects)
+            .unwrap_err()
+            .to_string()
+    };
+    let v = "/strategy/dockerStrategy/volumes/0";
+    for (edit, want) in [
+        (
+            ("mounts/0/destinationPath", json!("in/mc")),
+            "volumes[0].mounts[0].destinationPath",
+        ),
+        (
+            ("mounts/0/destinationPath", json!("/a:b")),
+            "must not contain '..' or ':'",
+        ),
+        (("name", json!("Not_A_Label")), "must be a DNS label"),
+        (
+            ("source/configMap/name", json!("gone")),
+            "\"gone\" not found",
+        ),
+        (("source/configMap/items/0/key", json!("nope")), "nope"),
+        (("source/type", json!("CSI")), "volume source Some(\"CSI\")"),
+    ] {
+        let e = with(&|s| *s.pointer_mut(&format!("{v}/{}", edit.0)).unwrap() = edit.1.clone());
+        assert!(e.contains(want), "{want} in {e}");
+    }
 }
 
 #[test]
@@ -546,7 +617,7 @@ fn finished_build_statuses() {
     let done = finished_status(
         &running,
         &BuildEnd::Complete {
-            digest: "sha256:ab".into(),
+            digest: Some("sha256:ab".into()),
         },
         now,
     );
@@ -578,6 +649,10 @@ fn finished_build_statuses() {
             Some("error: x")
         )
     );
+    // No output: Complete, no digest.
+    let built = finished_status(&running, &BuildEnd::Complete { digest: None }, now);
+    assert_eq!(built["phase"], "Complete");
+    assert!(built.get("output").is_none());
     let c = finished_status(&running, &BuildEnd::Cancelled, now);
     assert_eq!(
         (
