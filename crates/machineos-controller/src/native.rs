@@ -266,13 +266,6 @@ impl NativeBackend {
         });
     }
 
-    /// Run `job` once, to the end, in a build slot, without recording it (a RUN-step
-    /// backend's native stage: it follows the build itself).
-    pub async fn build_once(&self, job: &NativeJob) -> Result<RegistryImage, Classified> {
-        let _permit = self.inner.permits.acquire().await.ok();
-        self.run(job).await
-    }
-
     async fn run(&self, job: &NativeJob) -> Result<RegistryImage, Classified> {
         let s = &self.inner.settings;
         let recipe =

@@ -14,16 +14,21 @@
 //!    ConfigMaps below) and the base by digest, for the architectures the request names
 //!    (one index over several) — and when something needs RUN, for one architecture on a
 //!    node of it, the native image pushed to `<repository>:<build>-native` and buildah on
-//!    top (see `machineos_buildrequest::objects::job`). The *OpenShift Build* keeps a native
-//!    stage here: with nothing to RUN the build is handed to the native backend under its
-//!    own name (no Build); else the native engine builds and pushes
-//!    `<repository>:<build>-native` (in a native build slot) and the Build's Containerfile
-//!    starts `FROM` it by digest. A separate tag, because the registry check the lifecycle
-//!    does after a restart looks at `<repository>:<build>` and must not mistake this
-//!    intermediate image for the result.
+//!    top (see `machineos_buildrequest::objects::job`). *The OpenShift Build backend* does
+//!    no image work here either, in two Builds (why two:
+//!    `machineos_buildrequest::objects::native_build`): the native Build `native-<build>`
+//!    runs the machineos image's `machineos build --native-only` and pushes the native
+//!    image — to `<repository>:<build>-native` when RUN steps follow, else to the result's
+//!    own tag, every architecture the request names in one index; this process waits for
+//!    it (a list by name every [`NATIVE_POLL`]), asks the registry what the tag names
+//!    (with each architecture's manifest), and then creates the RUN-step Build `build-<build>`
+//!    whose Containerfile starts `FROM` that image by digest — or, with nothing to RUN,
+//!    records that image as the result. A separate `-native` tag, because the registry
+//!    check the lifecycle does after a restart looks at `<repository>:<build>` and must not
+//!    mistake the intermediate image for the result.
 //! 3. *Prepare*: the inputs — for the Job the MachineOSConfig's Containerfile and the
-//!    controller's registry CA bundle, for the Build the rendered Containerfile validated
-//!    and its heredocs lowered to the exec form
+//!    controller's registry CA bundle, for the native Build the CA bundle, for the RUN-step
+//!    Build the rendered Containerfile validated and its heredocs lowered to the exec form
 //!    ([`machineos_buildrequest::containerfile::heredoc`]) — then the ephemeral objects are
 //!    created, the Job or Build last so that its inputs exist when it starts: the merged
 //!    pull Secret `pull-<build>` (push credentials, base pull credentials),
@@ -43,7 +48,8 @@
 //!    after [`CONFIRM_RETRY`]); the registry's answer also gives each architecture's
 //!    manifest digest of an index. A digest the registry does not have fails the build
 //!    (`BuildImageMissing`).
-//! 5. *Observe*: the Job (with its pods) or the Build in the controller's caches — only one
+//! 5. *Observe*: the Job (with its pods) or the RUN-step Build in the controller's caches
+//!    (the native Build is followed by the task that created it) — only one
 //!    owned by the MachineOSBuild's current uid; an earlier incarnation's Failed Job is not
 //!    this build's failure — is mapped
 //!    by [`machineos_buildrequest::objects::job_state`] / `build_state` to a
@@ -59,16 +65,17 @@
 //!    after a failure everything is kept for inspection (the owner references to the
 //!    MachineOSBuild delete them with it).
 //!
-//! **Restarts.** What must survive lives in the API server: the Job or Build, labelled and
-//! annotated with its MachineOSBuild, carrying the intermediate image and the push settings
-//! as annotations. A restarted controller observes a running Job and follows it (and asks
-//! the registry again about a finished one); a build that was in its native stage or
-//! half-prepared has no Job or Build, so the lifecycle starts it again, the native stage
-//! pushes the same digest (the engine is deterministic) and the creates find what is
-//! already there.
+//! **Restarts.** What must survive lives in the API server: the Job or Builds, labelled and
+//! annotated with their MachineOSBuild, carrying the intermediate image and the push
+//! settings as annotations. A restarted controller observes a running Job or RUN-step
+//! Build and follows it (and asks the registry again about a finished one); a build that
+//! was half-prepared, or whose native Build runs or finished without its RUN-step Build
+//! yet, reports nothing, so the lifecycle starts it again: the creates find what is
+//! already there (the native Build too), the wait finds the native Build as it is, and the
+//! build goes on from there.
 //!
 //! **Cancel** (an interrupted or deleted build): the in-process stage stops at its next
-//! await, and the Job (background propagation: its pods go with it) or the Build is
+//! await, and the Job (background propagation: its pods go with it) or the Builds are
 //! deleted, which stops the buildah run.
 
 use std::collections::HashMap;
@@ -79,9 +86,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions,
 };
 use kube::{Client, ResourceExt};
-use machineos_build_lifecycle::{
-    Backend, BackendStatus, Phase, PushTarget, RegistryImage, Timestamp,
-};
+use machineos_build_lifecycle::{Backend, BackendStatus, Phase, RegistryImage, Timestamp};
 use machineos_buildrequest::containerfile::{self, ContainerfileInputs, RunSteps};
 use machineos_buildrequest::objects::{self, BuildMeta, JobState, RegistrySecret};
 use machineos_buildrequest::tag::native_tag;
@@ -93,7 +98,6 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, now};
 use crate::builder::{BuildRequest, Builder};
 use crate::kinds;
-use crate::native::{NativeBackend, NativeJob};
 use crate::observe::{Snapshot, view_of};
 use crate::registry_ops::{self, RegistrySettings};
 use machineos_kube::mco::{PodView, RunnerView};
@@ -113,6 +117,8 @@ const STALE_WAIT: Duration = Duration::from_secs(60);
 const STALE_POLL: Duration = Duration::from_millis(500);
 /// How long an unanswered registry confirmation waits before it is asked again.
 const CONFIRM_RETRY: Duration = Duration::from_secs(2);
+/// How often a running native Build is looked at.
+const NATIVE_POLL: Duration = Duration::from_secs(1);
 
 /// Which object runs the RUN steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,15 +196,15 @@ impl RunStepSettings {
 /// Where an in-process build is.
 #[derive(Debug, Clone)]
 enum Stage {
-    /// Nothing needs RUN: the native backend builds it under its own name.
-    Direct,
-    /// The native stage runs, since then.
+    /// The OpenShift Build backend's native Build runs, since the build started.
     Native { since: Timestamp },
     /// The ephemeral objects are being created, since the build started.
     Preparing { since: Timestamp },
     /// The Job or Build was created; the API objects say the rest.
     Launched { since: Timestamp },
-    /// Failed before the Job or Build existed.
+    /// Nothing needed RUN: the native Build's push is the result, as the registry serves it.
+    Done { image: RegistryImage, at: Timestamp },
+    /// Failed before the Job or the RUN-step Build existed.
     Failed { error: Classified, at: Timestamp },
 }
 
@@ -235,7 +241,6 @@ impl Confirmation {
 struct Inner {
     runner: Runner,
     client: Client,
-    native: NativeBackend,
     settings: RunStepSettings,
     builds: Mutex<HashMap<String, Entry>>,
     /// Builds whose clean-up is under way (not started again until it ends).
@@ -253,12 +258,11 @@ pub struct RunStepBackend {
 }
 
 impl RunStepBackend {
-    /// A backend running its RUN steps with `runner`; native stages and no-RUN builds go to
-    /// `native`. `wake` is notified on every in-process change.
+    /// A backend running its builds with `runner`. `wake` is notified on every in-process
+    /// change.
     pub fn new(
         runner: Runner,
         client: Client,
-        native: NativeBackend,
         settings: RunStepSettings,
         wake: Arc<Notify>,
     ) -> Self {
@@ -266,7 +270,6 @@ impl RunStepBackend {
             inner: Arc::new(Inner {
                 runner,
                 client,
-                native,
                 settings,
                 builds: Mutex::new(HashMap::new()),
                 cleaning: Mutex::new(std::collections::HashSet::new()),
@@ -278,7 +281,7 @@ impl RunStepBackend {
     }
 
     /// A guard that cancels every in-process stage when dropped (see
-    /// [`NativeBackend::drop_guard`]).
+    /// [`crate::native::NativeBackend::drop_guard`]).
     pub fn drop_guard(&self) -> tokio_util::sync::DropGuard {
         self.inner.root.clone().drop_guard()
     }
@@ -501,13 +504,22 @@ impl RunStepBackend {
         }
     }
 
-    /// Run a build's native stage and prepare it; the stage is recorded as it goes.
+    /// Run a build up to its Job or RUN-step Build (or, for an OpenShift Build with nothing
+    /// to RUN, to its result); the stage is recorded as it goes.
     async fn run(&self, request: BuildRequest, steps: RunSteps) {
         let build = request.build.clone();
-        match self.prepare(&request, &steps).await {
-            Ok(()) => {
+        let outcome = match self.inner.runner {
+            Runner::Job => self.prepare(&request, &steps, None).await.map(|()| None),
+            Runner::OpenShiftBuild => self.openshift(&request, &steps).await,
+        };
+        match outcome {
+            Ok(None) => {
                 tracing::info!(build = %build, runner = self.inner.runner.kind_name(), "RUN-step build launched");
                 self.set(&build, Stage::Launched { since: now() });
+            }
+            Ok(Some(image)) => {
+                tracing::info!(build = %build, image = %image.image, "the native Build's image is the result");
+                self.set(&build, Stage::Done { image, at: now() });
             }
             Err(error) => {
                 tracing::warn!(build = %build, %error, reason = error.reason, "RUN-step build failed before launch");
@@ -516,25 +528,169 @@ impl RunStepBackend {
         }
     }
 
-    async fn prepare(&self, request: &BuildRequest, steps: &RunSteps) -> Result<(), Classified> {
+    /// The owner's uid: a build created in the same pass is not in that pass's snapshot.
+    async fn owner_uid(&self, request: &BuildRequest) -> Result<String, Classified> {
+        if request.build_uid.is_empty() {
+            self.build_uid(&request.build).await
+        } else {
+            Ok(request.build_uid.clone())
+        }
+    }
+
+    /// The OpenShift Build backend: the native Build (its inputs first), waited for; what
+    /// its tag names in the registry; then, with RUN steps, the RUN-step Build `FROM` that
+    /// image by digest (`None`), else that image is the result (`Some`).
+    async fn openshift(
+        &self,
+        request: &BuildRequest,
+        steps: &RunSteps,
+    ) -> Result<Option<RegistryImage>, Classified> {
+        let build = &request.build;
+        let since = now();
+        let build_uid = self.owner_uid(request).await?;
+        let tag = if steps.is_empty() {
+            request.push.pullspec()
+        } else {
+            format!("{}:{}", request.push.repository, native_tag(build))
+        };
+        let (r, st, settings, owner, t) = (
+            request.clone(),
+            steps.clone(),
+            self.inner.settings.clone(),
+            build_uid.clone(),
+            tag.clone(),
+        );
+        let inputs =
+            tokio::task::spawn_blocking(move || plan_native_objects(&settings, &r, &st, &t, owner))
+                .await
+                .map_err(|e| {
+                    Classified::permanent("Internal", format!("planning the build's objects: {e}"))
+                })??;
+        self.create_all(inputs, &build_uid).await?;
+        self.set(build, Stage::Native { since });
+        self.wait_native(build, &build_uid).await?;
+        let image = self.pushed(&tag, request.push_secret.clone()).await?;
+        tracing::info!(build = %build, image = %image.image, "native Build complete");
+        if steps.is_empty() {
+            return Ok(Some(image));
+        }
+        self.prepare(request, steps, Some(image.image)).await?;
+        Ok(None)
+    }
+
+    /// Until the native Build of `build` (owned by `owner`) is Complete; its failure as the
+    /// build's. Polled (a list by name: the Role has no `get` on Builds), every
+    /// [`NATIVE_POLL`].
+    async fn wait_native(&self, build: &str, owner: &str) -> Result<(), Classified> {
+        let api = self.api(&kinds::openshift_build());
+        let name = objects::native_build_name(build);
+        let what = format!("Build {}/{name}", self.inner.settings.namespace);
+        let params = ListParams::default().fields(&format!("metadata.name={name}"));
+        loop {
+            let found = retry_transient(|| async {
+                api.list(&params).await.map_err(|e| {
+                    api::ExecError::Api(machineos_kube::api_err("listing", what.clone())(e))
+                })
+            })
+            .await?;
+            let ours = found
+                .items
+                .into_iter()
+                .find(|b| b.owner_references().iter().any(|o| o.uid == owner));
+            let Some(b) = ours else {
+                return Err(Classified {
+                    message: format!("{what} is gone (deleted by another client)"),
+                    reason: "OpenShiftBuildFailed",
+                    retry: Retry::Transient,
+                });
+            };
+            let value = to_value(&b);
+            match value["status"]["phase"].as_str() {
+                Some("Complete") => return Ok(()),
+                Some("Failed" | "Error" | "Cancelled") => {
+                    let message = match objects::build_state(&value) {
+                        JobState::Failed { message } => message,
+                        other => format!("{what} ended: {other:?}"),
+                    };
+                    return Err(Classified::permanent("OpenShiftBuildFailed", message));
+                }
+                _ => tokio::time::sleep(NATIVE_POLL).await,
+            }
+        }
+    }
+
+    /// What `tag` names in the registry (read with `credentials`, the push Secret's), with
+    /// each architecture's manifest digest; transient errors asked again with backoff.
+    async fn pushed(
+        &self,
+        tag: &str,
+        credentials: (String, Vec<u8>),
+    ) -> Result<RegistryImage, Classified> {
+        use machineos_diagnostics::{Backoff, Classify};
+        let client = self.inner.settings.registry.client(&[credentials])?;
+        let reference = match machineos_image::ImageRef::parse(tag) {
+            Ok(machineos_image::ImageRef::Registry(r)) => r,
+            _ => {
+                return Err(Classified::permanent(
+                    "Internal",
+                    format!("{tag}: not a registry image"),
+                ));
+            }
+        };
+        let backoff = Backoff::doubling(Duration::from_millis(250), Duration::from_secs(30));
+        let mut failures = 0;
+        loop {
+            match client.for_operation().image_info(&reference).await {
+                Ok(Some(info)) => {
+                    return Ok(RegistryImage {
+                        image: format!("{}@{}", reference.name(), info.digest),
+                        architectures: info
+                            .architectures
+                            .into_iter()
+                            .map(|(a, d)| (a, d.to_string()))
+                            .collect(),
+                        variant: None,
+                    });
+                }
+                Ok(None) => {
+                    return Err(Classified::permanent(
+                        "BuildImageMissing",
+                        format!(
+                            "the native Build completed, but the registry has no {tag}, which \
+                             it pushes"
+                        ),
+                    ));
+                }
+                Err(e) if e.retry() == Retry::Transient => {
+                    failures += 1;
+                    let wait = backoff.delay(failures);
+                    tracing::warn!(%tag, error = %e, ?wait, "reading the native Build's image (retrying)");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => {
+                    return Err(Classified::permanent(
+                        "BuildImageMissing",
+                        format!("checking {tag}: {e}"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Create the Job or the RUN-step Build, and for the Job its inputs; `native`: the
+    /// native image the RUN-step Build starts `FROM`, by digest.
+    async fn prepare(
+        &self,
+        request: &BuildRequest,
+        steps: &RunSteps,
+        native: Option<String>,
+    ) -> Result<(), Classified> {
         let settings = &self.inner.settings;
         let runner = self.inner.runner;
         let build = &request.build;
         let since = now();
-        // The Job builds everything in its pod; the OpenShift Build starts FROM the native
-        // stage, built and pushed here.
-        let native = match runner {
-            Runner::Job => None,
-            Runner::OpenShiftBuild => Some(self.native_stage(request, since).await?),
-        };
         self.set(build, Stage::Preparing { since });
-
-        // The owner's uid: a build created in the same pass is not in that pass's snapshot.
-        let build_uid = if request.build_uid.is_empty() {
-            self.build_uid(build).await?
-        } else {
-            request.build_uid.clone()
-        };
+        let build_uid = self.owner_uid(request).await?;
         // Rendering, gzip and base64 of the MachineConfig: CPU work, on a blocking thread.
         let (request, steps, settings) = (request.clone(), steps.clone(), settings.clone());
         let owner = build_uid.clone();
@@ -552,8 +708,17 @@ impl RunStepBackend {
         .map_err(|e| {
             Classified::permanent("Internal", format!("planning the build's objects: {e}"))
         })??;
+        self.create_all(inputs, &build_uid).await
+    }
+
+    /// Create `objects` in order, each owned by the MachineOSBuild `build_uid`.
+    async fn create_all(
+        &self,
+        objects: Vec<(ApiResource, Value)>,
+        build_uid: &str,
+    ) -> Result<(), Classified> {
         let ns = self.inner.settings.namespace.as_str();
-        for (ar, obj) in inputs {
+        for (ar, obj) in objects {
             let name = obj
                 .get("metadata")
                 .and_then(|m| m.get("name"))
@@ -561,42 +726,9 @@ impl RunStepBackend {
                 .unwrap_or_default();
             let what = format!("{} {ns}/{name}", ar.kind);
             let name = name.to_owned();
-            self.create_owned(&ar, &name, obj, what, &build_uid).await?;
+            self.create_owned(&ar, &name, obj, what, build_uid).await?;
         }
         Ok(())
-    }
-
-    /// The OpenShift Build's native stage: the native engine's image pushed to
-    /// `<repository>:<build>-native`; its `repo@digest`.
-    async fn native_stage(
-        &self,
-        request: &BuildRequest,
-        since: Timestamp,
-    ) -> Result<String, Classified> {
-        let build = &request.build;
-        self.set(build, Stage::Native { since });
-        let native_push = PushTarget {
-            repository: request.push.repository.clone(),
-            tag: native_tag(build),
-            extra_tag: None,
-        };
-        let native = self
-            .inner
-            .native
-            .build_once(&NativeJob {
-                build: build.clone(),
-                pool: request.pool.clone(),
-                rendered: request.rendered.clone(),
-                base: request.inputs.base_image.clone(),
-                push: native_push,
-                credentials: request.credentials(),
-                // The RUN steps run on one architecture: the native stage is built for it.
-                architectures: Vec::new(),
-            })
-            .await
-            .map_err(|e| e.context("native stage"))?;
-        tracing::info!(build = %build, image = %native.image, "native stage pushed");
-        Ok(native.image)
     }
 
     /// The MachineOSBuild's uid, read from the API server (transient errors retried).
@@ -736,12 +868,13 @@ impl RunStepBackend {
     }
 }
 
-/// The ephemeral objects of a build, in creation order (the Job or Build last): the merged
-/// pull Secret, the Containerfile ConfigMap (for the Job: the user's Containerfile and the
-/// registry CA bundle; for the Build: the rendered Containerfile `FROM` the native image),
-/// the MachineConfig ConfigMap(s), the Job or Build annotated with the push Secret, the
-/// extra tag and the intermediate image (the native image by digest, or for the Job its
-/// `<build>-native` tag when RUN steps run). Pure.
+/// The objects that launch a build, in creation order: for the Job, the merged pull Secret,
+/// the inputs ConfigMap (the user's Containerfile and the registry CA bundle), the
+/// MachineConfig ConfigMap(s), then the Job; for the OpenShift Build backend only the
+/// RUN-step Build (its inputs came with the native Build, [`plan_native_objects`]), the
+/// rendered Containerfile inline `FROM` the native image. The Job or Build is annotated
+/// with the push Secret, the extra tag and the intermediate image (the native image by
+/// digest, or for the Job its `<build>-native` tag when RUN steps run). Pure.
 fn plan_objects(
     runner: Runner,
     settings: &RunStepSettings,
@@ -772,10 +905,11 @@ fn plan_objects(
     .map_err(|e| Classified::of(&e))?;
     let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
         .map_err(|e| Classified::of(&e))?;
-    let mut inputs = vec![(kinds::secret(), secret)];
+    let mut inputs = Vec::new();
     let (mut runner_obj, intermediate) = match (runner, native_image) {
         (Runner::Job, _) => {
             let (job, cm, intermediate) = plan_job(settings, request, steps, meta, mcs.len())?;
+            inputs.push((kinds::secret(), secret));
             inputs.push((kinds::config_map(), cm));
             inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
             (job, intermediate)
@@ -797,14 +931,9 @@ fn plan_objects(
                 )
             })?;
             // Heredocs in the exec form: any buildah (Debian's 1.28 has none) and
-            // OpenShift's builder build it.
+            // OpenShift's builder build it. The inputs exist already (the native Build's).
             let (text, _) = containerfile::heredoc::lower(&text)
                 .map_err(|e| Classified::of(&e).context("Containerfile"))?;
-            inputs.push((
-                kinds::config_map(),
-                objects::containerfile_config_map(&meta, ns, &text),
-            ));
-            inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
             let mut b = objects::BuildApiInputs::new(
                 meta,
                 ns,
@@ -837,6 +966,90 @@ fn plan_objects(
     Ok(inputs)
 }
 
+/// The OpenShift Build backend's first objects, in creation order: the merged pull Secret,
+/// the inputs ConfigMap (when there is a registry CA bundle), the MachineConfig
+/// ConfigMap(s), then the native Build pushing to `tag`, annotated with the push Secret and,
+/// when its push is the result (nothing to RUN), the extra tag. Pure.
+fn plan_native_objects(
+    settings: &RunStepSettings,
+    request: &BuildRequest,
+    steps: &RunSteps,
+    tag: &str,
+    build_uid: String,
+) -> Result<Vec<(ApiResource, Value)>, Classified> {
+    let meta = BuildMeta {
+        build: request.build.clone(),
+        build_uid,
+        machine_os_config: request.machine_os_config.clone(),
+        pool: request.pool.clone(),
+        rendered_machine_config: request.rendered.name().to_owned(),
+    };
+    let ns = settings.namespace.as_str();
+    let (push_name, push_bytes) = &request.push_secret;
+    let secret = objects::merged_pull_secret(
+        &meta,
+        ns,
+        RegistrySecret::dockerconfigjson(push_name, push_bytes),
+        request
+            .pull_secret
+            .as_ref()
+            .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
+    )
+    .map_err(|e| Classified::of(&e))?;
+    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
+        .map_err(|e| Classified::of(&e))?;
+    let ca = ca_bundle(settings);
+    let mut out = vec![(kinds::secret(), secret)];
+    if let Some(ca) = &ca {
+        out.push((
+            kinds::config_map(),
+            objects::build_inputs_config_map(&meta, ns, None, Some(ca)),
+        ));
+    }
+    out.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
+    // Nothing to RUN: every architecture the request names, in one index; else the one the
+    // RUN-step Build runs on.
+    let architectures: Vec<String> = match (steps.is_empty(), request.architectures.as_slice()) {
+        (true, many) if !many.is_empty() => many.to_vec(),
+        _ => vec![settings.arch.clone()],
+    };
+    let mut n = objects::NativeBuildInputs::new(
+        meta,
+        ns,
+        settings.builder_image.clone(),
+        tag,
+        request.inputs.base_image.clone(),
+    );
+    n.extensions_image = request.inputs.extensions_image.clone();
+    n.platforms = architectures.iter().map(|a| format!("linux/{a}")).collect();
+    n.insecure_registries = settings.registry.insecure_hosts.clone();
+    n.ca_bundle = ca.is_some();
+    n.mc_parts = mcs.len();
+    n.service_account = settings.service_account.clone();
+    let mut build = objects::native_build(&n);
+    let annotations = &mut build["metadata"]["annotations"];
+    annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
+    if steps.is_empty()
+        && let Some(extra) = &request.push.extra_tag
+    {
+        annotations[EXTRA_TAG_ANNOTATION] = json!(extra);
+    }
+    out.push((kinds::openshift_build(), build));
+    Ok(out)
+}
+
+/// The controller's registry CA bundle as one PEM text, if it has one.
+fn ca_bundle(settings: &RunStepSettings) -> Option<String> {
+    let ca: String = settings
+        .registry
+        .ca_pems
+        .iter()
+        .map(|pem| String::from_utf8_lossy(pem).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (!ca.is_empty()).then_some(ca)
+}
+
 /// The build Job and its inputs ConfigMap, and the intermediate image it pushes (its
 /// `<build>-native` tag, when RUN steps run). Which platforms: with RUN steps one — the
 /// pool's single architecture, else the controller's — and the pod is scheduled there;
@@ -856,13 +1069,7 @@ fn plan_job(
         (true, _) | (false, []) => vec![settings.arch.clone()],
         (false, many) => many.to_vec(),
     };
-    let ca: String = settings
-        .registry
-        .ca_pems
-        .iter()
-        .map(|pem| String::from_utf8_lossy(pem).into_owned())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let ca = ca_bundle(settings).unwrap_or_default();
     // The user's Containerfile for the architecture, ending in one newline.
     let containerfile = steps
         .user_containerfile()
@@ -935,6 +1142,13 @@ fn build_of_object<K: ResourceExt>(o: &K) -> Option<String> {
         .cloned()
 }
 
+/// Whether `o` is an OpenShift Build backend's native Build.
+fn is_native_build<K: ResourceExt>(o: &K) -> bool {
+    o.annotations()
+        .get(objects::native_build::BUILD_STAGE_ANNOTATION)
+        .is_some_and(|v| v == objects::native_build::NATIVE_STAGE)
+}
+
 /// The build an ephemeral input (ConfigMap, Secret) belongs to: only objects with the
 /// ephemeral-build-object label count.
 fn ephemeral_input_of<K: ResourceExt>(o: &K) -> Option<String> {
@@ -997,18 +1211,6 @@ impl Builder for RunStepBackend {
                 return;
             }
         };
-        if steps.is_empty() && self.inner.runner == Runner::OpenShiftBuild {
-            tracing::info!(build = %build, "nothing needs RUN: the native image is the result");
-            self.lock().insert(
-                build,
-                Entry {
-                    stage: Stage::Direct,
-                    cancel,
-                },
-            );
-            Builder::start(&self.inner.native, request);
-            return;
-        }
         let stage = match self.inner.runner {
             Runner::Job => Stage::Preparing { since: now() },
             Runner::OpenShiftBuild => Stage::Native { since: now() },
@@ -1033,7 +1235,11 @@ impl Builder for RunStepBackend {
 
     fn observe(&self, s: &Snapshot) -> HashMap<String, BackendStatus> {
         let mut out = HashMap::new();
+        // The native Build is followed by the task that created it (the memory below).
         for (build, obj) in self.current_runner_objects(s) {
+            if is_native_build(obj) {
+                continue;
+            }
             let value = to_value(obj);
             let runner: RunnerView = view_of(self.inner.runner.kind_name(), obj);
             let target = match self.inner.runner {
@@ -1076,10 +1282,13 @@ impl Builder for RunStepBackend {
                 continue;
             }
             let status = match &e.stage {
-                Stage::Direct => continue,
                 Stage::Native { since }
                 | Stage::Preparing { since }
                 | Stage::Launched { since } => BackendStatus::Running { since: *since },
+                Stage::Done { image, at } => BackendStatus::Succeeded {
+                    image: image.clone(),
+                    at: *at,
+                },
                 Stage::Failed { error, at } => BackendStatus::Failed {
                     error: error.clone(),
                     at: *at,
@@ -1092,21 +1301,22 @@ impl Builder for RunStepBackend {
 
     fn cancel(&self, build: &str) {
         self.confirmed().remove(build);
-        // A build handed to the native backend is cancelled there ([`crate::builder::Builders::cancel`]
-        // asks every backend).
         if let Some(e) = self.lock().remove(build) {
             e.cancel.cancel();
         }
-        // The Job or Build may exist without this process knowing (a restart): delete it by
-        // name whatever the memory says; NotFound is success.
+        // The Job or Builds may exist without this process knowing (a restart): delete them
+        // by name whatever the memory says; NotFound is success.
         let this = self.clone();
-        let name = match self.inner.runner {
-            Runner::Job => objects::names::job_name(build),
-            Runner::OpenShiftBuild => objects::names::build_name(build),
-        };
         let ar = self.inner.runner.resource();
+        let names = match self.inner.runner {
+            Runner::Job => vec![(ar, objects::names::job_name(build))],
+            Runner::OpenShiftBuild => vec![
+                (ar.clone(), objects::names::build_name(build)),
+                (ar, objects::native_build_name(build)),
+            ],
+        };
         tokio::spawn(async move {
-            this.clean(vec![(ar, name)], None).await;
+            this.clean(names, None).await;
         });
     }
 
@@ -1136,6 +1346,11 @@ impl Builder for RunStepBackend {
                     .status
                     .digested_image_push_spec
                 });
+            objects_of.push((self.inner.runner.resource(), obj.name_any()));
+            // The RUN-step Build's annotations over the native Build's.
+            if registry.is_some() && is_native_build(obj) {
+                continue;
+            }
             let push_secret = ann
                 .get(PUSH_SECRET_ANNOTATION)
                 .and_then(|n| s.dockerconfigjson(n));
@@ -1147,7 +1362,6 @@ impl Builder for RunStepBackend {
                     .flatten(),
                 native_image: ann.get(NATIVE_IMAGE_ANNOTATION).cloned(),
             });
-            objects_of.push((self.inner.runner.resource(), obj.name_any()));
         }
         // The inputs only after the Job or Build (they are read while it runs).
         objects_of.extend(

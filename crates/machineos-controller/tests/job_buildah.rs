@@ -7,7 +7,9 @@
 //! stubs that record what they are asked), the extensions image its stub repository.
 //!
 //! * One MachineOSConfig (extensions `usbguard`, kernelType `realtime`, a user
-//!   Containerfile) built by the Job and the Build backends: their trees are equal, and
+//!   Containerfile) built by the Job and the OpenShift Build backends (the latter in two
+//!   Builds: the native Build running `machineos build --native-only` in a small builder
+//!   image made of this workspace's binary, then the RUN steps): their trees are equal, and
 //!   each differs from the native engine's image of the same configuration (the native
 //!   stage, `<build>-native`) by exactly what the RUN steps did (the stub's records, the
 //!   tmpfiles workaround, `/etc/hello`); the Native backend refuses it, naming what needs
@@ -16,7 +18,9 @@
 //!   with buildah's last lines.
 //! * An evicted build pod: the Job's next pod builds, the build succeeds.
 //! * A pool of amd64 and arm64 nodes with nothing to RUN: one pod builds the index of both,
-//!   and the controller records each architecture's manifest as the registry serves it.
+//!   and the controller records each architecture's manifest as the registry serves it;
+//!   then the OpenShift Build backend's native Build alone gives the same index, digest for
+//!   digest, with no second Build.
 //!
 //! Needs root, buildah, skopeo, umoci, docker-registry and busybox-static; fails (never
 //! passes silently) without them.
@@ -29,6 +33,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use machineos_buildrequest::objects::names::build_name;
+use machineos_buildrequest::objects::native_build_name;
 use machineos_controller::kinds;
 use machineos_image::{Layout, Platform};
 use machineos_kubetest::buildexec::BuildExecutor;
@@ -84,6 +90,51 @@ async fn stub_images(c: &Cluster) {
         ],
     )
     .await;
+}
+
+/// The machineos image an OpenShift Build's native stage starts `FROM`, for these tests: a
+/// small synthetic tree with this workspace's `machineos` binary (and the shared libraries
+/// it loads) as `/usr/bin/machineos`, pushed as `machineos/builder:test`; its pullspec.
+/// (The real image, `scripts/image.sh`, carries buildah and more; the native stage needs
+/// only the binary.)
+async fn builder_image(c: &Cluster) -> String {
+    let dir = c.tmp.path().join("builder-image");
+    let host = c.registry.host();
+    let opts = CopyOptions::new().dest_registry(&c.registry);
+    tokio::task::spawn_blocking(move || {
+        let binary = machineos_testkit::binary::machineos_binary().unwrap();
+        let mut spec = SynthSpec::example().plain().with_platform(Platform::host());
+        spec.files = machineos_synth::MIN_FILES;
+        spec.layers = 2;
+        spec.extra_files =
+            machineos_synth::host_program_files(&binary, "/usr/bin/machineos").unwrap();
+        spec.extra_files.push(machineos_synth::ExtraFile {
+            path: "/tmp/.keep".into(),
+            contents: Vec::new(),
+            mode: 0o644,
+        });
+        let layout = Layout::create(&dir).unwrap();
+        layout
+            .set_tag("builder", &write_image(&layout, &spec).unwrap())
+            .unwrap();
+        let name = format!("{host}/machineos/builder:test");
+        skopeo_copy(
+            &format!("oci:{}:builder", dir.display()),
+            &format!("docker://{name}"),
+            &opts,
+        )
+        .unwrap();
+        name
+    })
+    .await
+    .unwrap()
+}
+
+/// The controller with [`builder_image`] as its builder image.
+async fn controller_with_builder(c: &Cluster) -> Running {
+    let mut opts = c.options();
+    opts.builder_image = builder_image(c).await;
+    c.controller_with(opts).await
 }
 
 /// A registries.conf marking the loopback registry insecure (TLS unverified) for buildah.
@@ -270,7 +321,7 @@ async fn the_job_the_build_and_the_native_backend_agree() {
     let push = format!("{}/machineos/worker:latest", c.registry.host());
     let (pods, builds) = executors(&c);
     setup(&c, &push, "Job", USER_CONTAINERFILE).await;
-    let ctl = c.controller().await;
+    let ctl = controller_with_builder(&c).await;
 
     let t = Instant::now();
     let job = until_built(&c, "Job").await;
@@ -297,6 +348,19 @@ async fn the_job_the_build_and_the_native_backend_agree() {
         "{}",
         condition_message(&build, "Failed")
     );
+    // The controller did no image work for it: the native stage ran as its own Build, in
+    // the builder image, then the RUN steps' Build.
+    let native_log = builds
+        .log(NS, &native_build_name(&build.name_any()))
+        .expect("the native Build ran");
+    for want in [
+        "--native-only: the RUN steps (rpm-ostree install usbguard, kernel swap to realtime) \
+         are left to the next stage",
+        "Build complete, no image push requested",
+    ] {
+        assert!(native_log.contains(want), "{want} in {native_log}");
+    }
+    assert!(builds.log(NS, &build_name(&build.name_any())).is_some());
 
     // The Native builder cannot run RUN steps: it refuses, naming what needs them.
     c.apply(
@@ -450,7 +514,7 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
         &["linux/amd64", "linux/arm64"],
     )
     .await;
-    let (pods, _builds) = executors(&c);
+    let (pods, builds) = executors(&c);
     let push = format!("{}/machineos/worker:latest", c.registry.host());
     c.apply(&kinds::pool(), worker_pool()).await;
     c.apply(
@@ -458,11 +522,14 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
         machine_config("00-worker", "motd", "hello"),
     )
     .await;
-    let mut m = machine_os_config(&push);
-    m["spec"]["imageBuilder"]["imageBuilderType"] = json!("Job");
-    m["metadata"]["annotations"] = json!({"machineos.io/architectures": "amd64,arm64"});
-    c.apply(&kinds::machine_os_config(), m).await;
-    let ctl = c.controller().await;
+    let mosc = |builder: &str| {
+        let mut m = machine_os_config(&push);
+        m["spec"]["imageBuilder"]["imageBuilderType"] = json!(builder);
+        m["metadata"]["annotations"] = json!({"machineos.io/architectures": "amd64,arm64"});
+        m
+    };
+    c.apply(&kinds::machine_os_config(), mosc("Job")).await;
+    let ctl = controller_with_builder(&c).await;
     let built = until_built(&c, "Job").await;
     assert_eq!(
         phase(&built),
@@ -500,5 +567,29 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
         pairs(entries, "/platform/architecture", "digest")
     );
     assert_eq!(arches.len(), 2);
+
+    // The OpenShift Build backend, nothing to RUN: its native Build's push is the result —
+    // the same index, digest for digest (the same `machineos build`), and no second Build.
+    c.apply(&kinds::machine_os_config(), mosc("OpenShiftBuild"))
+        .await;
+    let by_build = until_built(&c, "OpenShiftBuild").await;
+    assert_eq!(
+        phase(&by_build),
+        "Succeeded",
+        "{}",
+        condition_message(&by_build, "Failed")
+    );
+    assert_eq!(
+        by_build.data["status"]["digestedImagePushSpec"],
+        image.as_str()
+    );
+    let log = builds
+        .log(NS, &native_build_name(&by_build.name_any()))
+        .expect("the native Build ran");
+    assert!(
+        log.contains(r#""--platform","linux/amd64,linux/arm64""#),
+        "{log}"
+    );
+    assert!(builds.log(NS, &build_name(&by_build.name_any())).is_none());
     ctl.stop().await;
 }

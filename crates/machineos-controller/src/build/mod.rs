@@ -123,13 +123,7 @@ impl BuildController {
                     opts.registry.clone(),
                 )
             };
-            let b = RunStepBackend::new(
-                runner,
-                client.clone(),
-                native.clone(),
-                settings,
-                wake.clone(),
-            );
+            let b = RunStepBackend::new(runner, client.clone(), settings, wake.clone());
             guards.push(b.drop_guard());
             backends.push(Arc::new(b));
         }
