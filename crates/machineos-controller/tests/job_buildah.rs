@@ -130,10 +130,10 @@ async fn builder_image(c: &Cluster) -> String {
     .unwrap()
 }
 
-/// The controller with [`builder_image`] as its builder image.
-async fn controller_with_builder(c: &Cluster) -> Running {
+/// The controller with `image` (see [`builder_image`]) as its builder image.
+async fn controller_with_builder(c: &Cluster, image: &str) -> Running {
     let mut opts = c.options();
-    opts.builder_image = builder_image(c).await;
+    opts.builder_image = image.to_owned();
     c.controller_with(opts).await
 }
 
@@ -321,7 +321,7 @@ async fn the_job_the_build_and_the_native_backend_agree() {
     let push = format!("{}/machineos/worker:latest", c.registry.host());
     let (pods, builds) = executors(&c);
     setup(&c, &push, "Job", USER_CONTAINERFILE).await;
-    let ctl = controller_with_builder(&c).await;
+    let ctl = controller_with_builder(&c, &builder_image(&c).await).await;
 
     let t = Instant::now();
     let job = until_built(&c, "Job").await;
@@ -529,7 +529,8 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
         m
     };
     c.apply(&kinds::machine_os_config(), mosc("Job")).await;
-    let ctl = controller_with_builder(&c).await;
+    let builder = builder_image(&c).await;
+    let ctl = controller_with_builder(&c, &builder).await;
     let built = until_built(&c, "Job").await;
     assert_eq!(
         phase(&built),
@@ -570,8 +571,28 @@ async fn a_job_builds_the_index_of_every_architecture_of_the_pool_in_its_pod() {
 
     // The OpenShift Build backend, nothing to RUN: its native Build's push is the result —
     // the same index, digest for digest (the same `machineos build`), and no second Build.
+    // The controller is stopped once the native Build exists and a new one started after
+    // it completed: the new one takes the build up from there.
     c.apply(&kinds::machine_os_config(), mosc("OpenShiftBuild"))
         .await;
+    let native_of = |l: &[DynamicObject], done: bool| {
+        l.iter().any(|b| {
+            b.name_any().starts_with("native-")
+                && (!done || b.data["status"]["phase"] == "Complete")
+        })
+    };
+    c.until(&kinds::openshift_build(), "the native Build", |l| {
+        native_of(l, false)
+    })
+    .await;
+    ctl.stop().await;
+    c.until(
+        &kinds::openshift_build(),
+        "the native Build complete",
+        |l| native_of(l, true),
+    )
+    .await;
+    let ctl = controller_with_builder(&c, &builder).await;
     let by_build = until_built(&c, "OpenShiftBuild").await;
     assert_eq!(
         phase(&by_build),
