@@ -19,7 +19,7 @@
 //! * [`build`]: the `build.openshift.io/v1` Build (Docker strategy, the Containerfile
 //!   inline) for clusters that run OpenShift's build controller: the RUN steps, `FROM` the
 //!   native image.
-//! * [`native_build`]: the Build before it, `native-<build>`, running `machineos build
+//! * [`mod@native_build`]: the Build before it, `native-<build>`, running `machineos build
 //!   --native-only` in the machineos image (why two Builds: there).
 //! * [`build_state`](mod@build_state): [`build_state::build_state`], the Build's status → the same
 //!   [`state::JobState`].
