@@ -424,6 +424,80 @@ impl IndexBuilder {
         }
     }
 
+    /// A builder holding `index`'s filesystem as if its layers had just been applied, to
+    /// apply more layers on top (numbered from [`BaseIndex::layer_count`] on): the index of
+    /// an image built on a base whose index is known, without reading the base's layers
+    /// again. Hard-link groups stay groups; contents the index locates stay located in
+    /// their layers. An inconsistent index (a damaged record) gives what it can read.
+    pub fn from_index(index: &BaseIndex) -> Self {
+        use crate::record::{Data, Kind};
+        let mut b = Self::new();
+        let mut groups: HashMap<u32, u64> = HashMap::new();
+        for e in index.entries() {
+            let path = index.span(e.path).to_owned();
+            let meta = Meta {
+                mode: e.meta.mode,
+                uid: e.meta.uid,
+                gid: e.meta.gid,
+            };
+            let what = match e.kind {
+                Kind::Dir => What::Dir(meta),
+                kind => {
+                    if let Some(id) = e.link.and_then(|g| groups.get(&g)).copied() {
+                        if let Some(inode) = b.inodes.get_mut(&id) {
+                            inode.links += 1;
+                        }
+                        What::Inode(id)
+                    } else {
+                        let ikind = match kind {
+                            Kind::File { size, data } => IKind::File {
+                                size,
+                                data: match data {
+                                    Data::Kept(start) => Contents::Kept(
+                                        index.kept(start, size).unwrap_or_default().to_vec(),
+                                    ),
+                                    Data::Located {
+                                        layer,
+                                        offset,
+                                        sparse,
+                                    } => Contents::Located {
+                                        layer,
+                                        offset,
+                                        sparse,
+                                    },
+                                },
+                            },
+                            Kind::Symlink(t) => IKind::Symlink(index.span(t).to_owned()),
+                            _ => IKind::Other,
+                        };
+                        let id = b.next_inode;
+                        b.next_inode += 1;
+                        b.insert_inode(
+                            id,
+                            Inode {
+                                meta,
+                                kind: ikind,
+                                links: 1,
+                            },
+                        );
+                        if let Some(g) = e.link {
+                            groups.insert(g, id);
+                        }
+                        What::Inode(id)
+                    }
+                }
+            };
+            b.insert_node(&path, BNode { layer: 0, what });
+        }
+        b.layers = index.layer_count();
+        b
+    }
+
+    /// How many layers are applied (the number the next one must have).
+    pub fn layers_applied(&self) -> u32 {
+        self.layers
+    }
+
     fn insert_node(&mut self, p: &str, n: BNode) {
         if self.nodes.insert(p.to_string(), n).is_none() {
             self.path_bytes += p.len();

@@ -221,13 +221,13 @@ impl BaseIndex {
             .unwrap_or_default()
     }
 
-    fn kept(&self, start: usize, size: u64) -> Option<&[u8]> {
+    pub(crate) fn kept(&self, start: usize, size: u64) -> Option<&[u8]> {
         let len = usize::try_from(size).ok()?;
         self.section(self.layout.blob)
             .get(start..start.checked_add(len)?)
     }
 
-    fn node(&self, e: &Entry) -> Node {
+    pub(crate) fn node(&self, e: &Entry) -> Node {
         Node {
             kind: match e.kind {
                 Kind::Dir => NodeKind::Dir,

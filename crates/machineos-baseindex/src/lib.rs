@@ -14,6 +14,7 @@
 
 mod apply;
 pub mod cache;
+pub mod diff;
 pub mod format;
 mod index;
 pub mod memory;
