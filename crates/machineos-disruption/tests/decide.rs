@@ -624,3 +624,63 @@ fn a_safe_registries_conf_change_reloads_crio_without_a_drain() {
         (vec![Action::Special], true, Class::Drain)
     );
 }
+
+// ---- image::image_class: what the paths two images differ in need ----
+
+#[test]
+fn image_paths_decide_reboot_soft_reboot_or_nothing() {
+    use machineos_disruption::{Class, image_class, is_kernel_path};
+    for (path, kernel) in [
+        ("/usr/lib/modules/6.11.4-301.fc41.x86_64/vmlinuz", true),
+        (
+            "/usr/lib/modules/6.11.4-301.fc41.x86_64/initramfs.img",
+            true,
+        ),
+        ("/usr/lib/modules/6.11.4/kernel/fs/xfs.ko.xz", false),
+        ("/usr/lib/modules//vmlinuz", false),
+        ("/boot/vmlinuz-6.11.4", true),
+        ("/boot/initramfs-6.11.4.img", true),
+        ("/boot/loader/entries/a.conf", false),
+        ("/usr/bin/vmlinuz", false),
+    ] {
+        assert_eq!(is_kernel_path(path), kernel, "{path}");
+    }
+    let table: &[(&[&str], Class)] = &[
+        (&[], Class::None),
+        (
+            &["/etc/chrony.conf", "/var/lib/x", "/usr/local/bin/y", "/etc"],
+            Class::None,
+        ),
+        (&["/etc/chrony.conf", "/usr/bin/tool"], Class::SoftReboot),
+        (
+            &["/usr/share/doc/x", "/usr/lib/modules/6.1/vmlinuz"],
+            Class::Reboot,
+        ),
+        (&["/opt/app"], Class::SoftReboot),
+        // The image's copies of live content: what a file under /usr/local or /var adds.
+        (
+            &[
+                "/usr/etc/motd",
+                "/usr/share/factory",
+                "/usr/share/factory/var/usrlocal/bin/tool",
+                "/usr/lib/tmpfiles.d/machineos-var.conf",
+                "/var/usrlocal/bin/tool",
+            ],
+            Class::None,
+        ),
+        (&["/usr/share/factory/etc/x"], Class::SoftReboot),
+    ];
+    for (paths, want) in table {
+        let got = image_class(paths.iter().copied());
+        assert_eq!(got.class, *want, "{paths:?}: {:?}", got.reasons);
+        assert_eq!(got.reasons.is_empty(), *want == Class::None, "{paths:?}");
+    }
+    let many: Vec<String> = (0..8).map(|i| format!("/usr/bin/t{i}")).collect();
+    let got = image_class(many.iter().map(String::as_str));
+    assert_eq!(got.reasons.len(), 6);
+    assert_eq!(got.reasons[5], "and 3 more such paths");
+    assert_eq!(
+        got.reasons[0],
+        "/usr/bin/t0 differs: not applied to a running node"
+    );
+}
