@@ -66,7 +66,7 @@ impl LayerReads {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
-    fn bump(&self) {
+    pub(crate) fn bump(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -131,7 +131,8 @@ async fn load_or_index(
     reads: &Arc<LayerReads>,
     warnings: &mut Vec<Warning>,
 ) -> Result<(BaseIndex, CacheUse), BuildError> {
-    let layers = compression_of(base)?;
+    // A manifest whose layers cannot be read fails here, cached index or not.
+    compression_of(base)?;
     let mut cache_ok = true;
     let cached = match cache {
         Some(cache) => {
@@ -157,40 +158,7 @@ async fn load_or_index(
         Some(index) => (index, CacheUse::Hit),
         None => {
             progress.event(Event::Stage("indexing base"));
-            let name = base.store.name();
-            let mut builder = IndexBuilder::new();
-            for (i, ((blob, compression), diff_id)) in layers.iter().zip(&base.diff_ids).enumerate()
-            {
-                progress.event(Event::IndexLayer {
-                    index: i,
-                    count: layers.len(),
-                    size: blob.size,
-                });
-                reads.bump();
-                // The store checks the blob's digest and size as it is read to its end, the
-                // builder the uncompressed contents against the config's diff_id. The blob is
-                // opened here and read on a blocking thread.
-                let raw = base.store.open_reader(blob).await?;
-                let (compression, diff_id) = (*compression, diff_id.clone());
-                let image = format!("{name} layer {}", blob.digest);
-                builder = blocking("indexing a layer", move || {
-                    builder
-                        .apply_layer_checked(i as u32, compression, raw, Some(&diff_id))
-                        .map_err(|source| BuildError::Index {
-                            image,
-                            error: source,
-                        })?;
-                    Ok(builder)
-                })
-                .await?;
-            }
-            let index = blocking("indexing", move || {
-                builder.finish().map_err(|source| BuildError::Index {
-                    image: name,
-                    error: source,
-                })
-            })
-            .await?;
+            let index = index_layers(base, IndexBuilder::new(), progress, reads).await?;
             match cache {
                 Some(cache) => {
                     let (c, key) = (cache.clone(), base.manifest_digest.clone());
@@ -218,6 +186,55 @@ async fn load_or_index(
         }
     };
     Ok((index, used))
+}
+
+/// `builder` with `base`'s layers applied from the first it has not applied yet (all of
+/// them for a new builder; those above a known base's for one continued from its index,
+/// see [`IndexBuilder::from_index`]), each streamed once (counted in `reads`), checked
+/// against its digest and diff_id; the index.
+pub(crate) async fn index_layers(
+    base: &ResolvedBase,
+    mut builder: IndexBuilder,
+    progress: &Arc<dyn Progress>,
+    reads: &LayerReads,
+) -> Result<BaseIndex, BuildError> {
+    let layers = compression_of(base)?;
+    let name = base.store.name();
+    let start = builder.layers_applied() as usize;
+    for (i, ((blob, compression), diff_id)) in layers.iter().zip(&base.diff_ids).enumerate() {
+        if i < start {
+            continue;
+        }
+        progress.event(Event::IndexLayer {
+            index: i,
+            count: layers.len(),
+            size: blob.size,
+        });
+        reads.bump();
+        // The store checks the blob's digest and size as it is read to its end, the
+        // builder the uncompressed contents against the config's diff_id. The blob is
+        // opened here and read on a blocking thread.
+        let raw = base.store.open_reader(blob).await?;
+        let (compression, diff_id) = (*compression, diff_id.clone());
+        let image = format!("{name} layer {}", blob.digest);
+        builder = blocking("indexing a layer", move || {
+            builder
+                .apply_layer_checked(i as u32, compression, raw, Some(&diff_id))
+                .map_err(|source| BuildError::Index {
+                    image,
+                    error: source,
+                })?;
+            Ok(builder)
+        })
+        .await?;
+    }
+    blocking("indexing", move || {
+        builder.finish().map_err(|source| BuildError::Index {
+            image: name,
+            error: source,
+        })
+    })
+    .await
 }
 
 /// The base as the planner sees it: the index, and the contents fetched for it. A read of

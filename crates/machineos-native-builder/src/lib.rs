@@ -15,6 +15,7 @@
 
 mod base_index;
 mod derive;
+pub mod diff;
 pub mod inspect;
 mod multi;
 pub mod output;

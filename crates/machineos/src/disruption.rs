@@ -33,27 +33,7 @@ pub struct DisruptionArgs {
 pub fn run(args: &DisruptionArgs) -> anyhow::Result<()> {
     let old = crate::input::read_rendered(&args.from)?;
     let new = crate::input::read_rendered(&args.to)?;
-    let policies = match &args.policy {
-        None => ClusterPolicies::defaults(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--policy {}: reading it", path.display()))?;
-            let docs = machineos_goyaml::from_str_documents(&text)
-                .with_context(|| format!("--policy {}", path.display()))?;
-            let [object] = docs.as_slice() else {
-                bail!(
-                    "--policy {}: {} documents; give one MachineConfiguration",
-                    path.display(),
-                    docs.len()
-                );
-            };
-            if object.get("kind").and_then(|k| k.as_str()) != Some("MachineConfiguration") {
-                bail!("--policy {}: not a MachineConfiguration", path.display());
-            }
-            ClusterPolicies::of_machine_configuration(Some(object))
-                .with_context(|| format!("--policy {}", path.display()))?
-        }
-    };
+    let policies = policies(args.policy.as_deref())?;
     let changes = ConfigChanges::between(&old, &new);
     let outcome = decide(&changes, &policies);
     match args.output_format {
@@ -94,4 +74,30 @@ fn describe(a: &machineos_disruption::Action) -> String {
         Action::Reload(s) | Action::Restart(s) => format!("{} {s}", a.type_name()),
         other => other.type_name().to_owned(),
     }
+}
+
+/// The node disruption policies: the MCO's defaults, or merged with the
+/// `spec.nodeDisruptionPolicy` of the `MachineConfiguration` manifest at `path`.
+pub(crate) fn policies(path: Option<&std::path::Path>) -> anyhow::Result<ClusterPolicies> {
+    Ok(match path {
+        None => ClusterPolicies::defaults(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--policy {}: reading it", path.display()))?;
+            let docs = machineos_goyaml::from_str_documents(&text)
+                .with_context(|| format!("--policy {}", path.display()))?;
+            let [object] = docs.as_slice() else {
+                bail!(
+                    "--policy {}: {} documents; give one MachineConfiguration",
+                    path.display(),
+                    docs.len()
+                );
+            };
+            if object.get("kind").and_then(|k| k.as_str()) != Some("MachineConfiguration") {
+                bail!("--policy {}: not a MachineConfiguration", path.display());
+            }
+            ClusterPolicies::of_machine_configuration(Some(object))
+                .with_context(|| format!("--policy {}", path.display()))?
+        }
+    })
 }

@@ -11,6 +11,7 @@ mod build_multi;
 mod check;
 mod cli;
 mod controller;
+mod diff;
 mod disruption;
 mod input;
 mod registry;
@@ -59,6 +60,10 @@ enum Command {
     /// What moving a node from one rendered MachineConfig to another costs it, by the MCO's
     /// node disruption policies: reboot, drain, service reloads or restarts, or nothing.
     Disruption(disruption::DisruptionArgs),
+    /// What differs between two images (files with mode, owner and digest, the kernel, the
+    /// base, the embedded MachineConfigs) and what moving a node between them costs, from
+    /// their base indexes, nothing unpacked. Exit 0 when identical, 1 when different.
+    Diff(Box<diff::DiffArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -86,6 +91,17 @@ fn main() -> std::process::ExitCode {
             return match render_diff(&cmd) {
                 Ok(true) => std::process::ExitCode::SUCCESS,
                 Ok(false) => std::process::ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("error: {}", cli::error_chain(&e));
+                    std::process::ExitCode::from(2)
+                }
+            };
+        }
+        Command::Diff(args) => {
+            // Like diff(1): 0 identical, 1 different, 2 trouble.
+            return match diff::run(&args) {
+                Ok(false) => std::process::ExitCode::SUCCESS,
+                Ok(true) => std::process::ExitCode::from(1),
                 Err(e) => {
                     eprintln!("error: {}", cli::error_chain(&e));
                     std::process::ExitCode::from(2)
