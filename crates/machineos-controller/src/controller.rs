@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::Events;
 use crate::build::BuildController;
 use crate::caches::Caches;
+use crate::changes::ChangesController;
 use crate::health::Health;
 use crate::kinds;
 use crate::leader::Leadership;
@@ -75,6 +76,7 @@ struct Loop {
     render: RenderController,
     build: BuildController,
     rollout: RolloutController,
+    changes: ChangesController,
     /// Per pool: consecutive failures and when to try again.
     backoff: HashMap<String, (u32, Instant)>,
     /// Soonest requeue.
@@ -105,6 +107,12 @@ pub async fn run(
     };
     let caches = Caches::start(&client, &opts.namespace, openshift_build, &wake, &mut tasks);
     let build = BuildController::new(&client, &opts, openshift_build, &wake, &metrics);
+    let changes = ChangesController::new(
+        opts.registry.clone(),
+        opts.cache_dir.clone(),
+        &opts.platform.architecture,
+        wake.clone(),
+    );
     let mut state = Loop {
         events: Events::new(client.clone(), &opts.identity),
         client,
@@ -114,6 +122,7 @@ pub async fn run(
         render: RenderController::default(),
         build,
         rollout: RolloutController::default(),
+        changes,
         backoff: HashMap::new(),
         next: None,
     };
@@ -217,6 +226,9 @@ impl Loop {
         }
         if self.opts.rollout {
             requeue.merge(self.rollout.pass(&cx, &s, &built.observed).await);
+        }
+        if self.opts.image_changes {
+            requeue.merge(self.changes.pass(&cx, &s));
         }
         if let Some(d) = requeue.0 {
             self.requeue_in(d);

@@ -8,8 +8,10 @@
 //! * the sub-controllers, each `observe → decide → execute` with its executor beside it:
 //!   `render` (MachineConfigs → rendered MachineConfig), `build` (the MachineOSBuild
 //!   lifecycle of [`machineos_build_lifecycle`] and its builder backends behind one
-//!   interface, `builder`: in-process native, a buildah Job and an OpenShift Build), and
-//!   [`rollout`] (nodes onto their images, by [`machineos_rollout`]'s decision);
+//!   interface, `builder`: in-process native, a buildah Job and OpenShift Builds),
+//!   [`rollout`] (nodes onto their images, by [`machineos_rollout`]'s decision) and
+//!   `changes` (each MachineOSImage's `status.changes`: its filesystem against the pool's
+//!   previous image);
 //! * what they share: `observe` (the caches → the lifecycle's `Observed`, pure), `api` (the
 //!   API writes and their one error type), [`kinds`] (the resources), [`registry_ops`]
 //!   (registry settings, checks, deletes), `pass` (a pass's context and outcome).
@@ -32,6 +34,7 @@ pub(crate) mod arches;
 pub(crate) mod build;
 pub(crate) mod builder;
 pub(crate) mod caches;
+pub(crate) mod changes;
 pub(crate) mod native;
 pub(crate) mod observe;
 pub(crate) mod options;

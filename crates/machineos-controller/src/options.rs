@@ -60,6 +60,10 @@ pub struct ControllerOptions {
     /// base image refused) is trusted before it is asked again; answers got with other
     /// credentials than a pool's current ones are never used.
     pub registry_answer_ttl: Duration,
+    /// Record on each MachineOSImage what its filesystem differs in from the pool's
+    /// previous image (`status.changes`, see [`crate::changes`]). Off here (a comparison
+    /// reads the registry); `machineos controller` turns it on by default.
+    pub image_changes: bool,
 }
 
 impl ControllerOptions {
@@ -90,6 +94,7 @@ impl ControllerOptions {
             node_name: None,
             min_ready_seconds: 0,
             registry_answer_ttl: Duration::from_secs(30),
+            image_changes: false,
         }
     }
 }

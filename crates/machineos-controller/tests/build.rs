@@ -603,3 +603,79 @@ async fn switching_to_a_push_secret_that_may_push_is_checked_again_at_once() {
     .await;
     ctl.stop().await;
 }
+
+/// `status.changes` (the controller's `changes`, on): the first image against its base, the
+/// second against the first — what `machineos diff` would say, bounded, written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.setup(&push, "hello v1\n").await;
+    let mut opts = c.options();
+    opts.image_changes = true;
+    let ctl = c.controller_with(opts).await;
+    let changes_of = |l: &[kube::api::DynamicObject], n: usize| {
+        l.len() == n
+            && l.iter()
+                .all(|m| m.data.pointer("/status/changes").is_some())
+    };
+    let images = c
+        .until(&kinds::image(), "the first image's changes", |l| {
+            changes_of(l, 1)
+        })
+        .await;
+    let first = &images[0];
+    let changes = &first.data["status"]["changes"];
+    assert_eq!(changes["from"], first.data["spec"]["baseImage"]);
+    assert_eq!(changes["kernelChanged"], false);
+    assert_eq!(changes["pathClass"], "None", "{changes}");
+    let paths: Vec<&str> = changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"/etc/motd"), "{paths:?}");
+    assert!(
+        paths.contains(&"/etc/machine-config-daemon/currentconfig"),
+        "{paths:?}"
+    );
+
+    // A new MachineConfig content: the second image against the first.
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello v2\n"),
+    )
+    .await;
+    let images = c
+        .until(&kinds::image(), "the second image's changes", |l| {
+            changes_of(l, 2)
+        })
+        .await;
+    let first_image = first.data["spec"]["image"].as_str().unwrap();
+    let second = images
+        .iter()
+        .find(|m| m.data["spec"]["image"] != first_image)
+        .unwrap();
+    let changes = &second.data["status"]["changes"];
+    assert_eq!(changes["from"], first_image);
+    assert_eq!(
+        (&changes["added"], &changes["removed"]),
+        (&0.into(), &0.into()),
+        "{changes}"
+    );
+    let motd = changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/etc/motd")
+        .expect("/etc/motd changed");
+    assert_eq!(motd["change"], "modified");
+    assert_eq!(motd["size"], 9);
+    let digest = {
+        use sha2::Digest as _;
+        format!("sha256:{:x}", sha2::Sha256::digest(b"hello v2\n"))
+    };
+    assert_eq!(motd["digest"], digest.as_str());
+    ctl.stop().await;
+}

@@ -71,6 +71,10 @@ pub struct ControllerArgs {
     /// Do not move nodes (for clusters where the MCO's node controller does).
     #[arg(long)]
     no_rollout: bool,
+    /// Do not record on each MachineOSImage what its filesystem differs in from the pool's
+    /// previous image (`status.changes`; each comparison reads the registry).
+    #[arg(long)]
+    no_image_changes: bool,
     /// The node this replica runs on: the rollout updates it last.
     #[arg(long, env = "NODE_NAME", value_name = "NODE")]
     node_name: Option<String>,
@@ -111,6 +115,7 @@ fn options(args: &ControllerArgs) -> anyhow::Result<ControllerOptions> {
         _ => None,
     };
     o.rollout = !args.no_rollout;
+    o.image_changes = !args.no_image_changes;
     o.node_name = args.node_name.clone();
     o.min_ready_seconds = args.min_ready_seconds.max(0);
     Ok(o)

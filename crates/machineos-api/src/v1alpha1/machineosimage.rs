@@ -161,6 +161,84 @@ pub struct MachineOSImageStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "ImageDisruption")]
     pub disruption: Option<ImageDisruption>,
+
+    /// changes is what the image's filesystem differs in from the image the pool ran before
+    /// it (its previous MachineOSImage, else the base image), as `machineos diff` reports it:
+    /// counts, whether the kernel or initrd changed, what the paths alone need, and the first
+    /// paths. Absent until the controller has compared them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImageChanges")]
+    pub changes: Option<ImageChanges>,
+}
+
+/// The most paths `ImageChanges.files` lists; the rest are counted in `omitted`.
+pub const MAX_LISTED_CHANGES: usize = 100;
+
+/// What an image's filesystem differs in from another image.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageChanges {
+    /// from is the image compared with, by digest.
+    #[schemars(length(max = 512))]
+    pub from: String,
+    /// added counts the paths only in this image.
+    #[schemars(range(min = 0))]
+    pub added: i64,
+    /// removed counts the paths only in the other.
+    #[schemars(range(min = 0))]
+    pub removed: i64,
+    /// modified counts the paths in both that differ (kind, mode, owner, size, symlink
+    /// target or contents).
+    #[schemars(range(min = 0))]
+    pub modified: i64,
+    /// kernelChanged says whether a kernel or initramfs (`/usr/lib/modules/*/vmlinuz`,
+    /// `initramfs.img`) differs.
+    pub kernel_changed: bool,
+    /// pathClass is what the paths alone need on a node: `Reboot` for a kernel or initrd,
+    /// `SoftReboot` for other paths outside `/etc`, `/var` and `/usr/local`, else `None`
+    /// (the node disruption policies decide the rest, see `disruption`).
+    #[schemars(extend("enum" = ["None", "SoftReboot", "Reboot"]))]
+    pub path_class: String,
+    /// files lists the first paths that differ, in path order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub files: Vec<ImageFileChange>,
+    /// omitted counts the paths that differ beyond `files`.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[schemars(range(min = 0))]
+    pub omitted: i64,
+}
+
+/// One path that differs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ImageFileChange {
+    /// path, absolute.
+    #[schemars(length(min = 1, max = 4096))]
+    pub path: String,
+    /// change is `added`, `removed` or `modified`.
+    #[schemars(extend("enum" = ["added", "removed", "modified"]))]
+    pub change: String,
+    /// kind of the node in this image (in the other for a removed path): `file`, `dir`,
+    /// `symlink` or `other`.
+    #[schemars(extend("enum" = ["file", "dir", "symlink", "other"]))]
+    pub kind: String,
+    /// mode is the permission bits, octal (`0644`).
+    #[schemars(length(max = 5))]
+    pub mode: String,
+    /// uid of the owner.
+    #[schemars(range(min = 0))]
+    pub uid: i64,
+    /// gid of the owner.
+    #[schemars(range(min = 0))]
+    pub gid: i64,
+    /// size of a regular file, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub size: Option<i64>,
+    /// digest (`sha256:…`) of a regular file's contents in this image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 71))]
+    pub digest: Option<String>,
 }
 
 /// What moving onto an image costs the nodes still to move.

@@ -15,6 +15,6 @@ pub use machineimage::{
     MachineImage, MachineImageSpec, MachineImageSpecError, MachineImageStatus, NodeTarget,
 };
 pub use machineosimage::{
-    ArchitectureManifest, ClassCount, ImageDisruption, MachineOSImage, MachineOSImageSpec,
-    MachineOSImageStatus,
+    ArchitectureManifest, ClassCount, ImageChanges, ImageDisruption, ImageFileChange,
+    MAX_LISTED_CHANGES, MachineOSImage, MachineOSImageSpec, MachineOSImageStatus,
 };

@@ -1,0 +1,463 @@
+//! The MachineOSImages' `status.changes`: what each image's filesystem differs in from the
+//! image its pool ran before it — as `machineos diff` reports it, bounded — recorded once.
+//!
+//! * *Which* ([`wanted`], pure): every MachineOSImage without `status.changes`, compared with
+//!   the newest other MachineOSImage of its pool created before it (ties by name), else with
+//!   its own `spec.baseImage`; for the controller's architecture when the image has it, else
+//!   its first. Not one being compared, nor one whose last attempt failed less than its
+//!   backoff ago (30 s doubling to 10 min).
+//! * *How* (a task per image, at most [`MAX_CONCURRENT`] at once, off the pass):
+//!   `machineos_native_builder::diff` with the pool's push Secret and base pull Secret (its
+//!   MachineOSConfig's), the controller's registry trust and base index cache — the new
+//!   image is indexed over its base's cached index (the build cached it), so a comparison
+//!   reads the image's own layer and little more. Then ([`summarize`], pure) the counts,
+//!   whether a kernel or initrd changed, what the paths alone need
+//!   (`machineos_disruption::image_class`) and the first [`MAX_LISTED_CHANGES`] paths; the
+//!   status written with a read-modify-write of `status` (the rollout's fields kept).
+//! * A failure (an image the registry no longer has, a refused credential) is logged and
+//!   retried after the backoff; nothing else waits on it.
+//!
+//! Off unless [`crate::options::ControllerOptions::image_changes`] (on in `machineos
+//! controller`, off in the in-process tests but the one that checks it: a comparison reads
+//! the registry).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use machineos_api::v1alpha1::{ImageChanges, ImageFileChange, MAX_LISTED_CHANGES};
+use machineos_disruption::{image_class, is_kernel_path};
+use machineos_image::{ImageRef, Platform};
+use machineos_native_builder::diff::{DiffSpec, ImageDiff};
+use serde_json::Value;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::api;
+use crate::kinds;
+use crate::observe::Snapshot;
+use crate::pass::{Cx, Requeue};
+use crate::registry_ops::RegistrySettings;
+
+/// Comparisons run at once.
+pub const MAX_CONCURRENT: usize = 2;
+/// The first wait after a failure; doubled per failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// One comparison to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compare {
+    /// The MachineOSImage.
+    pub name: String,
+    /// Its pool.
+    pub pool: String,
+    /// The image compared with (the pool's previous, else the base), by digest.
+    pub from: String,
+    /// The MachineOSImage's image.
+    pub to: String,
+    /// The architecture compared.
+    pub architecture: String,
+}
+
+/// The MachineOSImages to compare (see the module documentation). `busy(name)`: being
+/// compared or waiting out a backoff. Pure.
+pub fn wanted(
+    images: &[Arc<DynamicObject>],
+    arch: &str,
+    busy: &dyn Fn(&str) -> bool,
+) -> Vec<Compare> {
+    let str_at =
+        |m: &DynamicObject, p: &str| m.data.pointer(p).and_then(Value::as_str).map(str::to_owned);
+    let created = |m: &DynamicObject| m.creation_timestamp().map(|t| t.0);
+    let mut out = Vec::new();
+    for m in images {
+        let name = m.name_any();
+        if m.data.pointer("/status/changes").is_some() || busy(&name) {
+            continue;
+        }
+        let (Some(pool), Some(to)) = (
+            str_at(m, "/spec/machineConfigPool/name"),
+            str_at(m, "/spec/image"),
+        ) else {
+            continue;
+        };
+        let previous = images
+            .iter()
+            .filter(|o| o.name_any() != name)
+            .filter(|o| str_at(o, "/spec/machineConfigPool/name").as_deref() == Some(&pool))
+            .filter(|o| (created(o), o.name_any()) < (created(m), name.clone()))
+            .max_by_key(|o| (created(o), o.name_any()));
+        let from = match previous {
+            Some(p) => str_at(p, "/spec/image"),
+            None => str_at(m, "/spec/baseImage"),
+        };
+        let Some(from) = from else { continue };
+        let arches: Vec<String> = m
+            .data
+            .pointer("/spec/architectures")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["architecture"].as_str().map(str::to_owned))
+            .collect();
+        let architecture = if arches.is_empty() || arches.iter().any(|a| a == arch) {
+            arch.to_owned()
+        } else {
+            arches[0].clone()
+        };
+        out.push(Compare {
+            name,
+            pool,
+            from,
+            to,
+            architecture,
+        });
+    }
+    out
+}
+
+/// `status.changes` of a comparison (see the module documentation). Pure.
+pub fn summarize(from: &str, diff: &ImageDiff) -> ImageChanges {
+    let count = |c: &str| diff.files.iter().filter(|f| f.change == c).count() as i64;
+    let class = image_class(diff.files.iter().map(|f| f.path.as_str()));
+    let files: Vec<ImageFileChange> = diff
+        .files
+        .iter()
+        .take(MAX_LISTED_CHANGES)
+        .map(|f| {
+            let node = f.after.as_ref().or(f.before.as_ref());
+            ImageFileChange {
+                path: f.path.clone(),
+                change: f.change.to_owned(),
+                kind: node.map_or("other", |n| n.kind).to_owned(),
+                mode: node.map(|n| n.mode.clone()).unwrap_or_default(),
+                uid: node.map_or(0, |n| i64::from(n.uid)),
+                gid: node.map_or(0, |n| i64::from(n.gid)),
+                size: node
+                    .and_then(|n| n.size)
+                    .map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+                digest: f.after.as_ref().and_then(|n| n.digest.clone()),
+            }
+        })
+        .collect();
+    ImageChanges {
+        from: from.to_owned(),
+        added: count("added"),
+        removed: count("removed"),
+        modified: count("modified"),
+        kernel_changed: diff.files.iter().any(|f| is_kernel_path(&f.path)),
+        path_class: class.class.name().to_owned(),
+        omitted: (diff.files.len() - files.len()) as i64,
+        files,
+    }
+}
+
+#[derive(Default)]
+struct State {
+    running: std::collections::HashSet<String>,
+    /// Failures: how many, and when to try again.
+    failed: HashMap<String, (u32, Instant)>,
+}
+
+/// Settings a comparison needs.
+#[derive(Clone)]
+struct Settings {
+    registry: RegistrySettings,
+    cache_dir: Option<std::path::PathBuf>,
+    arch: String,
+}
+
+/// The `status.changes` sub-controller (see the module documentation).
+#[derive(Clone)]
+pub struct ChangesController {
+    state: Arc<Mutex<State>>,
+    permits: Arc<Semaphore>,
+    settings: Settings,
+    wake: Arc<Notify>,
+}
+
+impl ChangesController {
+    /// A controller comparing with `registry`'s trust, the index cache in `cache_dir`, for
+    /// architecture `arch` first; `wake` is notified when a comparison ends.
+    pub fn new(
+        registry: RegistrySettings,
+        cache_dir: Option<std::path::PathBuf>,
+        arch: &str,
+        wake: Arc<Notify>,
+    ) -> Self {
+        ChangesController {
+            state: Arc::new(Mutex::new(State::default())),
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT)),
+            settings: Settings {
+                registry,
+                cache_dir,
+                arch: arch.to_owned(),
+            },
+            wake,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Start the comparisons `s` wants; when to look again for those waiting out a backoff.
+    pub fn pass(&self, cx: &Cx<'_>, s: &Snapshot) -> Requeue {
+        let now = Instant::now();
+        let mut requeue = Requeue::default();
+        let todo = {
+            let st = self.state();
+            for (_, until) in st.failed.values() {
+                if *until > now {
+                    requeue.after(until.saturating_duration_since(now));
+                }
+            }
+            let busy = |n: &str| {
+                st.running.contains(n) || st.failed.get(n).is_some_and(|(_, until)| *until > now)
+            };
+            wanted(&s.images, &self.settings.arch, &busy)
+        };
+        for c in todo {
+            let credentials = credentials(s, &c.pool);
+            self.state().running.insert(c.name.clone());
+            let this = self.clone();
+            let client = cx.client.clone();
+            tokio::spawn(async move {
+                let name = c.name.clone();
+                let outcome = match this.permits.clone().acquire_owned().await {
+                    Ok(_permit) => this.compare(&client, &c, credentials).await,
+                    Err(_) => Err("the comparison slots are closed".to_owned()),
+                };
+                {
+                    let mut st = this.state();
+                    st.running.remove(&name);
+                    match outcome {
+                        Ok(()) => {
+                            st.failed.remove(&name);
+                        }
+                        Err(error) => {
+                            let n = st.failed.get(&name).map_or(0, |(n, _)| *n) + 1;
+                            let wait = FIRST_BACKOFF
+                                .saturating_mul(1 << (n - 1).min(10))
+                                .min(MAX_BACKOFF);
+                            tracing::warn!(image = %name, %error, ?wait, "comparing the image with its predecessor failed");
+                            st.failed.insert(name, (n, Instant::now() + wait));
+                        }
+                    }
+                }
+                this.wake.notify_one();
+            });
+        }
+        requeue
+    }
+
+    async fn compare(
+        &self,
+        client: &kube::Client,
+        c: &Compare,
+        credentials: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), String> {
+        let parse = |r: &str| ImageRef::parse(r).map_err(|e| format!("{r}: {e}"));
+        let spec = DiffSpec {
+            from: parse(&c.from)?,
+            to: parse(&c.to)?,
+            platform: Platform::new("linux", &c.architecture, None),
+        };
+        let registry = self
+            .settings
+            .registry
+            .client(&credentials)
+            .map_err(|e| e.message)?;
+        let cache = self
+            .settings
+            .cache_dir
+            .clone()
+            .map(machineos_baseindex::Cache::new);
+        let progress: Arc<dyn machineos_native_builder::Progress> =
+            Arc::new(machineos_native_builder::Quiet);
+        let mut warnings = Vec::new();
+        let diff = machineos_native_builder::diff::diff(
+            &spec,
+            Some(&registry),
+            cache.as_ref(),
+            &progress,
+            &mut warnings,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        for w in warnings {
+            tracing::warn!(image = %c.name, warning = %w, "comparing the image");
+        }
+        let changes = serde_json::to_value(summarize(&c.from, &diff)).map_err(|e| e.to_string())?;
+        tracing::info!(image = %c.name, from = %c.from, files = diff.files.len(), "image changes recorded");
+        let api = kinds::all(client, &kinds::image());
+        api::edit_status(
+            &api,
+            &c.name,
+            format!("MachineOSImage {}", c.name),
+            move |_, status| {
+                status["changes"] = changes;
+                true
+            },
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// The pool's MachineOSConfig's push Secret and base pull Secret, as the snapshot has them.
+fn credentials(s: &Snapshot, pool: &str) -> Vec<(String, Vec<u8>)> {
+    let mosc = s.machine_os_configs.iter().find(|m| {
+        m.data
+            .pointer("/spec/machineConfigPool/name")
+            .and_then(Value::as_str)
+            == Some(pool)
+    });
+    let names: BTreeMap<&str, Option<&str>> = [
+        "/spec/renderedImagePushSecret/name",
+        "/spec/baseImagePullSecret/name",
+    ]
+    .into_iter()
+    .map(|p| {
+        (
+            p,
+            mosc.and_then(|m| m.data.pointer(p)).and_then(Value::as_str),
+        )
+    })
+    .collect();
+    names
+        .values()
+        .flatten()
+        .filter_map(|n| s.dockerconfigjson(n))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machineos_native_builder::diff::{DiffSide, FileChange, NodeInfo};
+    use serde_json::json;
+
+    fn image(
+        name: &str,
+        pool: &str,
+        created: &str,
+        arches: &[&str],
+        changes: bool,
+    ) -> Arc<DynamicObject> {
+        let mut v = json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+            "kind": "MachineOSImage",
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {
+                "machineConfigPool": {"name": pool},
+                "image": format!("reg/os@sha256:{}", name.repeat(64).chars().take(64).collect::<String>()),
+                "baseImage": "reg/base@sha256:b",
+                "architectures": arches.iter().map(|a| json!({"architecture": a})).collect::<Vec<_>>(),
+            },
+        });
+        if changes {
+            v["status"] = json!({"changes": {}});
+        }
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn each_image_is_compared_with_its_pools_previous_one_else_its_base() {
+        let t = |h: u32| format!("2026-01-01T{h:02}:00:00Z");
+        let images = vec![
+            image("c", "worker", &t(3), &["amd64"], false),
+            image("a", "worker", &t(1), &["amd64"], false),
+            image("b", "worker", &t(2), &["arm64", "amd64"], true),
+            image("d", "infra", &t(4), &["arm64"], false),
+            image("e", "worker", &t(3), &[], false),
+        ];
+        let spec_image = |n: &str| {
+            images.iter().find(|m| m.name_any() == n).unwrap().data["spec"]["image"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let got: Vec<(String, String, String)> = wanted(&images, "amd64", &|n| n == "busy")
+            .into_iter()
+            .map(|c| (c.name, c.from, c.architecture))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                // c: after b (created earlier), which already has its changes.
+                ("c".to_owned(), spec_image("b"), "amd64".to_owned()),
+                // a: the pool's first: its base.
+                (
+                    "a".to_owned(),
+                    "reg/base@sha256:b".to_owned(),
+                    "amd64".to_owned()
+                ),
+                // d: another pool, first there; arm64 only.
+                (
+                    "d".to_owned(),
+                    "reg/base@sha256:b".to_owned(),
+                    "arm64".to_owned()
+                ),
+                // e: the same time as c, after it by name.
+                ("e".to_owned(), spec_image("c"), "amd64".to_owned()),
+            ]
+        );
+        // Busy (running or backing off) or recorded: not wanted.
+        assert!(wanted(&images, "amd64", &|n| n != "zzz").is_empty());
+    }
+
+    #[test]
+    fn the_summary_lists_the_first_paths_and_counts_the_rest() {
+        let node = |digest: Option<&str>| NodeInfo {
+            kind: "file",
+            mode: "0644".into(),
+            uid: 0,
+            gid: 0,
+            size: Some(3),
+            target: None,
+            digest: digest.map(str::to_owned),
+        };
+        let mut files: Vec<FileChange> = (0..MAX_LISTED_CHANGES + 5)
+            .map(|i| FileChange {
+                path: format!("/etc/f{i:04}"),
+                change: "added",
+                before: None,
+                after: Some(node(Some("sha256:x"))),
+            })
+            .collect();
+        files.push(FileChange {
+            path: "/usr/lib/modules/6.1/vmlinuz".into(),
+            change: "modified",
+            before: Some(node(None)),
+            after: Some(node(Some("sha256:k"))),
+        });
+        let side = DiffSide {
+            image: String::new(),
+            digest: String::new(),
+            platform: "linux/amd64".into(),
+            layers: Vec::new(),
+            labels: BTreeMap::new(),
+        };
+        let diff = ImageDiff {
+            from: side.clone(),
+            to: side,
+            files,
+            layer_reads: 1,
+        };
+        let s = summarize("reg/os@sha256:prev", &diff);
+        assert_eq!((s.added, s.removed, s.modified), (105, 0, 1));
+        assert!(s.kernel_changed);
+        assert_eq!(s.path_class, "Reboot");
+        assert_eq!(s.files.len(), MAX_LISTED_CHANGES);
+        assert_eq!(s.omitted, 6);
+        assert_eq!(s.files[0].path, "/etc/f0000");
+        assert_eq!(s.files[0].digest.as_deref(), Some("sha256:x"));
+        assert_eq!(s.from, "reg/os@sha256:prev");
+    }
+}
