@@ -126,15 +126,10 @@ pub async fn check(
     match registry.image_info(&r).await {
         Ok(None) => {}
         Ok(Some(info)) => {
-            return RegistryObservation::Present(RegistryImage {
-                image: format!("{}@{}", r.name(), info.digest),
-                architectures: info
-                    .architectures
-                    .into_iter()
-                    .map(|(a, d)| (a, d.to_string()))
-                    .collect(),
-                variant: None,
-            });
+            return RegistryObservation::Present(registry_image(
+                format!("{}@{}", r.name(), info.digest),
+                info,
+            ));
         }
         Err(e) => {
             let message = e.to_string();
@@ -169,6 +164,20 @@ pub async fn resolve(registry: &Registry, reference: &str) -> Result<String, (St
         Ok(Some(info)) => Ok(format!("{}@{}", r.name(), info.digest)),
         Ok(None) => Err((format!("{reference}: no such image"), Retry::Permanent)),
         Err(e) => Err((e.to_string(), e.retry())),
+    }
+}
+
+/// The lifecycle's record of `image` (`repo@sha256:…`) as the registry described it: each
+/// architecture's manifest digest (the variant is not the registry's to say).
+pub fn registry_image(image: String, info: machineos_registry::ImageInfo) -> RegistryImage {
+    RegistryImage {
+        image,
+        architectures: info
+            .architectures
+            .into_iter()
+            .map(|(a, d)| (a, d.to_string()))
+            .collect(),
+        variant: None,
     }
 }
 

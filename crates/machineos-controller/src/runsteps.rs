@@ -377,15 +377,7 @@ impl RunStepBackend {
         match client.for_operation().image_info(&reference).await {
             Ok(Some(info)) => Some(Confirmation::Present {
                 digest: digest.to_owned(),
-                image: RegistryImage {
-                    image: image.to_owned(),
-                    architectures: info
-                        .architectures
-                        .into_iter()
-                        .map(|(a, d)| (a, d.to_string()))
-                        .collect(),
-                    variant: None,
-                },
+                image: registry_ops::registry_image(image.to_owned(), info),
             }),
             Ok(None) => Some(absent(format!(
                 "the {kind} reported {image}, which the registry does not have"
@@ -642,15 +634,8 @@ impl RunStepBackend {
         loop {
             match client.for_operation().image_info(&reference).await {
                 Ok(Some(info)) => {
-                    return Ok(RegistryImage {
-                        image: format!("{}@{}", reference.name(), info.digest),
-                        architectures: info
-                            .architectures
-                            .into_iter()
-                            .map(|(a, d)| (a, d.to_string()))
-                            .collect(),
-                        variant: None,
-                    });
+                    let image = format!("{}@{}", reference.name(), info.digest);
+                    return Ok(registry_ops::registry_image(image, info));
                 }
                 Ok(None) => {
                     return Err(Classified::permanent(
@@ -884,27 +869,9 @@ fn plan_objects(
     build_uid: String,
 ) -> Result<Vec<(ApiResource, Value)>, Classified> {
     let rendered_name = request.rendered.name().to_owned();
-    let meta = BuildMeta {
-        build: request.build.clone(),
-        build_uid,
-        machine_os_config: request.machine_os_config.clone(),
-        pool: request.pool.clone(),
-        rendered_machine_config: rendered_name.clone(),
-    };
     let ns = settings.namespace.as_str();
-    let (push_name, push_bytes) = &request.push_secret;
-    let secret = objects::merged_pull_secret(
-        &meta,
-        ns,
-        RegistrySecret::dockerconfigjson(push_name, push_bytes),
-        request
-            .pull_secret
-            .as_ref()
-            .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
-    )
-    .map_err(|e| Classified::of(&e))?;
-    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
-        .map_err(|e| Classified::of(&e))?;
+    let push_name = &request.push_secret.0;
+    let (meta, secret, mcs) = shared_inputs(settings, request, build_uid)?;
     let mut inputs = Vec::new();
     let (mut runner_obj, intermediate) = match (runner, native_image) {
         (Runner::Job, _) => {
@@ -977,27 +944,9 @@ fn plan_native_objects(
     tag: &str,
     build_uid: String,
 ) -> Result<Vec<(ApiResource, Value)>, Classified> {
-    let meta = BuildMeta {
-        build: request.build.clone(),
-        build_uid,
-        machine_os_config: request.machine_os_config.clone(),
-        pool: request.pool.clone(),
-        rendered_machine_config: request.rendered.name().to_owned(),
-    };
     let ns = settings.namespace.as_str();
-    let (push_name, push_bytes) = &request.push_secret;
-    let secret = objects::merged_pull_secret(
-        &meta,
-        ns,
-        RegistrySecret::dockerconfigjson(push_name, push_bytes),
-        request
-            .pull_secret
-            .as_ref()
-            .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
-    )
-    .map_err(|e| Classified::of(&e))?;
-    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
-        .map_err(|e| Classified::of(&e))?;
+    let push_name = &request.push_secret.0;
+    let (meta, secret, mcs) = shared_inputs(settings, request, build_uid)?;
     let ca = ca_bundle(settings);
     let mut out = vec![(kinds::secret(), secret)];
     if let Some(ca) = &ca {
@@ -1036,6 +985,37 @@ fn plan_native_objects(
     }
     out.push((kinds::openshift_build(), build));
     Ok(out)
+}
+
+/// What every backend's build is given: its metadata (owned by the MachineOSBuild
+/// `build_uid`), the merged pull Secret and the MachineConfig ConfigMap(s). Pure.
+fn shared_inputs(
+    settings: &RunStepSettings,
+    request: &BuildRequest,
+    build_uid: String,
+) -> Result<(BuildMeta, Value, Vec<Value>), Classified> {
+    let meta = BuildMeta {
+        build: request.build.clone(),
+        build_uid,
+        machine_os_config: request.machine_os_config.clone(),
+        pool: request.pool.clone(),
+        rendered_machine_config: request.rendered.name().to_owned(),
+    };
+    let ns = settings.namespace.as_str();
+    let (push_name, push_bytes) = &request.push_secret;
+    let secret = objects::merged_pull_secret(
+        &meta,
+        ns,
+        RegistrySecret::dockerconfigjson(push_name, push_bytes),
+        request
+            .pull_secret
+            .as_ref()
+            .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
+    )
+    .map_err(|e| Classified::of(&e))?;
+    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
+        .map_err(|e| Classified::of(&e))?;
+    Ok((meta, secret, mcs))
 }
 
 /// The controller's registry CA bundle as one PEM text, if it has one.

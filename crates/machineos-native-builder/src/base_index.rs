@@ -83,7 +83,9 @@ pub fn decompress(
     })
 }
 
-fn compression_of(base: &ResolvedBase) -> Result<Vec<(Descriptor, LayerCompression)>, BuildError> {
+pub(crate) fn compression_of(
+    base: &ResolvedBase,
+) -> Result<Vec<(Descriptor, LayerCompression)>, BuildError> {
     base.manifest
         .layers
         .iter()
@@ -376,7 +378,7 @@ pub async fn variant(
 }
 
 /// The contents of one located file, read from its layer (one counted read).
-async fn fetch(
+pub(crate) async fn fetch(
     base: &ResolvedBase,
     layers: &[(Descriptor, LayerCompression)],
     at: Located,

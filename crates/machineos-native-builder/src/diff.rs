@@ -26,7 +26,7 @@ use machineos_registry::Registry;
 use sha2::{Digest as _, Sha256};
 
 use crate::BuildError;
-use crate::base_index::{LayerReads, base_index, decompress, index_layers};
+use crate::base_index::{LayerReads, base_index, compression_of, decompress, fetch, index_layers};
 use crate::progress::Progress;
 use crate::store::{self, ResolvedBase, blocking};
 
@@ -391,9 +391,13 @@ async fn read_digests(
                 out.insert((d, side), digest);
             }
         }
-        for (at, d) in sparse {
-            let bytes = read_one(base, &blob, compression, at, reads).await?;
-            out.insert((d, side), sha256(&bytes));
+        if !sparse.is_empty() {
+            // A sparse member is parsed again from a stream of its own.
+            let layers = compression_of(base)?;
+            for (at, d) in sparse {
+                let bytes = fetch(base, &layers, at, reads).await?;
+                out.insert((d, side), sha256(&bytes));
+            }
         }
     }
     Ok(out)
@@ -452,33 +456,6 @@ async fn hash_layer(
             out.push((d, digest));
         }
         Ok(out)
-    })
-    .await
-}
-
-/// One member's contents from a stream of its own (a sparse member is parsed again).
-async fn read_one(
-    base: &ResolvedBase,
-    blob: &Descriptor,
-    compression: LayerCompression,
-    at: Located,
-    reads: &LayerReads,
-) -> Result<Vec<u8>, BuildError> {
-    reads.bump();
-    let raw = base.store.open_reader(blob).await?;
-    let (image, digest) = (base.store.name(), blob.digest.clone());
-    blocking("reading layer contents", move || {
-        let err = |error| BuildError::LayerRead {
-            image,
-            digest,
-            error,
-        };
-        match decompress(compression, raw) {
-            Ok(layer) => at
-                .read_from(layer)
-                .map_err(|e| err(std::io::Error::other(e))),
-            Err(e) => Err(err(e)),
-        }
     })
     .await
 }
