@@ -582,6 +582,26 @@ fn the_install_steps_are_one_block_and_work_as_written() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The image's changes against its base, recorded by the leader as its ServiceAccount.
+    let started = Instant::now();
+    loop {
+        let changes = k
+            .ok(&[
+                "get",
+                "machineosimages",
+                "-o",
+                "jsonpath={.items[0].status.changes.pathClass} {.items[0].status.changes.from}",
+            ])
+            .unwrap_or_default();
+        if changes.contains("@sha256:") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no status.changes on the MachineOSImage: {changes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let holder = k.ok(&common::LEASE_HOLDER).unwrap();
     assert!(
         replicas.iter().any(|r| r.name == holder),
