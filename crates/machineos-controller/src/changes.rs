@@ -443,6 +443,7 @@ mod tests {
             platform: "linux/amd64".into(),
             layers: Vec::new(),
             labels: BTreeMap::new(),
+            machine_config: None,
         };
         let diff = ImageDiff {
             from: side.clone(),

@@ -44,6 +44,11 @@ pub struct DiffSide {
     pub layers: Vec<String>,
     /// The config's labels.
     pub labels: BTreeMap<String, String>,
+    /// The rendered MachineConfig the image embeds (machineos and MCO builds write it to
+    /// `/etc/machine-config-daemon/currentconfig`), if any; read from the index. Not
+    /// serialized (a report names it and what in it matters).
+    #[serde(skip)]
+    pub machine_config: Option<serde_json::Value>,
 }
 
 /// A node as a diff reports it.
@@ -233,7 +238,9 @@ pub async fn diff(
             after: d.after.as_ref().map(|n| NodeInfo::of(n, after_digest)),
         });
     }
-    let side = |r: &ImageRef, b: &ResolvedBase, layers: Vec<String>| DiffSide {
+    let from_mc = embedded_config(&from, &from_index, &reads).await?;
+    let to_mc = embedded_config(&to, &to_index, &reads).await?;
+    let side = |r: &ImageRef, b: &ResolvedBase, layers: Vec<String>, mc| DiffSide {
         image: r.to_string(),
         digest: b.manifest_digest.to_string(),
         platform: b.platform.to_string(),
@@ -241,13 +248,42 @@ pub async fn diff(
         labels: machineos_image::config::parse_config(&b.config)
             .map(|c| c.labels)
             .unwrap_or_default(),
+        machine_config: mc,
     };
     Ok(ImageDiff {
-        from: side(from_ref, &from, from_layers),
-        to: side(to_ref, &to, to_layers),
+        from: side(from_ref, &from, from_layers, from_mc),
+        to: side(to_ref, &to, to_layers, to_mc),
         files,
         layer_reads: reads.get(),
     })
+}
+
+/// The rendered MachineConfig `image` embeds, from its index (kept contents read no layer;
+/// a large one is fetched from its layer, counted in `reads`); not JSON is an error.
+async fn embedded_config(
+    image: &ResolvedBase,
+    index: &BaseIndex,
+    reads: &LayerReads,
+) -> Result<Option<serde_json::Value>, BuildError> {
+    use machineos_layering::CURRENT_CONFIG;
+    let bytes = match index.lstat(CURRENT_CONFIG) {
+        Ok(Some(Node {
+            kind: NodeKind::File { .. },
+            ..
+        })) => match index.location(CURRENT_CONFIG) {
+            Some(at) => fetch(image, &compression_of(image)?, at, reads).await?,
+            None => index.read(CURRENT_CONFIG).map_err(|e| {
+                BuildError::Internal(format!("reading {CURRENT_CONFIG} from the index: {e}"))
+            })?,
+        },
+        _ => return Ok(None),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| BuildError::InvalidImage {
+            image: image.store.name(),
+            problem: format!("{CURRENT_CONFIG} is not JSON: {e}"),
+        })
 }
 
 fn layer_digests(r: &ResolvedBase) -> Vec<String> {

@@ -96,21 +96,16 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<bool> {
     for w in &warnings {
         eprintln!("{w}");
     }
-    let embedded = |r: &ImageRef| -> anyhow::Result<Option<machineos_api::v1::MachineConfig>> {
-        let i = runtime.block_on(machineos_native_builder::inspect::inspect(
-            r,
-            &platform,
-            registry.as_ref(),
-        ))?;
-        Ok(match i.machine_config {
+    let embedded = |side: &machineos_native_builder::diff::DiffSide| -> anyhow::Result<Option<machineos_api::v1::MachineConfig>> {
+        Ok(match &side.machine_config {
             Some(v) => Some(
-                serde_json::from_value(v)
-                    .with_context(|| format!("{r}: the embedded MachineConfig"))?,
+                serde_json::from_value(v.clone())
+                    .with_context(|| format!("{}: the embedded MachineConfig", side.image))?,
             ),
             None => None,
         })
     };
-    let (mc_from, mc_to) = (embedded(&from)?, embedded(&to)?);
+    let (mc_from, mc_to) = (embedded(&diff.from)?, embedded(&diff.to)?);
     let report = report(&diff, mc_from.as_ref(), mc_to.as_ref(), &policies);
     match args.output_format {
         Format::Json => crate::cli::emit(&serde_json::to_string_pretty(&report)?)?,
