@@ -429,6 +429,11 @@ impl IndexBuilder {
     /// an image built on a base whose index is known, without reading the base's layers
     /// again. Hard-link groups stay groups; contents the index locates stay located in
     /// their layers. An inconsistent index (a damaged record) gives what it can read.
+    /// Two things an index does not keep are not carried over: link groups of non-files (a
+    /// hard-linked symlink or device becomes separate nodes: a later layer's hard link to
+    /// one of them then changes that name only), and the ostree content object a base's
+    /// last member left pending for a kept path in the next layer (its contents are then
+    /// located, not kept). Neither changes what a diff or a plan reads.
     pub fn from_index(index: &BaseIndex) -> Self {
         use crate::record::{Data, Kind};
         let mut b = Self::new();

@@ -1,21 +1,29 @@
 //! The MachineOSImages' `status.changes`: what each image's filesystem differs in from the
-//! image its pool ran before it — as `machineos diff` reports it, bounded — recorded once.
+//! pool's previous image — as `machineos diff` reports it, bounded — recorded once.
 //!
 //! * *Which* ([`wanted`], pure): every MachineOSImage without `status.changes`, compared with
-//!   the newest other MachineOSImage of its pool created before it (ties by name), else with
+//!   the newest other MachineOSImage of its pool created before it (ties by name) — which is
+//!   what the pool ran before unless an image was superseded before its rollout — else with
 //!   its own `spec.baseImage`; for the controller's architecture when the image has it, else
-//!   its first. Not one being compared, nor one whose last attempt failed less than its
-//!   backoff ago (30 s doubling to 10 min).
+//!   its first, and with the base when the predecessor lacks that architecture. Not one
+//!   being compared, written already by this replica (until the snapshot shows it), nor one
+//!   whose last attempt failed less than its backoff ago (30 s doubling to 10 min). What
+//!   this replica remembers is by uid, and forgotten for images gone from the snapshot.
 //! * *How* (a task per image, at most [`MAX_CONCURRENT`] at once, off the pass):
 //!   `machineos_native_builder::diff` with the pool's push Secret and base pull Secret (its
-//!   MachineOSConfig's), the controller's registry trust and base index cache — the new
-//!   image is indexed over its base's cached index (the build cached it), so a comparison
-//!   reads the image's own layer and little more. Then ([`summarize`], pure) the counts,
+//!   MachineOSConfig's), the controller's registry trust and base index cache, read only
+//!   (the cache holds bases; images are compared once) — when the native builder built the
+//!   image here, its base's index is cached and the image is indexed over it, reading its
+//!   own layer and little more; else (the Job or OpenShift Build backends, a fresh cache)
+//!   the first comparison on a base indexes it whole. Then ([`summarize`], pure) the counts,
 //!   whether a kernel or initrd changed, what the paths alone need
 //!   (`machineos_disruption::image_class`) and the first [`MAX_LISTED_CHANGES`] paths; the
-//!   status written with a read-modify-write of `status` (the rollout's fields kept).
+//!   status written with a read-modify-write of `status` (the rollout's fields kept), only
+//!   onto the same uid and `spec.image` and only when no `changes` are there yet; a
+//!   conflict is read again (3 times); an image gone is done.
 //! * A failure (an image the registry no longer has, a refused credential) is logged and
-//!   retried after the backoff; nothing else waits on it.
+//!   retried after the backoff; nothing else waits on it. The comparisons stop when the
+//!   replica stops leading or shuts down ([`ChangesController::cancel_all`]).
 //!
 //! Off unless [`crate::options::ControllerOptions::image_changes`] (on in `machineos
 //! controller`, off in the in-process tests but the one that checks it: a comparison reads
@@ -33,6 +41,7 @@ use machineos_image::{ImageRef, Platform};
 use machineos_native_builder::diff::{DiffSpec, ImageDiff};
 use serde_json::Value;
 use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::kinds;
@@ -51,6 +60,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(600);
 pub struct Compare {
     /// The MachineOSImage.
     pub name: String,
+    /// Its uid: the status is written only to this incarnation of the name.
+    pub uid: String,
     /// Its pool.
     pub pool: String,
     /// The image compared with (the pool's previous, else the base), by digest.
@@ -74,7 +85,8 @@ pub fn wanted(
     let mut out = Vec::new();
     for m in images {
         let name = m.name_any();
-        if m.data.pointer("/status/changes").is_some() || busy(&name) {
+        let uid = m.uid().unwrap_or_default();
+        if m.data.pointer("/status/changes").is_some() || busy(&uid) {
             continue;
         }
         let (Some(pool), Some(to)) = (
@@ -89,26 +101,35 @@ pub fn wanted(
             .filter(|o| str_at(o, "/spec/machineConfigPool/name").as_deref() == Some(&pool))
             .filter(|o| (created(o), o.name_any()) < (created(m), name.clone()))
             .max_by_key(|o| (created(o), o.name_any()));
-        let from = match previous {
-            Some(p) => str_at(p, "/spec/image"),
-            None => str_at(m, "/spec/baseImage"),
+        let arches_of = |o: &DynamicObject| -> Vec<String> {
+            o.data
+                .pointer("/spec/architectures")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["architecture"].as_str().map(str::to_owned))
+                .collect()
         };
-        let Some(from) = from else { continue };
-        let arches: Vec<String> = m
-            .data
-            .pointer("/spec/architectures")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a["architecture"].as_str().map(str::to_owned))
-            .collect();
+        let arches = arches_of(m);
         let architecture = if arches.is_empty() || arches.iter().any(|a| a == arch) {
             arch.to_owned()
         } else {
             arches[0].clone()
         };
+        // The predecessor, when it has that architecture too (else the base, which a
+        // build for that architecture started from).
+        let previous = previous.filter(|p| {
+            let theirs = arches_of(p);
+            theirs.is_empty() || theirs.contains(&architecture)
+        });
+        let from = match previous {
+            Some(p) => str_at(p, "/spec/image"),
+            None => str_at(m, "/spec/baseImage"),
+        };
+        let Some(from) = from else { continue };
         out.push(Compare {
             name,
+            uid,
             pool,
             from,
             to,
@@ -154,9 +175,13 @@ pub fn summarize(from: &str, diff: &ImageDiff) -> ImageChanges {
     }
 }
 
+/// What this replica knows of the comparisons, by MachineOSImage uid; entries of images no
+/// longer in the snapshot are dropped at every pass.
 #[derive(Default)]
 struct State {
     running: std::collections::HashSet<String>,
+    /// Written (or found written, or the image gone): not again until the snapshot shows it.
+    done: std::collections::HashSet<String>,
     /// Failures: how many, and when to try again.
     failed: HashMap<String, (u32, Instant)>,
 }
@@ -176,6 +201,9 @@ pub struct ChangesController {
     permits: Arc<Semaphore>,
     settings: Settings,
     wake: Arc<Notify>,
+    /// Cancelled when this replica stops leading or shuts down: the comparisons stop at
+    /// their next await, nothing more is written (a new token serves what follows).
+    stop: Arc<Mutex<CancellationToken>>,
 }
 
 impl ChangesController {
@@ -196,7 +224,20 @@ impl ChangesController {
                 arch: arch.to_owned(),
             },
             wake,
+            stop: Arc::new(Mutex::new(CancellationToken::new())),
         }
+    }
+
+    /// Stop every comparison (this replica stepped down, or shuts down); what is running is
+    /// forgotten, so a replica that leads again starts from the snapshot.
+    pub fn cancel_all(&self) {
+        let mut stop = self
+            .stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        stop.cancel();
+        *stop = CancellationToken::new();
+        self.state().running.clear();
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -210,42 +251,69 @@ impl ChangesController {
         let now = Instant::now();
         let mut requeue = Requeue::default();
         let todo = {
-            let st = self.state();
+            let mut st = self.state();
+            // Forget images that are gone, and those whose changes the snapshot shows.
+            let present: std::collections::HashSet<String> = s
+                .images
+                .iter()
+                .filter(|m| m.data.pointer("/status/changes").is_none())
+                .filter_map(|m| m.uid())
+                .collect();
+            st.done.retain(|u| present.contains(u));
+            st.failed.retain(|u, _| present.contains(u));
             for (_, until) in st.failed.values() {
                 if *until > now {
                     requeue.after(until.saturating_duration_since(now));
                 }
             }
-            let busy = |n: &str| {
-                st.running.contains(n) || st.failed.get(n).is_some_and(|(_, until)| *until > now)
+            let busy = |uid: &str| {
+                st.running.contains(uid)
+                    || st.done.contains(uid)
+                    || st.failed.get(uid).is_some_and(|(_, until)| *until > now)
             };
             wanted(&s.images, &self.settings.arch, &busy)
         };
+        let stop = self
+            .stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         for c in todo {
             let credentials = credentials(s, &c.pool);
-            self.state().running.insert(c.name.clone());
+            self.state().running.insert(c.uid.clone());
             let this = self.clone();
             let client = cx.client.clone();
+            let stop = stop.clone();
             tokio::spawn(async move {
-                let name = c.name.clone();
-                let outcome = match this.permits.clone().acquire_owned().await {
-                    Ok(_permit) => this.compare(&client, &c, credentials).await,
-                    Err(_) => Err("the comparison slots are closed".to_owned()),
+                let uid = c.uid.clone();
+                let work = async {
+                    let _permit = this
+                        .permits
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .map_err(|_| "the comparison slots are closed".to_owned())?;
+                    this.compare(&client, &c, credentials).await
+                };
+                let outcome = tokio::select! {
+                    () = stop.cancelled() => return,
+                    outcome = work => outcome,
                 };
                 {
                     let mut st = this.state();
-                    st.running.remove(&name);
+                    st.running.remove(&uid);
                     match outcome {
                         Ok(()) => {
-                            st.failed.remove(&name);
+                            st.failed.remove(&uid);
+                            st.done.insert(uid);
                         }
                         Err(error) => {
-                            let n = st.failed.get(&name).map_or(0, |(n, _)| *n) + 1;
+                            let n = st.failed.get(&uid).map_or(0, |(n, _)| *n) + 1;
                             let wait = FIRST_BACKOFF
                                 .saturating_mul(1 << (n - 1).min(10))
                                 .min(MAX_BACKOFF);
-                            tracing::warn!(image = %name, %error, ?wait, "comparing the image with its predecessor failed");
-                            st.failed.insert(name, (n, Instant::now() + wait));
+                            tracing::warn!(image = %c.name, %error, ?wait, "comparing the image with its predecessor failed");
+                            st.failed.insert(uid, (n, Instant::now() + wait));
                         }
                     }
                 }
@@ -266,6 +334,8 @@ impl ChangesController {
             from: parse(&c.from)?,
             to: parse(&c.to)?,
             platform: Platform::new("linux", &c.architecture, None),
+            // The cache holds bases; each image is compared once.
+            cache_images: false,
         };
         let registry = self
             .settings
@@ -295,18 +365,44 @@ impl ChangesController {
         let changes = serde_json::to_value(summarize(&c.from, &diff)).map_err(|e| e.to_string())?;
         tracing::info!(image = %c.name, from = %c.from, files = diff.files.len(), "image changes recorded");
         let api = kinds::all(client, &kinds::image());
-        api::edit_status(
-            &api,
-            &c.name,
-            format!("MachineOSImage {}", c.name),
-            move |_, status| {
-                status["changes"] = changes;
-                true
-            },
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        // Only onto the incarnation compared, only once; a conflict with another writer of
+        // the status (the rollout) is read again, a few times.
+        let mut attempts = 0;
+        loop {
+            let changes = changes.clone();
+            let (uid, to) = (c.uid.clone(), c.to.clone());
+            let written = api::edit_status(
+                &api,
+                &c.name,
+                format!("MachineOSImage {}", c.name),
+                move |obj, status| {
+                    let same = obj.uid().as_deref() == Some(uid.as_str())
+                        && obj.data.pointer("/spec/image").and_then(Value::as_str)
+                            == Some(to.as_str());
+                    if !same || status.get("changes").is_some() {
+                        return false;
+                    }
+                    status["changes"] = changes;
+                    true
+                },
+            )
+            .await;
+            match written {
+                Ok(_) => return Ok(()),
+                // Gone (or replaced): nothing to record.
+                Err(e) if api_code(&e) == Some(404) => return Ok(()),
+                Err(e) if api_code(&e) == Some(409) && attempts < 3 => attempts += 1,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// The HTTP status of an API error.
+fn api_code(e: &api::ExecError) -> Option<u16> {
+    match e {
+        api::ExecError::Api(k) => k.code(),
+        _ => None,
     }
 }
 
@@ -353,7 +449,7 @@ mod tests {
         let mut v = json!({
             "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
             "kind": "MachineOSImage",
-            "metadata": {"name": name, "creationTimestamp": created},
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "creationTimestamp": created},
             "spec": {
                 "machineConfigPool": {"name": pool},
                 "image": format!("reg/os@sha256:{}", name.repeat(64).chars().take(64).collect::<String>()),
@@ -383,7 +479,7 @@ mod tests {
                 .unwrap()
                 .to_owned()
         };
-        let got: Vec<(String, String, String)> = wanted(&images, "amd64", &|n| n == "busy")
+        let got: Vec<(String, String, String)> = wanted(&images, "amd64", &|u| u == "uid-busy")
             .into_iter()
             .map(|c| (c.name, c.from, c.architecture))
             .collect();
@@ -408,8 +504,18 @@ mod tests {
                 ("e".to_owned(), spec_image("c"), "amd64".to_owned()),
             ]
         );
-        // Busy (running or backing off) or recorded: not wanted.
-        assert!(wanted(&images, "amd64", &|n| n != "zzz").is_empty());
+        // Busy (running, written, backing off: by uid) or recorded: not wanted.
+        assert!(wanted(&images, "amd64", &|u| u.starts_with("uid-")).is_empty());
+        // A predecessor without the architecture compared: the base instead.
+        let images = vec![
+            image("a", "worker", &t(1), &["amd64"], true),
+            image("b", "worker", &t(2), &["arm64"], false),
+        ];
+        let got = wanted(&images, "amd64", &|_| false);
+        assert_eq!(
+            (got[0].from.as_str(), got[0].architecture.as_str()),
+            ("reg/base@sha256:b", "arm64")
+        );
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub async fn run(
             // A standby (or a leader that lost its Lease) stops its builds: the new leader
             // adopts them.
             state.build.cancel_all();
+            state.changes.cancel_all();
             continue;
         }
         // Coalesce a burst of watch events into one pass.
@@ -167,11 +168,13 @@ pub async fn run(
         if stepped_down {
             tracing::warn!("leadership lost during a pass: the pass is abandoned");
             state.build.cancel_all();
+            state.changes.cancel_all();
             continue;
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "pass");
     }
     state.build.cancel_all();
+    state.changes.cancel_all();
     for t in &tasks {
         t.abort();
     }

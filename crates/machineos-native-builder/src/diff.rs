@@ -132,6 +132,10 @@ pub struct DiffSpec {
     pub to: ImageRef,
     /// The platform compared (an index's entry for it).
     pub platform: Platform,
+    /// Keep the indexes built here in the cache (a CLI's next diff of the same images reads
+    /// nothing); off, the cache is only read (a long-running controller compares each image
+    /// once, and its cache holds bases).
+    pub cache_images: bool,
 }
 
 /// Compares `spec.from` with `spec.to` (see the module documentation). `registry` reaches
@@ -158,6 +162,7 @@ pub async fn diff(
             &spec.platform,
             client.as_ref(),
             cache,
+            spec.cache_images,
             &known,
             progress,
             &reads,
@@ -300,13 +305,15 @@ const BASE_LABEL: &str = "baseOSContainerImage";
 /// `image`'s index: from the cache by its manifest digest; else continued from the index of
 /// an image its layers extend — one of `known` (the other side of the diff) or the base its
 /// `baseOSContainerImage` label names when the cache has that base's index — reading only
-/// the layers above it; else built from every layer. An index built here is cached.
+/// the layers above it; else built from every layer. An index built here is cached when
+/// `store`.
 #[allow(clippy::too_many_arguments)]
 async fn index_side(
     image: &ResolvedBase,
     platform: &Platform,
     client: Option<&Registry>,
     cache: Option<&Cache>,
+    store: bool,
     known: &[(Vec<String>, Arc<BaseIndex>)],
     progress: &Arc<dyn Progress>,
     reads: &Arc<LayerReads>,
@@ -344,15 +351,19 @@ async fn index_side(
         .max_by_key(|(l, _)| l.len());
     let index = match prefix {
         Some((_, from)) => {
-            let builder = IndexBuilder::from_index(&from);
+            let builder = blocking("continuing an index", move || {
+                Ok(IndexBuilder::from_index(&from))
+            })
+            .await?;
             index_layers(image, builder, progress, reads).await?
         }
         None => {
-            let (index, _) = base_index(image, None, cache, progress, reads, warnings).await?;
+            let keep = if store { cache } else { None };
+            let (index, _) = base_index(image, None, keep, progress, reads, warnings).await?;
             return Ok(Arc::new(index));
         }
     };
-    if let Some(cache) = cache {
+    if let Some(cache) = cache.filter(|_| store) {
         let (c, key, copy) = (cache.clone(), image.manifest_digest.clone(), index.clone());
         let stored = tokio::task::spawn_blocking(move || c.store(&key, &copy)).await;
         if let Ok(Err(e)) = stored {
@@ -388,24 +399,35 @@ async fn read_digests(
     sides: [(&ResolvedBase, &Arc<BaseIndex>); 2],
     reads: &Arc<LayerReads>,
 ) -> Result<BTreeMap<(usize, Side), String>, BuildError> {
-    let mut out = BTreeMap::new();
-    // (side, layer) → the located members to read there.
-    let mut by_layer: BTreeMap<(Side, u32), Vec<(Located, usize)>> = BTreeMap::new();
-    for w in wanted {
-        let (_, index) = sides[w.side as usize];
-        match index.location(&w.path) {
-            Some(at) => by_layer
-                .entry((w.side, at.layer))
-                .or_default()
-                .push((at, w.diff)),
-            None => {
-                let bytes = index.read(&w.path).map_err(|e| {
-                    BuildError::Internal(format!("reading {} from the index: {e}", w.path))
-                })?;
-                out.insert((w.diff, w.side), sha256(&bytes));
+    // (side, layer) → the located members to read there; the kept contents hashed in
+    // passing (CPU work over many entries: on a blocking thread).
+    let indexes = [sides[0].1.clone(), sides[1].1.clone()];
+    let wanted: Vec<(usize, Side, String)> = wanted
+        .iter()
+        .map(|w| (w.diff, w.side, w.path.clone()))
+        .collect();
+    type ByLayer = BTreeMap<(Side, u32), Vec<(Located, usize)>>;
+    let (mut out, by_layer) = blocking("hashing kept contents", move || {
+        let mut out = BTreeMap::new();
+        let mut by_layer: ByLayer = BTreeMap::new();
+        for (diff, side, path) in wanted {
+            let index = &indexes[side as usize];
+            match index.location(&path) {
+                Some(at) => by_layer
+                    .entry((side, at.layer))
+                    .or_default()
+                    .push((at, diff)),
+                None => {
+                    let bytes = index.read(&path).map_err(|e| {
+                        BuildError::Internal(format!("reading {path} from the index: {e}"))
+                    })?;
+                    out.insert((diff, side), sha256(&bytes));
+                }
             }
         }
-    }
+        Ok((out, by_layer))
+    })
+    .await?;
     for ((side, layer), mut members) in by_layer {
         let (base, _) = sides[side as usize];
         let Some(blob) = base.manifest.layers.get(layer as usize).cloned() else {
@@ -491,6 +513,9 @@ async fn hash_layer(
             last = Some((m.offset, digest.clone()));
             out.push((d, digest));
         }
+        // To its end: the store checks the blob's digest there, so the contents hashed
+        // above are the blob the manifest names (as `Located::read_from` does).
+        std::io::copy(&mut layer, &mut std::io::sink()).map_err(err)?;
         Ok(out)
     })
     .await

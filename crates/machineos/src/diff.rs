@@ -85,6 +85,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<bool> {
         from: from.clone(),
         to: to.clone(),
         platform: platform.clone(),
+        cache_images: true,
     };
     let diff = runtime.block_on(machineos_native_builder::diff::diff(
         &spec,

@@ -162,8 +162,9 @@ pub struct MachineOSImageStatus {
     #[schemars(with = "ImageDisruption")]
     pub disruption: Option<ImageDisruption>,
 
-    /// changes is what the image's filesystem differs in from the image the pool ran before
-    /// it (its previous MachineOSImage, else the base image), as `machineos diff` reports it:
+    /// changes is what the image's filesystem differs in from the pool's previous image (the
+    /// MachineOSImage of the pool created before it, else the base image), as `machineos
+    /// diff` reports it:
     /// counts, whether the kernel or initrd changed, what the paths alone need, and the first
     /// paths. Absent until the controller has compared them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
