@@ -61,7 +61,7 @@ pub struct ControllerOptions {
     /// credentials than a pool's current ones are never used.
     pub registry_answer_ttl: Duration,
     /// Record on each MachineOSImage what its filesystem differs in from the pool's
-    /// previous image (`status.changes`, see [`crate::changes`]). Off here (a comparison
+    /// previous image (`status.changes`, see the `changes` module). Off here (a comparison
     /// reads the registry); `machineos controller` turns it on by default.
     pub image_changes: bool,
 }

@@ -1,7 +1,7 @@
 //! `machineos diff`'s engine: what differs between two images' filesystems (for one
 //! platform), from their base indexes, without unpacking either.
 //!
-//! Both images are resolved and indexed as a build's base is ([`crate::base_index`]:
+//! Both images are resolved and indexed as a build's base is (`base_index`:
 //! from the index cache when it has them, else by streaming each layer once), and the
 //! indexes compared ([`machineos_baseindex::diff::compare`]; a layer both manifests list by
 //! the same digest holds the same bytes, so its files are equal without reading). Then the
