@@ -18,11 +18,12 @@
 //!   status is recorded: after a success and an interruption; kept after a failure, for
 //!   inspection.
 //!
-//! Backend state that must survive a restart lives in the API server (the Job or Build, its
-//! labels, annotations and owner reference), so a restarted controller re-attaches to a
-//! running build by observing it; what lives only in memory (a native build, the native
-//! stage of a RUN-step build) is recomputed deterministically when the lifecycle asks for
-//! the build again.
+//! Backend state that must survive a restart lives in the API server (the Job or Builds,
+//! their labels, annotations and owner reference), so a restarted controller re-attaches to
+//! a running build by observing it (or, for an OpenShift Build backend's build between its
+//! two Builds, by starting it again: the objects made are found and followed); what lives
+//! only in memory (a native build) is recomputed deterministically when the lifecycle asks
+//! for the build again.
 //!
 //! [`Builders`] holds one backend per [`Backend`] kind and composes their observations into
 //! the one map the lifecycle reads.
@@ -158,9 +159,10 @@ impl Builders {
         k
     }
 
-    /// Every backend's observation, in one map. The native backend comes first: a RUN-step
-    /// backend whose build needs no RUN hands it to the native backend and reports nothing
-    /// for it, and one that reports a build overrides.
+    /// Every backend's observation, in one map. The native backend comes first, and a
+    /// backend outside the process that reports a build overrides it (a build is on one
+    /// backend; the order only settles a name two backends report, which a switch of
+    /// builder type mid-build can briefly make).
     pub fn observe(&self, s: &Snapshot) -> HashMap<String, BackendStatus> {
         let mut all = HashMap::new();
         let mut ordered: Vec<&Arc<dyn Builder>> = self.backends.iter().collect();

@@ -60,10 +60,13 @@
 //!    30 s, so the failure message carries the last attempt's log lines.
 //! 6. *Clean up* once the lifecycle recorded a terminal phase: after a success the extra tag
 //!    of the push spec (`:latest`) is moved to the image, the intermediate native image is
-//!    deleted from the registry by digest (the Job's looked up by its tag first), and the Job (its pods with it) or Build, the
-//!    ConfigMaps and the Secret are deleted; after an interruption, the same without the tag;
-//!    after a failure everything is kept for inspection (the owner references to the
-//!    MachineOSBuild delete them with it).
+//!    deleted from the registry by digest (the Job's and the native Build's looked up by
+//!    their tag first), and the Job (its pods with it) or Builds, the ConfigMaps and the
+//!    Secret are deleted; after an interruption, the same without the extra tag — as far as
+//!    the objects are still there to say what to delete: an interruption whose Job or Builds
+//!    were deleted by the cancel before the clean-up saw them leaves the intermediate tag in
+//!    the registry (retention does not know it either); after a failure everything is kept
+//!    for inspection (the owner references to the MachineOSBuild delete them with it).
 //!
 //! **Restarts.** What must survive lives in the API server: the Job or Builds, labelled and
 //! annotated with their MachineOSBuild, carrying the intermediate image and the push
@@ -198,6 +201,8 @@ impl RunStepSettings {
 enum Stage {
     /// The OpenShift Build backend's native Build runs, since the build started.
     Native { since: Timestamp },
+    /// The native Build waits to run (phase `New` or `Pending`), with why when it says.
+    NativePending { detail: Option<String> },
     /// The ephemeral objects are being created, since the build started.
     Preparing { since: Timestamp },
     /// The Job or Build was created; the API objects say the rest.
@@ -397,6 +402,20 @@ impl RunStepBackend {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// [`Self::set`], waking the loop only when the stage's kind changes (a poll that finds
+    /// the same state wakes nobody).
+    fn set_quietly(&self, build: &str, stage: Stage) {
+        let changed = self.lock().get_mut(build).is_some_and(|e| {
+            let changed = std::mem::discriminant(&e.stage) != std::mem::discriminant(&stage)
+                || matches!((&e.stage, &stage), (Stage::NativePending { detail: a }, Stage::NativePending { detail: b }) if a != b);
+            e.stage = stage;
+            changed
+        });
+        if changed {
+            self.inner.wake.notify_one();
+        }
+    }
+
     fn set(&self, build: &str, stage: Stage) {
         if let Some(e) = self.lock().get_mut(build) {
             e.stage = stage;
@@ -560,7 +579,7 @@ impl RunStepBackend {
                 })??;
         self.create_all(inputs, &build_uid).await?;
         self.set(build, Stage::Native { since });
-        self.wait_native(build, &build_uid).await?;
+        self.wait_native(build, &build_uid, since).await?;
         let image = self.pushed(&tag, request.push_secret.clone()).await?;
         tracing::info!(build = %build, image = %image.image, "native Build complete");
         if steps.is_empty() {
@@ -571,9 +590,15 @@ impl RunStepBackend {
     }
 
     /// Until the native Build of `build` (owned by `owner`) is Complete; its failure as the
-    /// build's. Polled (a list by name: the Role has no `get` on Builds), every
-    /// [`NATIVE_POLL`].
-    async fn wait_native(&self, build: &str, owner: &str) -> Result<(), Classified> {
+    /// build's; while it waits to run (`New`, `Pending`), the build is Pending with the
+    /// Build's reason, as a RUN-step Build's would be. Polled (a list by name: the Role has
+    /// no `get` on Builds), every [`NATIVE_POLL`].
+    async fn wait_native(
+        &self,
+        build: &str,
+        owner: &str,
+        since: Timestamp,
+    ) -> Result<(), Classified> {
         let api = self.api(&kinds::openshift_build());
         let name = objects::native_build_name(build);
         let what = format!("Build {}/{name}", self.inner.settings.namespace);
@@ -606,7 +631,16 @@ impl RunStepBackend {
                     };
                     return Err(Classified::permanent("OpenShiftBuildFailed", message));
                 }
-                _ => tokio::time::sleep(NATIVE_POLL).await,
+                phase => {
+                    let stage = match (phase, objects::build_state(&value)) {
+                        (Some("" | "New" | "Pending") | None, JobState::Pending { detail }) => {
+                            Stage::NativePending { detail }
+                        }
+                        _ => Stage::Native { since },
+                    };
+                    self.set_quietly(build, stage);
+                    tokio::time::sleep(NATIVE_POLL).await;
+                }
             }
         }
     }
@@ -978,10 +1012,14 @@ fn plan_native_objects(
     let mut build = objects::native_build(&n);
     let annotations = &mut build["metadata"]["annotations"];
     annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
-    if steps.is_empty()
-        && let Some(extra) = &request.push.extra_tag
-    {
-        annotations[EXTRA_TAG_ANNOTATION] = json!(extra);
+    if steps.is_empty() {
+        if let Some(extra) = &request.push.extra_tag {
+            annotations[EXTRA_TAG_ANNOTATION] = json!(extra);
+        }
+    } else {
+        // The intermediate image, by its tag: an interruption before the RUN-step Build
+        // exists still finds it to delete.
+        annotations[NATIVE_IMAGE_ANNOTATION] = json!(tag);
     }
     out.push((kinds::openshift_build(), build));
     Ok(out)
@@ -1265,6 +1303,9 @@ impl Builder for RunStepBackend {
                 Stage::Native { since }
                 | Stage::Preparing { since }
                 | Stage::Launched { since } => BackendStatus::Running { since: *since },
+                Stage::NativePending { detail } => BackendStatus::Pending {
+                    detail: detail.clone(),
+                },
                 Stage::Done { image, at } => BackendStatus::Succeeded {
                     image: image.clone(),
                     at: *at,
@@ -1421,7 +1462,10 @@ impl Builder for RunStepBackend {
             .filter(|e| {
                 matches!(
                     e.stage,
-                    Stage::Native { .. } | Stage::Preparing { .. } | Stage::Launched { .. }
+                    Stage::Native { .. }
+                        | Stage::NativePending { .. }
+                        | Stage::Preparing { .. }
+                        | Stage::Launched { .. }
                 )
             })
             .count()

@@ -12,8 +12,9 @@
 //! under slow garbage collection (dependents held by a finalizer) and under the test API
 //! server's asynchronous collector (the rebuild's inputs are its own: a controller that
 //! adopted the old ones fails it), and an interrupted build restarted under the same name
-//! under the asynchronous collector. Real pods (`machineos build` and buildah) are in
-//! `job_buildah.rs`.
+//! under the asynchronous collector; and the OpenShift Build backend's native Build that
+//! cannot run yet, its reason on the pool. Real pods (`machineos build` and buildah) are
+//! in `job_buildah.rs`.
 
 mod common;
 
@@ -872,5 +873,59 @@ async fn an_interrupted_build_restarted_under_asynchronous_garbage_collection_us
         assert!(tokio::time::Instant::now() < deadline, "not Succeeded");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    ctl.stop().await;
+}
+
+/// The OpenShift Build backend's native Build that cannot run yet (no build controller
+/// here to run it; its status written as OpenShift's writes a Build it cannot create a pod
+/// for): the pool says why the build waits, as it does for a RUN-step Build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_build_that_cannot_run_shows_why_on_the_pool() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.setup(&push, "hello\n").await;
+    let mut m = machine_os_config(&push);
+    m["spec"]["imageBuilder"]["imageBuilderType"] = json!("OpenShiftBuild");
+    c.apply(&kinds::machine_os_config(), m).await;
+    let mut opts = c.options();
+    opts.openshift_build = Some(true);
+    let ctl = c.controller_with(opts).await;
+    let builds = c
+        .until(&kinds::openshift_build(), "the native Build", |l| {
+            l.iter().any(|b| b.name_any().starts_with("native-"))
+        })
+        .await;
+    let native = builds
+        .iter()
+        .find(|b| b.name_any().starts_with("native-"))
+        .unwrap()
+        .name_any();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(c.client.clone(), NS, &kinds::openshift_build());
+    api.patch_status(
+        &native,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {
+            "phase": "New",
+            "reason": "CannotCreateBuildPod",
+            "message": "Failed creating build pod.",
+        }})),
+    )
+    .await
+    .unwrap();
+    c.until(&kinds::pool(), "the pool saying why", |l| {
+        l.iter().any(|p| {
+            p.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|cond| {
+                    cond["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("CannotCreateBuildPod"))
+                })
+        })
+    })
+    .await;
     ctl.stop().await;
 }

@@ -40,12 +40,16 @@
 //! * No `spec.output`: the RUN step pushes, and the image this Build would commit (the
 //!   builder image with a cache directory) is thrown away — the builder says "Build
 //!   complete, no image push requested". So the Build's status carries no digest: the
-//!   controller asks the registry for `<tag>` (the name is a function of the build's
-//!   inputs, and the engine is deterministic, so whatever that tag names is this build).
+//!   controller asks the registry for `<tag>` once the Build is Complete — the Build's push
+//!   is the tag's latest write (the tag's name is a function of the build's inputs: no other
+//!   build pushes there).
 //! * `serviceAccount` when given; no `nodeSelector` (the native engine builds any
 //!   architecture from anywhere); `triggeredBy` as the RUN-step Build's.
 //!
-//! Needs a cluster whose Build API has build volumes (OpenShift 4.10 and later).
+//! Needs a cluster whose Build API has build volumes (OpenShift 4.10 and later). OpenShift's
+//! builder pulls the builder image with `pull-<build>` alone (the push and base pull
+//! credentials): a builder image in a private registry other than those needs its
+//! credentials in the base pull Secret.
 
 use serde_json::{Value, json};
 
