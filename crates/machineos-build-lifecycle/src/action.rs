@@ -160,6 +160,10 @@ pub enum Action {
         base_image: String,
         /// spec.extensionsImage.
         extensions_image: Option<String>,
+        /// The image the pool had before (its MachineOSConfig's `currentImagePullSpec`, or
+        /// the legacy pool annotation), when another: the annotation
+        /// `machineos.io/previous-image`.
+        previous_image: Option<String>,
         /// Owner (the MachineOSBuild).
         owner: ObjectRef,
     },

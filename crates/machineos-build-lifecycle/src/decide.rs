@@ -1126,6 +1126,16 @@ fn succeeded(
 ) {
     let p = o.p;
     let name = t.name.as_str();
+    // What the pool had before this image, as recorded until now.
+    let previous_image = match &p.opt_in {
+        Some(OptIn::MachineOSConfig(m)) => m.current_image_pull_spec.clone(),
+        _ => p
+            .pool
+            .annotations
+            .get(vocab::NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION)
+            .cloned(),
+    }
+    .filter(|i| i != &image.image);
     match &p.opt_in {
         Some(OptIn::MachineOSConfig(m)) => {
             // The image is in the repository, pushed or found with the push Secret: a
@@ -1183,6 +1193,7 @@ fn succeeded(
             image: image.clone(),
             base_image: base.to_owned(),
             extensions_image: extensions.clone(),
+            previous_image,
             owner: ObjectRef::cluster("MachineOSBuild", name),
         });
     }

@@ -158,8 +158,10 @@ fn a_pool_that_opts_in_gets_a_build_that_succeeds_and_is_recorded() {
         observed_generation: 1,
     }));
     assert!(a.iter().any(
-        |a| matches!(a, Action::CreateMachineOSImage { name, base_image, image: img, .. }
-        if *name == t && *base_image == base() && img.architectures.len() == 1)
+        |a| matches!(a, Action::CreateMachineOSImage { name, base_image, image: img, previous_image, .. }
+        if *name == t && *base_image == base() && img.architectures.len() == 1
+            // The pool's first image: nothing before it.
+            && previous_image.is_none())
     ));
     let c = pool_condition(&a, vocab::IMAGE_BUILD_DEGRADED).unwrap();
     assert_eq!(

@@ -2,9 +2,10 @@
 //! pool's previous image — as `machineos diff` reports it, bounded — recorded once.
 //!
 //! * *Which* ([`wanted`], pure): every MachineOSImage without `status.changes`, compared with
-//!   the newest other MachineOSImage of its pool created before it (ties by name) — which is
-//!   what the pool ran before unless an image was superseded before its rollout — else with
-//!   its own `spec.baseImage`; for the controller's architecture when the image has it, else
+//!   the image its pool had when it was recorded (the annotation `machineos.io/previous-image`
+//!   the lifecycle writes: its MachineOSConfig's `currentImagePullSpec` then); without it,
+//!   the newest other MachineOSImage of its pool created before it (ties by name; creation
+//!   times have a second's precision); else with its own `spec.baseImage`; for the controller's architecture when the image has it, else
 //!   its first, and with the base when the predecessor lacks that architecture. Not one
 //!   being compared, written already by this replica (until the snapshot shows it), nor one
 //!   whose last attempt failed less than its backoff ago (30 s doubling to 10 min). What
@@ -122,9 +123,18 @@ pub fn wanted(
             let theirs = arches_of(p);
             theirs.is_empty() || theirs.contains(&architecture)
         });
-        let from = match previous {
-            Some(p) => str_at(p, "/spec/image"),
-            None => str_at(m, "/spec/baseImage"),
+        // What the pool had when the image was recorded, when the lifecycle wrote it down
+        // (image creation times have a second's precision: two images of one second would
+        // not say which came first); else the newest image created before it.
+        let recorded = m
+            .annotations()
+            .get(machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION)
+            .filter(|p| **p != to)
+            .cloned();
+        let from = match (recorded, previous) {
+            (Some(r), _) => Some(r),
+            (None, Some(p)) => str_at(p, "/spec/image"),
+            (None, None) => str_at(m, "/spec/baseImage"),
         };
         let Some(from) = from else { continue };
         out.push(Compare {
@@ -506,6 +516,17 @@ mod tests {
         );
         // Busy (running, written, backing off: by uid) or recorded: not wanted.
         assert!(wanted(&images, "amd64", &|u| u.starts_with("uid-")).is_empty());
+        // The image the pool had when it was recorded wins over creation order.
+        let mut c = (*image("c", "worker", &t(1), &["amd64"], false)).clone();
+        c.metadata.annotations = Some(
+            [(
+                machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION.to_owned(),
+                "reg/os@sha256:recorded".to_owned(),
+            )]
+            .into(),
+        );
+        let got = wanted(&[Arc::new(c)], "amd64", &|_| false);
+        assert_eq!(got[0].from, "reg/os@sha256:recorded");
         // A predecessor without the architecture compared: the base instead.
         let images = vec![
             image("a", "worker", &t(1), &["amd64"], true),

@@ -657,6 +657,20 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
         .iter()
         .find(|m| m.data["spec"]["image"] != first_image)
         .unwrap();
+    // What the pool had when the second was recorded, written down by the lifecycle.
+    assert_eq!(
+        second
+            .annotations()
+            .get("machineos.io/previous-image")
+            .map(String::as_str),
+        Some(first_image)
+    );
+    assert!(
+        first
+            .annotations()
+            .get("machineos.io/previous-image")
+            .is_none()
+    );
     let changes = &second.data["status"]["changes"];
     assert_eq!(changes["from"], first_image);
     assert_eq!(

@@ -31,6 +31,11 @@ pub const CURRENT_MACHINE_OS_BUILD_ANNOTATION: &str =
 pub const NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION: &str =
     "machineconfiguration.openshift.io/newestImageEquivalentConfig";
 
+/// MachineOSImage annotation (machineos's): the image the pool had before this one (its
+/// MachineOSConfig's `currentImagePullSpec` when the image was recorded), what
+/// `status.changes` compares with.
+pub const PREVIOUS_IMAGE_ANNOTATION: &str = "machineos.io/previous-image";
+
 /// MachineOSBuild label: the pool it builds for.
 pub const TARGET_POOL_LABEL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
 /// MachineOSBuild label: the rendered MachineConfig it builds.

@@ -163,8 +163,8 @@ pub struct MachineOSImageStatus {
     pub disruption: Option<ImageDisruption>,
 
     /// changes is what the image's filesystem differs in from the pool's previous image (the
-    /// MachineOSImage of the pool created before it, else the base image), as `machineos
-    /// diff` reports it:
+    /// image the pool had when this one was recorded, else the MachineOSImage of the pool
+    /// created before it, else the base image), as `machineos diff` reports it:
     /// counts, whether the kernel or initrd changed, what the paths alone need, and the first
     /// paths. Absent until the controller has compared them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -288,6 +288,7 @@ async fn execute(
                 image,
                 base_image,
                 extensions_image,
+                previous_image,
                 owner,
             } => {
                 let mut owner = owner;
@@ -302,6 +303,7 @@ async fn execute(
                     &image,
                     &base_image,
                     extensions_image.as_deref(),
+                    previous_image.as_deref(),
                     &owner,
                 );
                 api::create(
@@ -631,6 +633,7 @@ pub fn image_object(
     image: &RegistryImage,
     base_image: &str,
     extensions_image: Option<&str>,
+    previous_image: Option<&str>,
     owner: &ObjectRef,
 ) -> Value {
     let arches: Vec<Value> = image
@@ -662,10 +665,15 @@ pub fn image_object(
         }
         spec["variant"] = variant;
     }
+    let mut metadata = json!({"name": name, "ownerReferences": owner_refs(owner)});
+    if let Some(previous) = previous_image {
+        metadata["annotations"] =
+            json!({ machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION: previous });
+    }
     json!({
         "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
         "kind": "MachineOSImage",
-        "metadata": {"name": name, "ownerReferences": owner_refs(owner)},
+        "metadata": metadata,
         "spec": spec,
     })
 }
