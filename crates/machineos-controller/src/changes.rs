@@ -30,7 +30,7 @@
 //! controller`, off in the in-process tests but the one that checks it: a comparison reads
 //! the registry).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -418,29 +418,22 @@ fn api_code(e: &api::ExecError) -> Option<u16> {
 
 /// The pool's MachineOSConfig's push Secret and base pull Secret, as the snapshot has them.
 fn credentials(s: &Snapshot, pool: &str) -> Vec<(String, Vec<u8>)> {
-    let mosc = s.machine_os_configs.iter().find(|m| {
+    let Some(mosc) = s.machine_os_configs.iter().find(|m| {
         m.data
             .pointer("/spec/machineConfigPool/name")
             .and_then(Value::as_str)
             == Some(pool)
-    });
-    let names: BTreeMap<&str, Option<&str>> = [
+    }) else {
+        return Vec::new();
+    };
+    [
         "/spec/renderedImagePushSecret/name",
         "/spec/baseImagePullSecret/name",
     ]
     .into_iter()
-    .map(|p| {
-        (
-            p,
-            mosc.and_then(|m| m.data.pointer(p)).and_then(Value::as_str),
-        )
-    })
-    .collect();
-    names
-        .values()
-        .flatten()
-        .filter_map(|n| s.dockerconfigjson(n))
-        .collect()
+    .filter_map(|p| mosc.data.pointer(p).and_then(Value::as_str))
+    .filter_map(|n| s.dockerconfigjson(n))
+    .collect()
 }
 
 #[cfg(test)]
@@ -569,7 +562,7 @@ mod tests {
             digest: String::new(),
             platform: "linux/amd64".into(),
             layers: Vec::new(),
-            labels: BTreeMap::new(),
+            labels: std::collections::BTreeMap::new(),
             machine_config: None,
         };
         let diff = ImageDiff {

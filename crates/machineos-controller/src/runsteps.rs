@@ -197,7 +197,7 @@ impl RunStepSettings {
 }
 
 /// Where an in-process build is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Stage {
     /// The OpenShift Build backend's native Build runs, since the build started.
     Native { since: Timestamp },
@@ -402,12 +402,11 @@ impl RunStepBackend {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// [`Self::set`], waking the loop only when the stage's kind changes (a poll that finds
-    /// the same state wakes nobody).
+    /// [`Self::set`], waking the loop only when the stage changes (a poll that finds the
+    /// same state wakes nobody).
     fn set_quietly(&self, build: &str, stage: Stage) {
         let changed = self.lock().get_mut(build).is_some_and(|e| {
-            let changed = std::mem::discriminant(&e.stage) != std::mem::discriminant(&stage)
-                || matches!((&e.stage, &stage), (Stage::NativePending { detail: a }, Stage::NativePending { detail: b }) if a != b);
+            let changed = e.stage != stage;
             e.stage = stage;
             changed
         });
@@ -571,7 +570,7 @@ impl RunStepBackend {
             build_uid.clone(),
             tag.clone(),
         );
-        let inputs =
+        let (inputs, mc_parts) =
             tokio::task::spawn_blocking(move || plan_native_objects(&settings, &r, &st, &t, owner))
                 .await
                 .map_err(|e| {
@@ -585,7 +584,8 @@ impl RunStepBackend {
         if steps.is_empty() {
             return Ok(Some(image));
         }
-        self.prepare(request, steps, Some(image.image)).await?;
+        self.prepare(request, steps, Some((image.image, mc_parts)))
+            .await?;
         Ok(None)
     }
 
@@ -697,12 +697,13 @@ impl RunStepBackend {
     }
 
     /// Create the Job or the RUN-step Build, and for the Job its inputs; `native`: the
-    /// native image the RUN-step Build starts `FROM`, by digest.
+    /// native image the RUN-step Build starts `FROM`, by digest, and how many MachineConfig
+    /// ConfigMaps the native Build made.
     async fn prepare(
         &self,
         request: &BuildRequest,
         steps: &RunSteps,
-        native: Option<String>,
+        native: Option<(String, usize)>,
     ) -> Result<(), Classified> {
         let settings = &self.inner.settings;
         let runner = self.inner.runner;
@@ -719,7 +720,9 @@ impl RunStepBackend {
                 &settings,
                 &request,
                 &steps,
-                native.as_deref(),
+                native
+                    .as_ref()
+                    .map(|(image, parts)| (image.as_str(), *parts)),
                 owner,
             )
         })
@@ -899,23 +902,24 @@ fn plan_objects(
     settings: &RunStepSettings,
     request: &BuildRequest,
     steps: &RunSteps,
-    native_image: Option<&str>,
+    native: Option<(&str, usize)>,
     build_uid: String,
 ) -> Result<Vec<(ApiResource, Value)>, Classified> {
     let rendered_name = request.rendered.name().to_owned();
     let ns = settings.namespace.as_str();
     let push_name = &request.push_secret.0;
-    let (meta, secret, mcs) = shared_inputs(settings, request, build_uid)?;
+    let meta = build_meta(request, build_uid);
     let mut inputs = Vec::new();
-    let (mut runner_obj, intermediate) = match (runner, native_image) {
+    let (mut runner_obj, intermediate) = match (runner, native) {
         (Runner::Job, _) => {
+            let (secret, mcs) = shared_inputs(settings, request, &meta)?;
             let (job, cm, intermediate) = plan_job(settings, request, steps, meta, mcs.len())?;
             inputs.push((kinds::secret(), secret));
             inputs.push((kinds::config_map(), cm));
             inputs.extend(mcs.iter().map(|m| (kinds::config_map(), m.clone())));
             (job, intermediate)
         }
-        (Runner::OpenShiftBuild, Some(native_image)) => {
+        (Runner::OpenShiftBuild, Some((native_image, mc_parts))) => {
             let text = containerfile::render(&ContainerfileInputs {
                 run_steps: steps,
                 from_image: native_image,
@@ -942,7 +946,7 @@ fn plan_objects(
                 text,
                 push_name.clone(),
             );
-            b.mc_parts = mcs.len();
+            b.mc_parts = mc_parts;
             b.arch = Some(settings.arch.clone());
             b.service_account = settings.service_account.clone();
             let build = objects::build_build(&b).map_err(|e| Classified::of(&e))?;
@@ -970,17 +974,19 @@ fn plan_objects(
 /// The OpenShift Build backend's first objects, in creation order: the merged pull Secret,
 /// the inputs ConfigMap (when there is a registry CA bundle), the MachineConfig
 /// ConfigMap(s), then the native Build pushing to `tag`, annotated with the push Secret and,
-/// when its push is the result (nothing to RUN), the extra tag. Pure.
+/// when its push is the result (nothing to RUN), the extra tag; and how many MachineConfig
+/// ConfigMaps there are (the RUN-step Build mounts them too). Pure.
 fn plan_native_objects(
     settings: &RunStepSettings,
     request: &BuildRequest,
     steps: &RunSteps,
     tag: &str,
     build_uid: String,
-) -> Result<Vec<(ApiResource, Value)>, Classified> {
+) -> Result<(Vec<(ApiResource, Value)>, usize), Classified> {
     let ns = settings.namespace.as_str();
     let push_name = &request.push_secret.0;
-    let (meta, secret, mcs) = shared_inputs(settings, request, build_uid)?;
+    let meta = build_meta(request, build_uid);
+    let (secret, mcs) = shared_inputs(settings, request, &meta)?;
     let ca = ca_bundle(settings);
     let mut out = vec![(kinds::secret(), secret)];
     if let Some(ca) = &ca {
@@ -1022,27 +1028,31 @@ fn plan_native_objects(
         annotations[NATIVE_IMAGE_ANNOTATION] = json!(tag);
     }
     out.push((kinds::openshift_build(), build));
-    Ok(out)
+    Ok((out, mcs.len()))
 }
 
-/// What every backend's build is given: its metadata (owned by the MachineOSBuild
-/// `build_uid`), the merged pull Secret and the MachineConfig ConfigMap(s). Pure.
-fn shared_inputs(
-    settings: &RunStepSettings,
-    request: &BuildRequest,
-    build_uid: String,
-) -> Result<(BuildMeta, Value, Vec<Value>), Classified> {
-    let meta = BuildMeta {
+/// The metadata of a build's objects, owned by the MachineOSBuild `build_uid`. Pure.
+fn build_meta(request: &BuildRequest, build_uid: String) -> BuildMeta {
+    BuildMeta {
         build: request.build.clone(),
         build_uid,
         machine_os_config: request.machine_os_config.clone(),
         pool: request.pool.clone(),
         rendered_machine_config: request.rendered.name().to_owned(),
-    };
+    }
+}
+
+/// The inputs every backend's build reads: the merged pull Secret and the MachineConfig
+/// ConfigMap(s) (its gzip and base64: CPU work). Pure.
+fn shared_inputs(
+    settings: &RunStepSettings,
+    request: &BuildRequest,
+    meta: &BuildMeta,
+) -> Result<(Value, Vec<Value>), Classified> {
     let ns = settings.namespace.as_str();
     let (push_name, push_bytes) = &request.push_secret;
     let secret = objects::merged_pull_secret(
-        &meta,
+        meta,
         ns,
         RegistrySecret::dockerconfigjson(push_name, push_bytes),
         request
@@ -1051,9 +1061,9 @@ fn shared_inputs(
             .map(|(n, b)| RegistrySecret::dockerconfigjson(n, b)),
     )
     .map_err(|e| Classified::of(&e))?;
-    let mcs = objects::machine_config_config_maps(&meta, ns, &request.rendered_json)
+    let mcs = objects::machine_config_config_maps(meta, ns, &request.rendered_json)
         .map_err(|e| Classified::of(&e))?;
-    Ok((meta, secret, mcs))
+    Ok((secret, mcs))
 }
 
 /// The controller's registry CA bundle as one PEM text, if it has one.

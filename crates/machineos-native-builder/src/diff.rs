@@ -149,43 +149,35 @@ pub async fn diff(
 ) -> Result<ImageDiff, BuildError> {
     let client = registry.map(Registry::for_operation);
     let reads = Arc::new(LayerReads::default());
-    let mut sides: Vec<(&ImageRef, ResolvedBase, Arc<BaseIndex>)> = Vec::new();
-    for reference in [&spec.from, &spec.to] {
-        let store = store::open_store(reference, client.as_ref(), false).await?;
-        let resolved = store::resolve(store, &spec.platform).await?;
-        let known: Vec<(Vec<String>, Arc<BaseIndex>)> = sides
-            .iter()
-            .map(|(_, r, i)| (layer_digests(r), i.clone()))
-            .collect();
-        let index = index_side(
-            &resolved,
-            &spec.platform,
-            client.as_ref(),
-            cache,
-            spec.cache_images,
-            &known,
-            progress,
-            &reads,
-            warnings,
-        )
-        .await?;
-        sides.push((reference, resolved, index));
-    }
-    let (to_ref, to, to_index) = sides.pop().ok_or_else(internal)?;
-    let (from_ref, from, from_index) = sides.pop().ok_or_else(internal)?;
+    let from = resolve(&spec.from, client.as_ref(), &spec.platform).await?;
+    let to = resolve(&spec.to, client.as_ref(), &spec.platform).await?;
+    let (from_layers, to_layers) = (layer_digests(&from), layer_digests(&to));
+    let (from_ref, to_ref) = (&spec.from, &spec.to);
+    let from_index = index_side(
+        &from,
+        spec,
+        client.as_ref(),
+        cache,
+        &[],
+        progress,
+        &reads,
+        warnings,
+    )
+    .await?;
+    // The second is continued from the first when it extends it.
+    let known = [(from_layers.clone(), from_index.clone())];
+    let to_index = index_side(
+        &to,
+        spec,
+        client.as_ref(),
+        cache,
+        &known,
+        progress,
+        &reads,
+        warnings,
+    )
+    .await?;
     let (fi, ti) = (from_index.clone(), to_index.clone());
-    let from_layers: Vec<String> = from
-        .manifest
-        .layers
-        .iter()
-        .map(|l| l.digest.to_string())
-        .collect();
-    let to_layers: Vec<String> = to
-        .manifest
-        .layers
-        .iter()
-        .map(|l| l.digest.to_string())
-        .collect();
     let (fl, tl) = (from_layers.clone(), to_layers.clone());
     let differences = blocking("comparing the indexes", move || {
         let same = |i: u32, j: u32| {
@@ -291,6 +283,16 @@ async fn embedded_config(
         })
 }
 
+/// `reference`'s manifest for `platform`, with its config.
+async fn resolve(
+    reference: &ImageRef,
+    client: Option<&Registry>,
+    platform: &Platform,
+) -> Result<ResolvedBase, BuildError> {
+    let store = store::open_store(reference, client, false).await?;
+    store::resolve(store, platform).await
+}
+
 fn layer_digests(r: &ResolvedBase) -> Vec<String> {
     r.manifest
         .layers
@@ -299,21 +301,17 @@ fn layer_digests(r: &ResolvedBase) -> Vec<String> {
         .collect()
 }
 
-/// The label machineos writes with the base image a build started from, by digest.
-const BASE_LABEL: &str = "baseOSContainerImage";
-
 /// `image`'s index: from the cache by its manifest digest; else continued from the index of
 /// an image its layers extend — one of `known` (the other side of the diff) or the base its
 /// `baseOSContainerImage` label names when the cache has that base's index — reading only
 /// the layers above it; else built from every layer. An index built here is cached when
-/// `store`.
+/// `spec.cache_images`.
 #[allow(clippy::too_many_arguments)]
 async fn index_side(
     image: &ResolvedBase,
-    platform: &Platform,
+    spec: &DiffSpec,
     client: Option<&Registry>,
     cache: Option<&Cache>,
-    store: bool,
     known: &[(Vec<String>, Arc<BaseIndex>)],
     progress: &Arc<dyn Progress>,
     reads: &Arc<LayerReads>,
@@ -333,13 +331,16 @@ async fn index_side(
     let mut candidates: Vec<(Vec<String>, Arc<BaseIndex>)> = known.to_vec();
     let labelled = machineos_image::config::parse_config(&image.config)
         .ok()
-        .and_then(|c| c.labels.get(BASE_LABEL).cloned())
+        .and_then(|c| {
+            c.labels
+                .get(machineos_layering::labels::BASE_OS_CONTAINER_IMAGE)
+                .cloned()
+        })
         .and_then(|l| ImageRef::parse(&l).ok());
     if let (Some(base_ref), Some(_)) = (labelled, cache) {
         // The base is only worth resolving when its index is cached; any trouble reaching
         // it costs the layers it would have saved, nothing else.
-        if let Ok(store) = store::open_store(&base_ref, client, false).await
-            && let Ok(base) = store::resolve(store, platform).await
+        if let Ok(base) = resolve(&base_ref, client, &spec.platform).await
             && let Some(index) = load(base.manifest_digest.clone()).await
         {
             candidates.push((layer_digests(&base), Arc::new(index)));
@@ -358,12 +359,12 @@ async fn index_side(
             index_layers(image, builder, progress, reads).await?
         }
         None => {
-            let keep = if store { cache } else { None };
+            let keep = cache.filter(|_| spec.cache_images);
             let (index, _) = base_index(image, None, keep, progress, reads, warnings).await?;
             return Ok(Arc::new(index));
         }
     };
-    if let Some(cache) = cache.filter(|_| store) {
+    if let Some(cache) = cache.filter(|_| spec.cache_images) {
         let (c, key, copy) = (cache.clone(), image.manifest_digest.clone(), index.clone());
         let stored = tokio::task::spawn_blocking(move || c.store(&key, &copy)).await;
         if let Ok(Err(e)) = stored {
@@ -374,10 +375,6 @@ async fn index_side(
         }
     }
     Ok(Arc::new(index))
-}
-
-fn internal() -> BuildError {
-    BuildError::Internal("diff: an image went missing".into())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

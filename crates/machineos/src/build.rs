@@ -82,11 +82,19 @@ fn with_warnings(
 
 /// The base index cache the arguments ask for.
 fn cache(args: &BuildArgs) -> anyhow::Result<Option<machineos_baseindex::Cache>> {
-    if args.no_cache {
+    index_cache(args.cache_dir.as_deref(), args.no_cache)
+}
+
+/// The base index cache of `--cache-dir DIR` / `--no-cache` (none), else the default one.
+pub(crate) fn index_cache(
+    cache_dir: Option<&Path>,
+    no_cache: bool,
+) -> anyhow::Result<Option<machineos_baseindex::Cache>> {
+    if no_cache {
         return Ok(None);
     }
-    let dir = match &args.cache_dir {
-        Some(d) => d.clone(),
+    let dir = match cache_dir {
+        Some(d) => d.to_path_buf(),
         None => machineos_baseindex::Cache::default_dir().context(
             "no cache directory: set XDG_CACHE_HOME or HOME, or give --cache-dir or --no-cache",
         )?,

@@ -24,9 +24,6 @@ use serde_json::{Value, json};
 
 use crate::build_args::Format;
 
-/// The label machineos writes with the base image a build started from.
-const BASE_LABEL: &str = "baseOSContainerImage";
-
 /// Arguments of `machineos diff`.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -65,17 +62,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<bool> {
         None => machineos_image::Platform::host(),
     };
     let policies = crate::disruption::policies(args.policy.as_deref())?;
-    let cache = if args.no_cache {
-        None
-    } else {
-        let dir = match &args.cache_dir {
-            Some(d) => d.clone(),
-            None => machineos_baseindex::Cache::default_dir().context(
-                "no cache directory: set XDG_CACHE_HOME or HOME, or give --cache-dir or --no-cache",
-            )?,
-        };
-        Some(machineos_baseindex::Cache::new(dir))
-    };
+    let cache = crate::build::index_cache(args.cache_dir.as_deref(), args.no_cache)?;
     let registry = args.registry.client(&[&from, &to])?;
     let runtime = crate::cli::runtime()?;
     let progress: std::sync::Arc<dyn machineos_native_builder::Progress> =
@@ -168,7 +155,11 @@ pub fn report(
             Value::Null
         }
     };
-    let label = |d: &machineos_native_builder::diff::DiffSide| d.labels.get(BASE_LABEL).cloned();
+    let label = |d: &machineos_native_builder::diff::DiffSide| {
+        d.labels
+            .get(machineos_layering::labels::BASE_OS_CONTAINER_IMAGE)
+            .cloned()
+    };
     json!({
         "from": diff.from,
         "to": diff.to,

@@ -456,14 +456,7 @@ fn plan_volume(
 ) -> Result<(Vec<PlannedFile>, Vec<VolumeMount>), BuildPlanError> {
     let field = format!("spec.strategy.dockerStrategy.volumes[{i}]");
     let name = s_at(v, "/name").unwrap_or("");
-    let dns_label = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if !dns_label {
+    if name.len() > 63 || !crate::meta::is_label(name) {
         return Err(BuildPlanError::Input(PlanError::BadPath {
             field: format!("{field}.name"),
             path: name.to_string(),

@@ -18,7 +18,8 @@ const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case a
 /// The longest `generateName` prefix kept (63 minus the 5 random characters).
 pub const MAX_GENERATE_NAME_PREFIX: usize = 58;
 
-fn is_label(s: &str) -> bool {
+/// Whether `s` is an RFC 1123 label's characters (the length is checked apart).
+pub(crate) fn is_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.iter()
