@@ -15,7 +15,8 @@
 //! one). cel-go lets a plain field selection on an optional yield an optional
 //! (`oldSelf.spec.x`); the `cel` crate does not, so for `optionalOldSelf` rules
 //! [`crate::cel_compile::rewrite_optional_old_self`] turns the selections chained on `oldSelf` into `.?`
-//! selections, which mean the same.
+//! selections, which mean the same; in every rule, the selections chained after a `.?`
+//! selection become `.?` ones too ([`crate::cel_compile::rewrite_optional_chains`]).
 //!
 //! **Ratcheting.** On update, rules that do not reference `oldSelf` are skipped at a node
 //! whose correlated old value equals the new one.
@@ -90,6 +91,38 @@ fn matches(
     })
 }
 
+/// `operand.?field` as cel-go evaluates it: on `optional.none()` → `optional.none()`; on
+/// `optional.of(v)` or a plain `v` → `optional.of(v.field)` when the map `v` has the key,
+/// else `optional.none()`. (cel 0.13's own fails on a missing key and wraps the selection
+/// on an optional twice; [`crate::cel_compile::compile`] routes `.?` here.)
+fn opt_select(ftx: &FunctionContext, operand: Cel, field: Arc<String>) -> ResolveResult {
+    let optional = |v: Option<Cel>| {
+        Cel::Opaque(Arc::new(match v {
+            Some(v) => OptionalValue::of(v),
+            None => OptionalValue::none(),
+        }))
+    };
+    let target = match &operand {
+        Cel::Opaque(o) if o.runtime_type_name() == "optional_type" => {
+            match o
+                .downcast_ref::<OptionalValue>()
+                .and_then(OptionalValue::value)
+            {
+                Some(v) => v.clone(),
+                None => return Ok(optional(None)),
+            }
+        }
+        v => v.clone(),
+    };
+    match target {
+        Cel::Map(m) => Ok(optional(m.map.get(&Key::String(field)).cloned())),
+        other => Err(ftx.error(format!(
+            "no such overload: optional field selection .?{field} on {}",
+            other.type_of()
+        ))),
+    }
+}
+
 /// A context with the standard library, kube-cel's Kubernetes functions and the
 /// overrides above.
 pub fn context() -> Context<'static> {
@@ -97,6 +130,7 @@ pub fn context() -> Context<'static> {
     ctx.register_all();
     ctx.add_function("timestamp", timestamp);
     ctx.add_function("matches", matches);
+    ctx.add_function(crate::cel_compile::OPT_SELECT, opt_select);
     ctx
 }
 
@@ -486,5 +520,10 @@ mod tests {
         );
         assert_eq!(eval("'١'.matches('^\\\\d$')"), Cel::Bool(false));
         assert_eq!(eval("optional.none().?a.hasValue()"), Cel::Bool(false));
+        assert_eq!(eval("{'a': 1}.?b.orValue(2)"), Cel::Int(2));
+        assert_eq!(eval("{'a': {'b': 1}}.?a.?b.orValue(2)"), Cel::Int(1));
+        assert_eq!(eval("{'a': {'b': 1}}.?a.?c.orValue(2)"), Cel::Int(2));
+        assert_eq!(eval("{'a': 1}.?a.value() == 1"), Cel::Bool(true));
+        assert_eq!(eval("optional.of({'a': 3}).?a.orValue(0)"), Cel::Int(3));
     }
 }

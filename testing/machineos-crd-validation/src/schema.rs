@@ -252,6 +252,7 @@ fn parse_rule(r: &Value, at: &str) -> Result<Rule, SchemaError> {
     } else {
         text.to_string()
     };
+    let source = crate::cel_compile::rewrite_optional_chains(&source);
     let expr = crate::cel_compile::compile(&source)
         .map_err(|e| err(&format!("{at}.rule"), format!("{text:?}: {e}")))?;
     let uses_old_self = expr.references().has_variable("oldSelf");
