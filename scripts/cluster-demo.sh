@@ -207,23 +207,7 @@ kubectl get machineconfignodes
 kubectl get machineosimages
 
 say "what a change costs: the cluster's MachineConfiguration says /etc/motd needs nothing"
-# OpenShift serves this kind (the MCO's); here a schemaless stand-in CRD holds the object.
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: machineconfigurations.operator.openshift.io}
-spec:
-  group: operator.openshift.io
-  scope: Cluster
-  names: {plural: machineconfigurations, singular: machineconfiguration, kind: MachineConfiguration, listKind: MachineConfigurationList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-EOF
-for _ in $(seq 1 50); do kubectl get machineconfigurations >/dev/null 2>&1 && break; sleep 0.2; done
+# `machineos crds` installed its CRD (operator.openshift.io/v1, as OpenShift serves it).
 kubectl apply -f - <<EOF
 apiVersion: operator.openshift.io/v1
 kind: MachineConfiguration

@@ -2,7 +2,7 @@
 //! code cannot drift, and printed as one deterministic multi-document YAML for installation
 //! (`kubectl apply -f`) and for the checked-in snapshot.
 //!
-//! The five MCO kinds' schemas equal openshift/api's shipped CRDs (MachineConfigNode: its
+//! The six MCO kinds' schemas (MachineConfiguration's included) equal openshift/api's shipped CRDs (MachineConfigNode: its
 //! TechPreviewNoUpgrade variant) in every validation-relevant property; the one deliberate
 //! difference is MachineOSConfig's `spec.imageBuilder.imageBuilderType` enum, which may list
 //! machineos' own builders besides `Job`. Almost everything comes from schemars attributes on
@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::{v1, v1alpha1};
+use crate::{operator_v1, v1, v1alpha1};
 
 /// Every CRD, sorted by name.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -28,6 +28,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         v1::MachineConfigNode::crd(),
         v1alpha1::MachineOSImage::crd(),
         v1alpha1::MachineImage::crd(),
+        operator_v1::MachineConfiguration::crd(),
     ]
     .into_iter()
     .map(finish)

@@ -5,12 +5,17 @@
 //!   MachineConfigNode — field-compatible with openshift/api's `machineconfiguration/v1`.
 //! * [`v1alpha1`]: MachineOSImage (a built image) and MachineImage (admin-owned per-node image
 //!   assignment) — machineos' own kinds, proposed for the MCO but never shipped there.
+//! * [`operator_v1`]: MachineConfiguration (`operator.openshift.io/v1`), the MCO operator's
+//!   cluster-wide settings, whose object `cluster` holds the node disruption policies — as
+//!   openshift/api's `operator/v1` declares it.
 //! * [`image`]: digested image references, parsed rather than carried as strings.
 //! * [`crds`] / [`crds_yaml`]: every CustomResourceDefinition, in a deterministic order.
 //!
-//! All kinds are cluster-scoped, like the MCO's.
+//! All kinds are cluster-scoped, like the MCO's; all but MachineConfiguration are in
+//! [`GROUP`].
 
 pub mod image;
+pub mod operator_v1;
 pub mod v1;
 pub mod v1alpha1;
 
@@ -20,7 +25,7 @@ mod serde_util;
 
 pub use crd::{crds, crds_yaml};
 
-/// The API group of every kind here.
+/// The API group of every kind here but [`operator_v1::MachineConfiguration`].
 pub const GROUP: &str = "machineconfiguration.openshift.io";
 
 /// Label on a MachineConfig naming the pool role it belongs to (`worker`, `master`, …).

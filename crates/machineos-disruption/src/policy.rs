@@ -12,7 +12,8 @@
 //! * [`ClusterPolicies::defaults`]: the MCO's built-in table, in its order (13 file paths,
 //!   one unit, the SSH key `None`) — see `docs/disruption.md` for the table.
 //! * [`PolicyConfig::validate`]: the API server's rules for the spec: at most 50 files and
-//!   50 units, paths and unit names unique, every `actions` list 1–10 long, `Reboot` and
+//!   50 units, paths and unit names unique, every `actions` list at most 10 long (an empty one is
+//!   allowed, as the CRD allows it, and adds no action), `Reboot` and
 //!   `None` only alone, `reload`/`restart` present exactly with their type, service and unit
 //!   names `<1+ of [a-zA-Z0-9:._\\-]>.<a systemd unit suffix>` of at most 255 characters,
 //!   `Special` refused (status only). Errors name the JSON path
@@ -325,10 +326,10 @@ fn action_from(raw: &RawAction, at: &str) -> Result<Action, PolicyError> {
 }
 
 fn actions_from(raw: &[RawAction], at: &str) -> Result<Vec<Action>, PolicyError> {
-    if raw.is_empty() || raw.len() > MAX_ACTIONS {
+    if raw.len() > MAX_ACTIONS {
         return Err(PolicyError {
             path: at.to_owned(),
-            message: format!("{} actions: 1 to {MAX_ACTIONS} are allowed", raw.len()),
+            message: format!("{} actions: at most {MAX_ACTIONS} are allowed", raw.len()),
         });
     }
     let actions: Vec<Action> = raw

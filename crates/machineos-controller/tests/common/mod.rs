@@ -473,24 +473,10 @@ pub fn machine_os_config(push_spec: &str) -> Value {
 
 pub type Shared<T> = Arc<T>;
 
-/// Serve `MachineConfiguration` (its CRD, schemaless here, with the status subresource) and
-/// create `cluster` with `spec`.
+/// Create the `MachineConfiguration` `cluster` with `spec` (its CRD is among
+/// `machineos_api::crds()`, which every test cluster serves, validation rules included).
 pub async fn machine_configuration(c: &Cluster, spec: serde_json::Value) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, PostParams};
-    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
-    let crd = serde_json::from_value(json!({
-        "metadata": {"name": "machineconfigurations.operator.openshift.io"},
-        "spec": {"group": "operator.openshift.io", "scope": "Cluster",
-            "names": {"plural": "machineconfigurations", "singular": "machineconfiguration",
-                "kind": "MachineConfiguration", "listKind": "MachineConfigurationList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &crd).await.unwrap();
+    use kube::api::PostParams;
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
     let api = kinds::all(&c.client, &kinds::machine_configuration());
     loop {
@@ -499,8 +485,13 @@ pub async fn machine_configuration(c: &Cluster, spec: serde_json::Value) {
             "metadata": {"name": "cluster"}, "spec": spec,
         }))
         .unwrap();
-        if api.create(&PostParams::default(), &obj).await.is_ok() {
-            return;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => return,
+            // The API server's verdict on the object: no retry makes it valid.
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                panic!("MachineConfiguration cluster: {e}")
+            }
+            Err(_) => {}
         }
         assert!(
             tokio::time::Instant::now() < deadline,

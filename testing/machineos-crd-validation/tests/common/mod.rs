@@ -12,8 +12,13 @@ pub fn shared() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/upstream")
 }
 
+/// The shipped CRDs: the directory `MACHINEOS_OPENSHIFT_API_CRDS` names (as
+/// machineos-api's `tests/upstream_crds.rs` reads it), else `../shared/upstream`'s copy.
 pub fn shipped_dir() -> PathBuf {
-    shared().join("openshift-api-crds")
+    match std::env::var_os("MACHINEOS_OPENSHIFT_API_CRDS") {
+        Some(dir) => PathBuf::from(dir),
+        None => shared().join("openshift-api-crds"),
+    }
 }
 
 /// The shipped CRDs by name (MachineConfigNode: the TechPreviewNoUpgrade variant, the
