@@ -1430,3 +1430,168 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
     fleet.shutdown().await;
     controller.stop().await;
 }
+
+/// Issue 30, item 2: a move whose images differ by more than the configs — a new base whose
+/// kernel is the same — is decided with the two images' filesystem difference (the target
+/// MachineOSImage's `status.changes`, measured from exactly the nodes' image): each node
+/// soft-reboots (its boot count unchanged, systemd's soft reboot count up by one), where the
+/// configs alone (`osImageURL` changed) would reboot it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_base_with_the_same_kernel_is_a_soft_reboot_by_the_images_difference() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..3)
+        .map(|i| (format!("node-{i:02}"), worker_labels("zone-a")))
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    pool_with(&c, json!(1), "0").await;
+    let mut opts = c.options();
+    opts.image_changes = true;
+    let controller = c.controller_with(opts).await;
+    let first = image_for(&c, &pool_config(&c).await).await;
+    until_nodes(&c, "every node on the first image", EVENTUALLY, |ns| {
+        all_on(ns, 3, &first)
+    })
+    .await;
+    for (name, _) in &names {
+        assert_eq!(fleet.host(name).await.lock().boots, 1, "{name}");
+    }
+
+    // A new base: the same kernel and initrd (the same spec), and one more file under /usr.
+    // Paused first, to read the plan before anything moves.
+    let pools = c.get(&kinds::pool());
+    let pause = |paused: bool| {
+        let pools = pools.clone();
+        async move {
+            pools
+                .patch(
+                    "worker",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"paused": paused}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    pause(true).await;
+    let mut spec = machineos_synth::SynthSpec::example();
+    spec.extra_files.push(machineos_synth::ExtraFile {
+        path: "/usr/bin/new-tool".into(),
+        contents: b"#!/bin/sh\n".to_vec(),
+        mode: 0o755,
+    });
+    let base2 = c.push_base("2", spec).await;
+    c.config_map(
+        "machine-config-osimageurl",
+        &[("baseOSContainerImage", base2.as_str())],
+    )
+    .await;
+    let second = {
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        loop {
+            let images = c
+                .get(&kinds::image())
+                .list(&ListParams::default())
+                .await
+                .unwrap();
+            if let Some(i) = images.items.iter().find(|i| {
+                i.data["spec"]["baseImage"]
+                    .as_str()
+                    .is_some_and(|b| b.starts_with(&format!("{}/base/os", c.registry.host())))
+                    && i.data["spec"]["image"] != first.as_str()
+                    && i.data.pointer("/status/changes").is_some()
+            }) {
+                break i.data["spec"]["image"].as_str().unwrap().to_owned();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no second image with its changes"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    // The plan, once the controller has read the image's changes: a soft reboot per node,
+    // one at a time (a soft reboot takes a slot), the reason naming the base change.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let d = loop {
+        let (plan, d) =
+            machineos_controller::rollout::plan_with_disruption(&c.client, NS, "worker", None, 0)
+                .await
+                .unwrap();
+        if let Ok((d, _)) = &d
+            && plan.image.as_deref() == Some(second.as_str())
+            && d.class == machineos_disruption::Class::SoftReboot
+        {
+            assert_eq!(plan.batches.len(), 3, "{plan:?}");
+            break d.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{plan:?} {d:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(d.nodes.len(), 3);
+    for n in &d.nodes {
+        assert_eq!(n.class, machineos_disruption::Class::SoftReboot, "{n:?}");
+        let why = n.reasons.last().unwrap();
+        assert!(
+            why.change.starts_with("the base image changes")
+                && why.change.contains(&first)
+                && why.change.contains("the kernel and initrd are the same"),
+            "{why:?}"
+        );
+    }
+    pause(false).await;
+    until_nodes(&c, "every node on the second image", EVENTUALLY, |ns| {
+        all_on(ns, 3, &second)
+    })
+    .await;
+    for (name, _) in &names {
+        let h = fleet.host(name).await;
+        let s = h.lock();
+        assert_eq!(s.boots, 1, "{name}: no reboot: {:?}", s.calls);
+        assert_eq!(s.status.soft_reboots, 1, "{name}: one soft reboot");
+        assert_eq!(s.status.booted.as_deref(), Some(second.as_str()), "{name}");
+    }
+
+    // A base whose kernel differs (another version: the synthetic kernel carries it): a
+    // reboot, by the same difference.
+    pause(true).await;
+    let mut spec = machineos_synth::SynthSpec::example();
+    spec.version = "3".into();
+    let base3 = c.push_base("3", spec).await;
+    c.config_map(
+        "machine-config-osimageurl",
+        &[("baseOSContainerImage", base3.as_str())],
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let d = loop {
+        let (plan, d) =
+            machineos_controller::rollout::plan_with_disruption(&c.client, NS, "worker", None, 0)
+                .await
+                .unwrap();
+        if let Ok((d, _)) = &d
+            && plan
+                .image
+                .as_deref()
+                .is_some_and(|i| i != second && i != first)
+            && d.nodes.iter().all(|n| {
+                n.reasons
+                    .last()
+                    .is_some_and(|r| r.change.contains("paths differ from the node's image"))
+            })
+        {
+            break d.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{plan:?} {d:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(d.class, machineos_disruption::Class::Reboot, "{d:?}");
+    for n in &d.nodes {
+        let why = &n.reasons.last().unwrap().change;
+        assert!(
+            why.contains(&second) && why.contains("the kernel or initrd differs"),
+            "{why}"
+        );
+    }
+    fleet.shutdown().await;
+    controller.stop().await;
+}

@@ -8,9 +8,27 @@
 //! `/usr/etc` (the deployment's default `/etc`), `/usr/share/factory/var` (the `/var`
 //! content machineos's layer carries, copied by systemd-tmpfiles) and that layer's
 //! tmpfiles snippet — the same paths the agent's live apply accepts
-//! (`machineos_host::live`). Pure.
+//! (`machineos_host::live`).
+//!
+//! [`decide_across_images`] decides a node's move when the two images differ by more than
+//! their rendered MachineConfigs (another base or extensions image, a rebuild) but the
+//! filesystem difference between exactly the node's image and the target is known (the
+//! target MachineOSImage's `status.changes`, compared with the node's image):
+//! * the configuration changes are decided by the policies ([`crate::decide()`]) without
+//!   `osImageURL` and `extensions` — what those change is in the filesystem difference;
+//!   kernel arguments, FIPS and kernelType still reboot;
+//! * the filesystem: a kernel or initrd that differs → `Reboot`; any other path that
+//!   differs → at least `SoftReboot` (paths outside the live tree need the new deployment
+//!   booted, and live paths the MachineConfigs do not explain — a base's own `/etc` —
+//!   have no policy to apply them by: the userspace restart applies them all); nothing
+//!   differs → nothing more;
+//! * the class is the stronger of the two; a booting class drains.
+//!
+//! Pure.
 
-use crate::decide::{Class, is_live_path};
+use crate::changes::{ConfigChanges, OsChange};
+use crate::decide::{Class, Outcome, Reason, decide, is_live_path};
+use crate::policy::{Action, ClusterPolicies};
 
 /// The class and why, from the paths that differ between two images.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -96,4 +114,65 @@ fn is_live_root(p: &str) -> bool {
             | "/usr/lib/tmpfiles.d/machineos-var.conf"
     ) || under("/usr/etc")
         || under("/usr/share/factory/var")
+}
+
+/// What comparing the node's image with the target found (a MachineOSImage's
+/// `status.changes`, when its `from` is the node's image).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ImageEvidence {
+    /// The image compared with: the node's.
+    pub from: String,
+    /// How many paths differ (added, removed, modified).
+    pub changed: u64,
+    /// Whether a kernel or initramfs differs.
+    pub kernel_changed: bool,
+    /// What the paths alone need ([`image_class`]).
+    pub path_class: Class,
+}
+
+/// The decision for a move whose images differ by more than the configs (`why`: how,
+/// e.g. "the base image changes (a → b)"), from the configs' changes and the images'
+/// difference (see the module documentation).
+pub fn decide_across_images(
+    changes: &ConfigChanges,
+    policies: &ClusterPolicies,
+    image: &ImageEvidence,
+    why: &str,
+) -> Outcome {
+    let mut config = changes.clone();
+    config
+        .os
+        .retain(|o| !matches!(o, OsChange::OsImageUrl | OsChange::Extensions));
+    let mut outcome = decide(&config, policies);
+    let (image_class, what) = if image.kernel_changed || image.path_class == Class::Reboot {
+        (Class::Reboot, "the kernel or initrd differs")
+    } else if image.changed > 0 {
+        (
+            Class::SoftReboot,
+            "the kernel and initrd are the same; the new deployment is booted",
+        )
+    } else {
+        (Class::None, "no path differs")
+    };
+    let reason = Reason {
+        change: format!(
+            "{why}: {} paths differ from the node's image {} ({what})",
+            image.changed, image.from
+        ),
+        policy: Some("image difference".into()),
+        actions: match image_class {
+            Class::Reboot => vec![Action::Reboot],
+            Class::SoftReboot => vec![Action::Drain],
+            _ => vec![Action::None],
+        },
+    };
+    outcome.reasons.push(reason);
+    if image_class > outcome.class {
+        outcome.class = image_class;
+        outcome.drain = true;
+        if image_class == Class::Reboot {
+            outcome.actions = vec![Action::Reboot];
+        }
+    }
+    outcome
 }

@@ -14,7 +14,7 @@
 //! | [`nodes`] | a rollout's moves node by node, and the strongest class over them |
 //! | [`plan`] | one node's move as the rollout hands it to the agent (`machineos.io/disruption`) |
 //! | [`registries`] | whether a registries.conf change needs no drain (the `Special` action) |
-//! | [`image`] | what the paths two images differ in need (a kernel: reboot; `/usr`: soft reboot) |
+//! | [`image`] | what the paths two images differ in need (a kernel: reboot; `/usr`: soft reboot), and a move decided with the images' difference when they differ by more than the configs |
 //!
 //! No I/O: the controller reads the objects, the CLI reads files.
 
@@ -28,7 +28,7 @@ pub mod registries;
 
 pub use changes::{ConfigChanges, OsChange};
 pub use decide::{Class, Outcome, Reason, decide, is_live_path};
-pub use image::{ImageClass, image_class, is_kernel_path};
-pub use nodes::{Disruption, NodeDisruption, for_nodes};
+pub use image::{ImageClass, ImageEvidence, decide_across_images, image_class, is_kernel_path};
+pub use nodes::{Disruption, NodeDisruption, NodeMove, for_node_moves, for_nodes};
 pub use plan::{NODE_DISRUPTION, NodePlan};
 pub use policy::{Action, ClusterPolicies, PolicyConfig, PolicyError};

@@ -4,7 +4,10 @@
 //!
 //! A node whose current rendered MachineConfig is unknown (no `currentConfig`, or the
 //! MachineConfig is gone) is counted a `Reboot`, with the reason saying which: nothing
-//! proves less is enough. Nodes with the same current config share one decision.
+//! proves less is enough. A move whose images differ by more than the configs is decided
+//! with their filesystem difference when it is known ([`NodeMove::image`],
+//! [`crate::image::decide_across_images`]). Nodes with the same current config (and the
+//! same image evidence) share one decision.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +16,18 @@ use serde::Serialize;
 
 use crate::changes::ConfigChanges;
 use crate::decide::{Class, Outcome, Reason, decide};
+use crate::image::{ImageEvidence, decide_across_images};
 use crate::policy::{Action, ClusterPolicies};
+
+/// One node's move, when what it runs is known.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeMove<'a> {
+    /// The rendered MachineConfig it runs.
+    pub config: &'a MachineConfig,
+    /// When its image differs from the target by more than the configs: how (the reason
+    /// shown) and the two images' filesystem difference.
+    pub image: Option<(&'a str, &'a ImageEvidence)>,
+}
 
 /// One node's move.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,21 +61,53 @@ pub struct Disruption {
 }
 
 /// The disruption of moving each of `moves` (node, the rendered MachineConfig it runs, or
-/// why that is unknown) to `target` under `policies`.
+/// why that is unknown) to `target` under `policies`, from the configs alone.
 pub fn for_nodes(
     moves: &[(String, Result<&MachineConfig, String>)],
     target: &MachineConfig,
     policies: &ClusterPolicies,
 ) -> Disruption {
-    let mut memo: BTreeMap<String, Outcome> = BTreeMap::new();
+    let moves: Vec<(String, Result<NodeMove<'_>, String>)> = moves
+        .iter()
+        .map(|(node, m)| {
+            let m = m.clone().map(|config| NodeMove {
+                config,
+                image: None,
+            });
+            (node.clone(), m)
+        })
+        .collect();
+    for_node_moves(&moves, target, policies)
+}
+
+/// The disruption of moving each of `moves` (node, what it runs, or why that is unknown)
+/// to `target` under `policies` (see the module documentation).
+pub fn for_node_moves(
+    moves: &[(String, Result<NodeMove<'_>, String>)],
+    target: &MachineConfig,
+    policies: &ClusterPolicies,
+) -> Disruption {
+    let mut memo: BTreeMap<(String, Option<(String, ImageEvidence)>), Outcome> = BTreeMap::new();
     let mut nodes = Vec::new();
     for (node, current) in moves {
         let (from, outcome) = match current {
-            Ok(mc) => {
-                let name = mc.name().to_owned();
+            Ok(m) => {
+                let name = m.config.name().to_owned();
+                let key = (
+                    name.clone(),
+                    m.image.map(|(why, e)| (why.to_owned(), e.clone())),
+                );
                 let o = memo
-                    .entry(name.clone())
-                    .or_insert_with(|| decide(&ConfigChanges::between(mc, target), policies))
+                    .entry(key)
+                    .or_insert_with(|| {
+                        let changes = ConfigChanges::between(m.config, target);
+                        match m.image {
+                            Some((why, evidence)) => {
+                                decide_across_images(&changes, policies, evidence, why)
+                            }
+                            None => decide(&changes, policies),
+                        }
+                    })
                     .clone();
                 (Some(name), o)
             }

@@ -689,3 +689,103 @@ fn image_paths_decide_reboot_soft_reboot_or_nothing() {
         "/usr/bin/t0 differs: not applied to a running node"
     );
 }
+
+#[test]
+fn across_images_the_configs_and_the_filesystem_decide_together() {
+    use machineos_disruption::{ImageEvidence, decide_across_images};
+    let mut p = ClusterPolicies::defaults();
+    p.files.push(machineos_disruption::policy::FilePolicy {
+        path: "/etc/motd".into(),
+        actions: vec![Action::None],
+    });
+    let evidence = |changed: u64, kernel: bool, class: Class| ImageEvidence {
+        from: "reg/os@sha256:old".into(),
+        changed,
+        kernel_changed: kernel,
+        path_class: class,
+    };
+    let with_os = |os: Vec<OsChange>, paths: &[&str]| ConfigChanges { os, ..files(paths) };
+    // (configs' changes, images' difference, class, drain, actions)
+    let rows: Vec<(ConfigChanges, ImageEvidence, Class, bool, Vec<Action>)> = vec![
+        // A new base whose kernel is the same: a soft reboot, not the osImageURL's reboot.
+        (
+            with_os(vec![OsChange::OsImageUrl], &[]),
+            evidence(120, false, Class::SoftReboot),
+            Class::SoftReboot,
+            true,
+            vec![Action::None],
+        ),
+        // Its kernel differs: a reboot.
+        (
+            with_os(vec![OsChange::OsImageUrl], &[]),
+            evidence(900, true, Class::Reboot),
+            Class::Reboot,
+            true,
+            vec![Action::Reboot],
+        ),
+        // Kernel arguments still reboot, whatever the filesystem says.
+        (
+            with_os(vec![OsChange::OsImageUrl, OsChange::KernelArguments], &[]),
+            evidence(3, false, Class::SoftReboot),
+            Class::Reboot,
+            true,
+            vec![Action::Reboot],
+        ),
+        // An extensions change is in the filesystem difference too.
+        (
+            with_os(vec![OsChange::Extensions], &[]),
+            evidence(40, false, Class::SoftReboot),
+            Class::SoftReboot,
+            true,
+            vec![Action::None],
+        ),
+        // Only live paths differ, but not as the configs explain them (a rebuild, a base's
+        // own /etc): the userspace restart applies them.
+        (
+            ConfigChanges::default(),
+            evidence(2, false, Class::None),
+            Class::SoftReboot,
+            true,
+            vec![Action::None],
+        ),
+        // A rebuild whose filesystem is identical (another digest, same files): nothing.
+        (
+            ConfigChanges::default(),
+            evidence(0, false, Class::None),
+            Class::None,
+            false,
+            vec![Action::None],
+        ),
+        // A config change no policy covers still reboots.
+        (
+            with_os(vec![OsChange::OsImageUrl], &["/etc/chrony.conf"]),
+            evidence(50, false, Class::SoftReboot),
+            Class::Reboot,
+            true,
+            vec![Action::Reboot],
+        ),
+        // A covered one rides along with the soft reboot.
+        (
+            with_os(vec![OsChange::OsImageUrl], &["/etc/motd"]),
+            evidence(50, false, Class::SoftReboot),
+            Class::SoftReboot,
+            true,
+            vec![Action::None],
+        ),
+    ];
+    for (changes, image, class, drain, actions) in rows {
+        let o = decide_across_images(&changes, &p, &image, "the base image changes (a → b)");
+        assert_eq!(
+            (o.class, o.drain, &o.actions),
+            (class, drain, &actions),
+            "{changes:?} {image:?}: {:?}",
+            o.reasons
+        );
+        let last = o.reasons.last().unwrap();
+        assert!(
+            last.change.starts_with("the base image changes (a → b): ")
+                && last.change.contains("reg/os@sha256:old"),
+            "{last:?}"
+        );
+    }
+}

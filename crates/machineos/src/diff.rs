@@ -6,8 +6,10 @@
 //! the kernel and initrd files among them, the base image each was built from (machineos's
 //! `baseOSContainerImage` label), and, when both embed a rendered MachineConfig (machineos
 //! builds do), its kernel arguments and extensions and the node disruption policies'
-//! decision for the move (`machineos disruption`). The disruption is the stronger of that
-//! decision and what the paths need (`machineos_disruption::image_class`: a kernel or initrd
+//! decision for the move (`machineos disruption`; across bases or extensions images,
+//! `machineos_disruption::decide_across_images` — the configs and the filesystem difference
+//! together, so a new base with the same kernel is a soft reboot — as the controller decides
+//! such a move). The disruption is the stronger of that decision and what the paths need (`machineos_disruption::image_class`: a kernel or initrd
 //! reboots, other paths outside `/etc`, `/var` and `/usr/local` soft-reboot); when either
 //! image embeds no rendered MachineConfig and anything differs, a reboot (the change cannot
 //! be classified).
@@ -17,7 +19,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use machineos_disruption::{Class, ConfigChanges, decide, image_class, is_kernel_path};
+use machineos_disruption::{
+    Class, ConfigChanges, ImageEvidence, OsChange, decide, decide_across_images, image_class,
+    is_kernel_path,
+};
 use machineos_image::ImageRef;
 use machineos_native_builder::diff::{DiffSpec, FileChange, ImageDiff};
 use serde_json::{Value, json};
@@ -117,10 +122,48 @@ pub fn report(
         .filter(|f| is_kernel_path(&f.path))
         .collect();
     let by_paths = image_class(diff.files.iter().map(|f| f.path.as_str()));
-    let (mut class, mut reasons) = (by_paths.class, by_paths.reasons);
+    let (mut class, mut reasons) = (by_paths.class, by_paths.reasons.clone());
+    let label = |d: &machineos_native_builder::diff::DiffSide| {
+        d.labels
+            .get(machineos_layering::labels::BASE_OS_CONTAINER_IMAGE)
+            .cloned()
+    };
     let machine_config = match (from, to) {
         (Some(a), Some(b)) => {
-            let outcome = decide(&ConfigChanges::between(a, b), policies);
+            let changes = ConfigChanges::between(a, b);
+            // Two builds of one base differ by what their configs differ by; across bases
+            // (or extensions) the filesystem difference decides with the configs, as the
+            // controller decides such a move.
+            let (base_from, base_to) = (label(&diff.from), label(&diff.to));
+            let across = if base_from != base_to {
+                Some(format!(
+                    "the base image changes ({} → {})",
+                    base_from.as_deref().unwrap_or("?"),
+                    base_to.as_deref().unwrap_or("?")
+                ))
+            } else if changes
+                .os
+                .iter()
+                .any(|o| matches!(o, OsChange::OsImageUrl | OsChange::Extensions))
+            {
+                Some("the osImageURL or extensions change".to_owned())
+            } else {
+                None
+            };
+            let outcome = match across {
+                Some(why) => decide_across_images(
+                    &changes,
+                    policies,
+                    &ImageEvidence {
+                        from: diff.from.image.clone(),
+                        changed: u64::try_from(diff.files.len()).unwrap_or(u64::MAX),
+                        kernel_changed: !kernel.is_empty(),
+                        path_class: by_paths.class,
+                    },
+                    &why,
+                ),
+                None => decide(&changes, policies),
+            };
             if outcome.class > class {
                 class = outcome.class;
                 reasons = outcome.reasons.iter().map(|r| r.change.clone()).collect();
@@ -154,11 +197,6 @@ pub fn report(
             }
             Value::Null
         }
-    };
-    let label = |d: &machineos_native_builder::diff::DiffSide| {
-        d.labels
-            .get(machineos_layering::labels::BASE_OS_CONTAINER_IMAGE)
-            .cloned()
     };
     json!({
         "from": diff.from,

@@ -52,6 +52,15 @@ impl Images {
         };
         l.set_tag("other", &write_image(&l, &other).unwrap())
             .unwrap();
+        // A newer base with the same kernel: one more file under /usr.
+        let mut newer = base.clone();
+        newer.extra_files.push(machineos_synth::ExtraFile {
+            path: "/usr/bin/new-tool".into(),
+            contents: b"#!/bin/sh\n".to_vec(),
+            mode: 0o755,
+        });
+        l.set_tag("newer", &write_image(&l, &newer).unwrap())
+            .unwrap();
         let images = Images { tmp, layout };
         // `one`: the examples; `two`: the examples and a motd and a tool under /usr/local.
         images.build("one", &[&repo().join("examples/machineconfigs")]);
@@ -67,6 +76,8 @@ impl Images {
         )
         .unwrap();
         images.build("two", &[&repo().join("examples/machineconfigs"), &extra]);
+        // `three`: the examples on the newer base.
+        images.build_on("newer", "three", &[&repo().join("examples/machineconfigs")]);
         images
     }
 
@@ -75,11 +86,15 @@ impl Images {
     }
 
     fn build(&self, tag: &str, inputs: &[&Path]) {
+        self.build_on("base", tag, inputs);
+    }
+
+    fn build_on(&self, base: &str, tag: &str, inputs: &[&Path]) {
         let cache = self.tmp.path().join("cache");
         let mut args = vec![
             "build".to_owned(),
             "--base".to_owned(),
-            self.image("base"),
+            self.image(base),
             "--output".to_owned(),
             self.image(tag),
             "--cache-dir".to_owned(),
@@ -251,6 +266,19 @@ fn diff_reports_exactly_what_the_unpacked_trees_differ_in() {
     assert_eq!(report["disruption"]["class"], "Reboot");
     assert_eq!(report["disruption"]["reasons"][0], "file /etc/motd");
     assert_eq!(report["machineConfig"]["changed"], true);
+    // The same MachineConfigs on a newer base whose kernel is the same: decided with the
+    // filesystem difference, as the controller decides such a move — a soft reboot, where
+    // the configs' changed osImageURL alone would reboot.
+    let report = check(&images, "one", "three");
+    assert_eq!(report["kernel"]["changed"], false);
+    assert_ne!(report["baseImage"]["from"], report["baseImage"]["to"]);
+    assert_eq!(report["disruption"]["class"], "SoftReboot", "{report}");
+    let why = report["machineConfig"]["disruption"]["reasons"].to_string();
+    assert!(
+        why.contains("the base image changes")
+            && why.contains("the kernel and initrd are the same"),
+        "{why}"
+    );
     // Two different bases: nothing shared, equal-sized files read and compared.
     let report = check(&images, "base", "other");
     assert!(

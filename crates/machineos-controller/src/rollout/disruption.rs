@@ -1,8 +1,9 @@
 //! What moving onto its image costs each layered pool's nodes still to move: pure, over the
 //! pass's snapshot and observation, with the node disruption policies the pass read
-//! ([`moves`]: [`machineos_disruption::for_nodes`] from each node's `currentConfig` to the
-//! pool's rendered config, when the node's image is that config's build on the target's
-//! base; otherwise a reboot). The result is acted on: each moving node is handed its plan
+//! ([`moves`]: [`machineos_disruption::for_node_moves`] from each node's `currentConfig` to
+//! the pool's rendered config, when the node's image is that config's build on the target's
+//! base; with the images' filesystem difference when they differ by more and the target's
+//! `status.changes` was measured from the node's image; otherwise a reboot). The result is acted on: each moving node is handed its plan
 //! with its desired annotations ([`plans`], the rollout's `NodeObserved::move_plan`: a move
 //! below `Drain` takes no `maxUnavailable` slot and the agent applies it live), and the
 //! MachineOSImage records the summary (`status.disruption`, [`for_pools`]).
@@ -130,12 +131,16 @@ fn class_name(c: Class) -> String {
 /// Each layered pool's moves (pool → its built image and the disruption of moving each of
 /// its members not on that image), over the pass's snapshot.
 ///
-/// A node's move is decided from the rendered config it runs only when its image is that
+/// A node's move is decided from the rendered config it runs alone when its image is that
 /// config's build on the same base and extensions image as the target (its MachineOSImage
 /// says so): then the images differ by what the configs differ by, and the policies' answer
-/// holds. Otherwise — no `currentConfig`, its MachineConfig gone, an image no MachineOSImage
-/// of this pool records for that config, another base or extensions image, a rebuild of the
-/// same config — the move counts as a reboot, and the reason says which.
+/// holds. When they differ by more — another base or extensions image, a rebuild of the
+/// same config, a node image whose MachineOSImage is gone — and the target's
+/// `status.changes` was measured from exactly the node's image, the move is decided with
+/// that filesystem difference ([`machineos_disruption::decide_across_images`]: a new base
+/// with the same kernel soft-reboots). Otherwise — no `currentConfig`, its MachineConfig
+/// gone, an image built for another config or pool, no measured difference — the move
+/// counts as a reboot, and the reason says which.
 pub fn moves(
     s: &Snapshot,
     o: &machineos_rollout::Observed,
@@ -168,7 +173,10 @@ pub fn moves(
             continue;
         };
         let target_record = records.get(image);
-        let moves: Vec<(String, Result<&machineos_api::v1::MachineConfig, String>)> = o
+        // Per moving node: its MachineConfig, and how its image differs from the target
+        // when by more than the configs (decided then with the images' difference); or why
+        // nothing says what it runs.
+        let decided: Vec<(String, Result<Known<'_>, String>)> = o
             .nodes
             .iter()
             .filter(|n| {
@@ -185,31 +193,78 @@ pub fn moves(
                         .get(c)
                         .ok_or_else(|| format!("its MachineConfig {c} is gone"))
                         .and_then(|mc| {
-                            same_build_inputs(
+                            match same_build_inputs(
                                 a.current_image.as_deref(),
                                 c,
                                 &pool.config,
                                 &records,
                                 target_record,
-                            )
-                            .map(|()| mc)
+                            ) {
+                                Ok(()) => Ok((mc, None)),
+                                // The images' difference decides, when it was measured from
+                                // exactly this node's image.
+                                Err(Mismatch {
+                                    reason,
+                                    images_decide: true,
+                                }) if target_record
+                                    .and_then(|t| t.changes.as_ref())
+                                    .is_some_and(|e| {
+                                        a.current_image.as_deref() == Some(e.from.as_str())
+                                    }) =>
+                                {
+                                    Ok((mc, Some(reason)))
+                                }
+                                Err(m) => Err(m.reason),
+                            }
                         }),
                 };
                 (n.name.clone(), mc)
             })
             .collect();
-        let d = machineos_disruption::for_nodes(&moves, target, &policies.policies);
+        let evidence = target_record.and_then(|t| t.changes.as_ref());
+        let moves: Vec<(String, Result<machineos_disruption::NodeMove<'_>, String>)> = decided
+            .iter()
+            .map(|(node, m)| {
+                let m = match m {
+                    Ok((config, why)) => Ok(machineos_disruption::NodeMove {
+                        config,
+                        image: why.as_deref().zip(evidence),
+                    }),
+                    Err(e) => Err(e.clone()),
+                };
+                (node.clone(), m)
+            })
+            .collect();
+        let d = machineos_disruption::for_node_moves(&moves, target, &policies.policies);
         out.insert(pool.name.clone(), (image.clone(), d));
     }
     out
 }
 
-/// What a MachineOSImage says an image was built from.
+/// What a moving node runs: its rendered MachineConfig, and how its image differs from the
+/// target when by more than the configs.
+type Known<'a> = (&'a machineos_api::v1::MachineConfig, Option<String>);
+
+/// What a MachineOSImage says an image was built from, and what its filesystem differs in
+/// from the image before it (`status.changes`).
 struct ImageRecord {
     pool: String,
     config: String,
     base: String,
     extensions: Option<String>,
+    changes: Option<machineos_disruption::ImageEvidence>,
+}
+
+/// `status.changes` as the decision takes it; `None` when absent or unreadable.
+fn evidence(status: Option<&serde_json::Value>) -> Option<machineos_disruption::ImageEvidence> {
+    let c = status?;
+    let count = |k: &str| c.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    Some(machineos_disruption::ImageEvidence {
+        from: c.get("from")?.as_str()?.to_owned(),
+        changed: count("added") + count("removed") + count("modified"),
+        kernel_changed: c.get("kernelChanged")?.as_bool()?,
+        path_class: Class::parse(c.get("pathClass")?.as_str()?)?,
+    })
 }
 
 /// The MachineOSImages by `spec.image`.
@@ -230,6 +285,7 @@ impl ImageRecords {
                             config: text(d, "/spec/machineConfig/name")?,
                             base: text(d, "/spec/baseImage")?,
                             extensions: text(d, "/spec/extensionsImage"),
+                            changes: evidence(d.pointer("/status/changes")),
                         },
                     ))
                 })
@@ -242,6 +298,15 @@ impl ImageRecords {
     }
 }
 
+/// Why a node's move cannot be decided from the configs alone.
+struct Mismatch {
+    reason: String,
+    /// Whether the two images' filesystem difference may decide instead: the node's image
+    /// and the target differ by more than the configs (base, extensions, a rebuild, a
+    /// record gone), not by an inconsistency (an image built for another config or pool).
+    images_decide: bool,
+}
+
 /// `Ok` when the node's image is its config's build from the target's base and extensions.
 fn same_build_inputs(
     current_image: Option<&str>,
@@ -249,35 +314,43 @@ fn same_build_inputs(
     target_config: &str,
     records: &ImageRecords,
     target: Option<&ImageRecord>,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
+    let no = |reason: String| Mismatch {
+        reason,
+        images_decide: false,
+    };
+    let images = |reason: String| Mismatch {
+        reason,
+        images_decide: true,
+    };
     let Some(target) = target else {
-        return Err("no MachineOSImage records the pool's image".into());
+        return Err(no("no MachineOSImage records the pool's image".into()));
     };
     let Some(img) = current_image else {
-        return Err("the node names no currentImage".into());
+        return Err(no("the node names no currentImage".into()));
     };
     let Some(cur) = records.get(img) else {
-        return Err(format!("no MachineOSImage records its image {img}"));
+        return Err(images(format!("no MachineOSImage records its image {img}")));
     };
     if cur.pool != target.pool || cur.config != current_config {
-        return Err(format!(
+        return Err(no(format!(
             "its image {img} was built for {} {}, not for its currentConfig {current_config}",
             cur.pool, cur.config
-        ));
+        )));
     }
     if cur.base != target.base {
-        return Err(format!(
+        return Err(images(format!(
             "the base image changes ({} → {})",
             cur.base, target.base
-        ));
+        )));
     }
     if cur.extensions != target.extensions {
-        return Err("the extensions image changes".into());
+        return Err(images("the extensions image changes".into()));
     }
     if current_config == target_config {
-        return Err(format!(
+        return Err(images(format!(
             "the image is rebuilt from the same MachineConfig {current_config}: what changed is not a configuration change"
-        ));
+        )));
     }
     Ok(())
 }

@@ -47,8 +47,6 @@ pub async fn client_of(server: &Server) -> Client {
 }
 
 fn base_layout(dir: &Path, platforms: &[&str]) -> std::path::PathBuf {
-    let path = dir.join("base-layout");
-    let layout = Layout::create(&path).expect("layout");
     let specs: Vec<_> = platforms
         .iter()
         .map(|p| {
@@ -56,10 +54,17 @@ fn base_layout(dir: &Path, platforms: &[&str]) -> std::path::PathBuf {
                 .with_platform(p.parse::<Platform>().expect("platform"))
         })
         .collect();
+    layout_of(&dir.join("base-layout"), &specs)
+}
+
+/// An OCI layout at `path` holding `specs` (one image, or an index of them) as tag `base`.
+fn layout_of(path: &Path, specs: &[machineos_synth::SynthSpec]) -> std::path::PathBuf {
+    let path = path.to_owned();
+    let layout = Layout::create(&path).expect("layout");
     let desc = if specs.len() == 1 {
         machineos_synth::write_image(&layout, &specs[0]).expect("synth")
     } else {
-        machineos_synth::write_multi_arch(&layout, &specs).expect("synth")
+        machineos_synth::write_multi_arch(&layout, specs).expect("synth")
     };
     layout.set_tag("base", &desc).expect("tag");
     path
@@ -148,6 +153,26 @@ impl Cluster {
         )
         .await;
         c
+    }
+
+    /// Push another base image, `spec`, as `base/os:<tag>`; its reference.
+    pub async fn push_base(&self, tag: &str, spec: machineos_synth::SynthSpec) -> String {
+        let dir = self.tmp.path().join(format!("base-{tag}"));
+        let reference = format!("{}/base/os:{tag}", self.registry.host());
+        let options = CopyOptions::new().dest_registry(&self.registry);
+        let to = reference.clone();
+        tokio::task::spawn_blocking(move || {
+            let layout = layout_of(&dir, &[spec]);
+            skopeo_copy(
+                &format!("oci:{}:base", layout.display()),
+                &format!("docker://{to}"),
+                &options,
+            )
+            .expect("push base");
+        })
+        .await
+        .unwrap();
+        reference
     }
 
     pub async fn secret(&self, name: &str, dockerconfigjson: &[u8]) {
