@@ -150,7 +150,7 @@ pub fn wanted(
 }
 
 /// `status.changes` of a comparison (see the module documentation). Pure.
-pub fn summarize(from: &str, diff: &ImageDiff) -> ImageChanges {
+pub fn summarize(from: &str, architecture: &str, diff: &ImageDiff) -> ImageChanges {
     let count = |c: &str| diff.files.iter().filter(|f| f.change == c).count() as i64;
     let class = image_class(diff.files.iter().map(|f| f.path.as_str()));
     let files: Vec<ImageFileChange> = diff
@@ -175,6 +175,7 @@ pub fn summarize(from: &str, diff: &ImageDiff) -> ImageChanges {
         .collect();
     ImageChanges {
         from: from.to_owned(),
+        architecture: architecture.to_owned(),
         added: count("added"),
         removed: count("removed"),
         modified: count("modified"),
@@ -372,7 +373,8 @@ impl ChangesController {
         for w in warnings {
             tracing::warn!(image = %c.name, warning = %w, "comparing the image");
         }
-        let changes = serde_json::to_value(summarize(&c.from, &diff)).map_err(|e| e.to_string())?;
+        let changes = serde_json::to_value(summarize(&c.from, &c.architecture, &diff))
+            .map_err(|e| e.to_string())?;
         tracing::info!(image = %c.name, from = %c.from, files = diff.files.len(), "image changes recorded");
         let api = kinds::all(client, &kinds::image());
         // Only onto the incarnation compared, only once; a conflict with another writer of
@@ -571,7 +573,7 @@ mod tests {
             files,
             layer_reads: 1,
         };
-        let s = summarize("reg/os@sha256:prev", &diff);
+        let s = summarize("reg/os@sha256:prev", "amd64", &diff);
         assert_eq!((s.added, s.removed, s.modified), (105, 0, 1));
         assert!(s.kernel_changed);
         assert_eq!(s.path_class, "Reboot");

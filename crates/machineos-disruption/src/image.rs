@@ -1,6 +1,7 @@
 //! What a move between two images costs a node by what their filesystems differ in, when
 //! the two rendered MachineConfigs do not tell it all (another base, a Containerfile, RUN
-//! steps): a kernel or initrd that differs needs a reboot; any other path outside what a
+//! steps): a kernel or initrd that differs, or the kernel arguments an image ships (bootc's
+//! `kargs.d`), needs a reboot; any other path outside what a
 //! running node can take live ([`crate::is_live_path`]: `/etc`, `/var`, `/usr/local`) needs
 //! at least the new deployment booted — a soft reboot, since the kernel stays; live paths
 //! alone need nothing by themselves (the node disruption policies decide the actions of the
@@ -23,6 +24,11 @@
 //!   have no policy to apply them by: the userspace restart applies them all); nothing
 //!   differs → nothing more;
 //! * the class is the stronger of the two; a booting class drains.
+//!
+//! [`raise_by_paths`] is the check for a move the configs decide (two builds of one base):
+//! when the filesystem difference from exactly the node's image is known too, what the paths
+//! need (a kernel or `kargs.d`: reboot; outside the live tree: soft reboot — a
+//! Containerfile's RUN step the configs do not show) raises the configs' decision.
 //!
 //! Pure.
 
@@ -60,13 +66,21 @@ pub fn is_kernel_path(path: &str) -> bool {
     })
 }
 
+/// Whether `path` holds kernel arguments an image ships: bootc's
+/// `/usr/lib/bootc/kargs.d/*.toml`, which a switch applies to the new deployment — a new
+/// kernel command line, so only a reboot gives it.
+pub fn is_kargs_path(path: &str) -> bool {
+    path.strip_prefix("/usr/lib/bootc/kargs.d/")
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+}
+
 /// The class `changed` (paths added, removed or modified) needs (see the module
 /// documentation).
 pub fn image_class<'a>(changed: impl IntoIterator<Item = &'a str>) -> ImageClass {
     let mut kernel = Vec::new();
     let mut not_live = Vec::new();
     for p in changed {
-        if is_kernel_path(p) {
+        if is_kernel_path(p) || is_kargs_path(p) {
             kernel.push(p);
         } else if !is_live_path(p) && p != "/" && !is_live_root(p) {
             not_live.push(p);
@@ -77,7 +91,13 @@ pub fn image_class<'a>(changed: impl IntoIterator<Item = &'a str>) -> ImageClass
             class: Class::Reboot,
             reasons: kernel
                 .iter()
-                .map(|p| format!("{p} differs: the kernel or initrd changes"))
+                .map(|p| {
+                    if is_kargs_path(p) {
+                        format!("{p} differs: the kernel arguments change")
+                    } else {
+                        format!("{p} differs: the kernel or initrd changes")
+                    }
+                })
                 .collect(),
         };
     }
@@ -117,7 +137,8 @@ fn is_live_root(p: &str) -> bool {
 }
 
 /// What comparing the node's image with the target found (a MachineOSImage's
-/// `status.changes`, when its `from` is the node's image).
+/// `status.changes`, when its `from` is the node's image and it compared the node's
+/// architecture).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ImageEvidence {
     /// The image compared with: the node's.
@@ -173,6 +194,42 @@ pub fn decide_across_images(
         if image_class == Class::Reboot {
             outcome.actions = vec![Action::Reboot];
         }
+    }
+    outcome
+}
+
+/// `outcome` (the configs' decision for a move between two builds of one base) raised to
+/// what the measured paths need (see the module documentation).
+pub fn raise_by_paths(mut outcome: Outcome, image: &ImageEvidence) -> Outcome {
+    let class = if image.kernel_changed {
+        Class::Reboot
+    } else {
+        image.path_class
+    };
+    if class <= outcome.class {
+        return outcome;
+    }
+    outcome.reasons.push(Reason {
+        change: format!(
+            "the image differs from the node's image {} beyond the configs: {}",
+            image.from,
+            if class == Class::Reboot {
+                "the kernel, initrd or kernel arguments change"
+            } else {
+                "paths outside /etc, /var and /usr/local change"
+            }
+        ),
+        policy: Some("image difference".into()),
+        actions: vec![if class == Class::Reboot {
+            Action::Reboot
+        } else {
+            Action::Drain
+        }],
+    });
+    outcome.class = class;
+    outcome.drain = true;
+    if class == Class::Reboot {
+        outcome.actions = vec![Action::Reboot];
     }
     outcome
 }

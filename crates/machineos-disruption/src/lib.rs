@@ -28,7 +28,10 @@ pub mod registries;
 
 pub use changes::{ConfigChanges, OsChange};
 pub use decide::{Class, Outcome, Reason, decide, is_live_path};
-pub use image::{ImageClass, ImageEvidence, decide_across_images, image_class, is_kernel_path};
-pub use nodes::{Disruption, NodeDisruption, NodeMove, for_node_moves, for_nodes};
+pub use image::{
+    ImageClass, ImageEvidence, decide_across_images, image_class, is_kargs_path, is_kernel_path,
+    raise_by_paths,
+};
+pub use nodes::{Disruption, ImageBasis, NodeDisruption, NodeMove, for_node_moves, for_nodes};
 pub use plan::{NODE_DISRUPTION, NodePlan};
 pub use policy::{Action, ClusterPolicies, PolicyConfig, PolicyError};

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::changes::ConfigChanges;
 use crate::decide::{Class, Outcome, Reason, decide};
-use crate::image::{ImageEvidence, decide_across_images};
+use crate::image::{ImageEvidence, decide_across_images, raise_by_paths};
 use crate::policy::{Action, ClusterPolicies};
 
 /// One node's move, when what it runs is known.
@@ -24,9 +24,20 @@ use crate::policy::{Action, ClusterPolicies};
 pub struct NodeMove<'a> {
     /// The rendered MachineConfig it runs.
     pub config: &'a MachineConfig,
-    /// When its image differs from the target by more than the configs: how (the reason
-    /// shown) and the two images' filesystem difference.
-    pub image: Option<(&'a str, &'a ImageEvidence)>,
+    /// What the filesystem difference between its image and the target's says, when it was
+    /// measured from exactly its image.
+    pub image: Option<ImageBasis<'a>>,
+}
+
+/// How a move's images relate, with their measured difference.
+#[derive(Debug, Clone, Copy)]
+pub enum ImageBasis<'a> {
+    /// Two builds of one base: the configs decide, raised by what the paths need
+    /// ([`crate::image::raise_by_paths`]).
+    SameBase(&'a ImageEvidence),
+    /// The images differ by more than the configs (how, for the reason shown): decided
+    /// with the difference ([`crate::image::decide_across_images`]).
+    Across(&'a str, &'a ImageEvidence),
 }
 
 /// One node's move.
@@ -87,7 +98,8 @@ pub fn for_node_moves(
     target: &MachineConfig,
     policies: &ClusterPolicies,
 ) -> Disruption {
-    let mut memo: BTreeMap<(String, Option<(String, ImageEvidence)>), Outcome> = BTreeMap::new();
+    type Key = (String, Option<(Option<String>, ImageEvidence)>);
+    let mut memo: BTreeMap<Key, Outcome> = BTreeMap::new();
     let mut nodes = Vec::new();
     for (node, current) in moves {
         let (from, outcome) = match current {
@@ -95,15 +107,21 @@ pub fn for_node_moves(
                 let name = m.config.name().to_owned();
                 let key = (
                     name.clone(),
-                    m.image.map(|(why, e)| (why.to_owned(), e.clone())),
+                    m.image.map(|b| match b {
+                        ImageBasis::SameBase(e) => (None, e.clone()),
+                        ImageBasis::Across(why, e) => (Some(why.to_owned()), e.clone()),
+                    }),
                 );
                 let o = memo
                     .entry(key)
                     .or_insert_with(|| {
                         let changes = ConfigChanges::between(m.config, target);
                         match m.image {
-                            Some((why, evidence)) => {
+                            Some(ImageBasis::Across(why, evidence)) => {
                                 decide_across_images(&changes, policies, evidence, why)
+                            }
+                            Some(ImageBasis::SameBase(evidence)) => {
+                                raise_by_paths(decide(&changes, policies), evidence)
                             }
                             None => decide(&changes, policies),
                         }

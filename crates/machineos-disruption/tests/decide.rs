@@ -789,3 +789,60 @@ fn across_images_the_configs_and_the_filesystem_decide_together() {
         );
     }
 }
+
+#[test]
+fn between_builds_of_one_base_the_measured_paths_raise_the_configs_decision() {
+    use machineos_disruption::{ImageEvidence, is_kargs_path, raise_by_paths};
+    let mut p = ClusterPolicies::defaults();
+    p.files.push(machineos_disruption::policy::FilePolicy {
+        path: "/etc/motd".into(),
+        actions: vec![Action::None],
+    });
+    let evidence = |kernel: bool, class: Class| ImageEvidence {
+        from: "reg/os@sha256:old".into(),
+        changed: 3,
+        kernel_changed: kernel,
+        path_class: class,
+    };
+    let motd = decide(&files(&["/etc/motd"]), &p);
+    assert_eq!(motd.class, Class::None);
+    // Only the config's own /etc file: the live apply stands.
+    let o = raise_by_paths(motd.clone(), &evidence(false, Class::None));
+    assert_eq!(
+        (o.class, o.drain, &o.actions),
+        (Class::None, false, &vec![Action::None])
+    );
+    // A RUN step changed /usr: the new deployment is booted.
+    let o = raise_by_paths(motd.clone(), &evidence(false, Class::SoftReboot));
+    assert_eq!((o.class, o.drain), (Class::SoftReboot, true));
+    assert!(
+        o.reasons
+            .last()
+            .unwrap()
+            .change
+            .contains("reg/os@sha256:old")
+    );
+    // ... or the kernel: a reboot.
+    let o = raise_by_paths(motd, &evidence(true, Class::Reboot));
+    assert_eq!(
+        (o.class, &o.actions),
+        (Class::Reboot, &vec![Action::Reboot])
+    );
+    // Never lowered.
+    let chrony = decide(&files(&["/etc/chrony.conf"]), &p);
+    assert_eq!(
+        raise_by_paths(chrony.clone(), &evidence(false, Class::None)),
+        chrony
+    );
+    // The kernel arguments an image ships are kernel state.
+    assert!(is_kargs_path("/usr/lib/bootc/kargs.d/10-fips.toml"));
+    assert!(!is_kargs_path("/usr/lib/bootc/kargs.d"));
+    assert!(!is_kargs_path("/usr/lib/bootc/kargs.d/sub/x.toml"));
+    let got = machineos_disruption::image_class(["/usr/lib/bootc/kargs.d/10-fips.toml"]);
+    assert_eq!(got.class, Class::Reboot);
+    assert!(
+        got.reasons[0].contains("kernel arguments"),
+        "{:?}",
+        got.reasons
+    );
+}

@@ -147,6 +147,11 @@ pub fn report(
                 .any(|o| matches!(o, OsChange::OsImageUrl | OsChange::Extensions))
             {
                 Some("the osImageURL or extensions change".to_owned())
+            } else if a.metadata.name == b.metadata.name && !diff.files.is_empty() {
+                Some(format!(
+                    "the image is rebuilt from the same MachineConfig {}",
+                    a.metadata.name.as_deref().unwrap_or("?")
+                ))
             } else {
                 None
             };

@@ -244,7 +244,7 @@ pub fn disruption_text(d: &machineos_disruption::Disruption, source: &str) -> St
         other => other.type_name().to_owned(),
     };
     let mut out = format!(
-        "disruption by policy ({source}): {:?} (below Drain: applied live, no slot taken)\n",
+        "disruption by policy ({source}): {:?} (a move below Drain is applied live and takes no slot)\n",
         d.class
     );
     for n in &d.nodes {
@@ -482,7 +482,7 @@ mod tests {
         };
         assert_eq!(
             disruption_text(&d, "the MCO's defaults"),
-            "disruption by policy (the MCO's defaults): Reboot (below Drain: applied live, no slot taken)\n  \
+            "disruption by policy (the MCO's defaults): Reboot (a move below Drain is applied live and takes no slot)\n  \
              w1: Reload — Reload crio.service (file /etc/containers/policy.json)\n  \
              w2: Reboot, drained — Reboot (Node w2 has no currentConfig)"
         );

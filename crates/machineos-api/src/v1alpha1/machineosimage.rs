@@ -182,6 +182,11 @@ pub struct ImageChanges {
     /// from is the image compared with, by digest.
     #[schemars(length(max = 512))]
     pub from: String,
+    /// architecture is the one architecture whose manifests were compared (`amd64`, …): for
+    /// an image index, the others' may differ otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 16))]
+    pub architecture: String,
     /// added counts the paths only in this image.
     #[schemars(range(min = 0))]
     pub added: i64,

@@ -134,11 +134,14 @@ fn class_name(c: Class) -> String {
 /// A node's move is decided from the rendered config it runs alone when its image is that
 /// config's build on the same base and extensions image as the target (its MachineOSImage
 /// says so): then the images differ by what the configs differ by, and the policies' answer
-/// holds. When they differ by more — another base or extensions image, a rebuild of the
-/// same config, a node image whose MachineOSImage is gone — and the target's
-/// `status.changes` was measured from exactly the node's image, the move is decided with
-/// that filesystem difference ([`machineos_disruption::decide_across_images`]: a new base
-/// with the same kernel soft-reboots). Otherwise — no `currentConfig`, its MachineConfig
+/// holds — raised by what the paths need when the target's `status.changes` was measured
+/// from exactly the node's image (a Containerfile's RUN step the configs do not show:
+/// [`machineos_disruption::raise_by_paths`]). When they differ by more — another base or
+/// extensions image, a rebuild of the same config, a node image whose MachineOSImage is
+/// gone — and that measurement exists, the move is decided with the filesystem difference
+/// ([`machineos_disruption::decide_across_images`]: a new base with the same kernel
+/// soft-reboots). A measurement counts for a node only when it compared the node's
+/// architecture (or the image has one). Otherwise — no `currentConfig`, its MachineConfig
 /// gone, an image built for another config or pool, no measured difference — the move
 /// counts as a reboot, and the reason says which.
 pub fn moves(
@@ -173,9 +176,9 @@ pub fn moves(
             continue;
         };
         let target_record = records.get(image);
-        // Per moving node: its MachineConfig, and how its image differs from the target
-        // when by more than the configs (decided then with the images' difference); or why
-        // nothing says what it runs.
+        // Per moving node: its MachineConfig, and how its image relates to the target's with
+        // their measured difference when it was measured from exactly its image (and its
+        // architecture); or why nothing says what it runs.
         let decided: Vec<(String, Result<Known<'_>, String>)> = o
             .nodes
             .iter()
@@ -187,6 +190,14 @@ pub fn moves(
             .filter(|n| n.annotations.current_image.as_deref() != Some(image.as_str()))
             .map(|n| {
                 let a = &n.annotations;
+                let measured = target_record.and_then(|t| {
+                    t.evidence_for(
+                        a.current_image.as_deref(),
+                        n.labels
+                            .get(machineos_vocab::node::ARCH_LABEL)
+                            .map(String::as_str),
+                    )
+                });
                 let mc = match a.current_config.as_deref() {
                     None | Some("") => Err(format!("Node {} has no currentConfig", n.name)),
                     Some(c) => mcs
@@ -200,19 +211,13 @@ pub fn moves(
                                 &records,
                                 target_record,
                             ) {
-                                Ok(()) => Ok((mc, None)),
-                                // The images' difference decides, when it was measured from
-                                // exactly this node's image.
+                                Ok(()) => Ok((mc, measured.map(Basis::SameBase))),
+                                // The images' difference decides, when it was measured.
                                 Err(Mismatch {
                                     reason,
                                     images_decide: true,
-                                }) if target_record
-                                    .and_then(|t| t.changes.as_ref())
-                                    .is_some_and(|e| {
-                                        a.current_image.as_deref() == Some(e.from.as_str())
-                                    }) =>
-                                {
-                                    Ok((mc, Some(reason)))
+                                }) if measured.is_some() => {
+                                    Ok((mc, measured.map(|e| Basis::Across(reason, e))))
                                 }
                                 Err(m) => Err(m.reason),
                             }
@@ -221,14 +226,18 @@ pub fn moves(
                 (n.name.clone(), mc)
             })
             .collect();
-        let evidence = target_record.and_then(|t| t.changes.as_ref());
         let moves: Vec<(String, Result<machineos_disruption::NodeMove<'_>, String>)> = decided
             .iter()
             .map(|(node, m)| {
                 let m = match m {
-                    Ok((config, why)) => Ok(machineos_disruption::NodeMove {
+                    Ok((config, basis)) => Ok(machineos_disruption::NodeMove {
                         config,
-                        image: why.as_deref().zip(evidence),
+                        image: basis.as_ref().map(|b| match b {
+                            Basis::SameBase(e) => machineos_disruption::ImageBasis::SameBase(e),
+                            Basis::Across(why, e) => {
+                                machineos_disruption::ImageBasis::Across(why, e)
+                            }
+                        }),
                     }),
                     Err(e) => Err(e.clone()),
                 };
@@ -241,9 +250,15 @@ pub fn moves(
     out
 }
 
-/// What a moving node runs: its rendered MachineConfig, and how its image differs from the
-/// target when by more than the configs.
-type Known<'a> = (&'a machineos_api::v1::MachineConfig, Option<String>);
+/// What a moving node runs: its rendered MachineConfig, and how its image relates to the
+/// target's, with their measured difference, when it was measured.
+type Known<'a> = (&'a machineos_api::v1::MachineConfig, Option<Basis<'a>>);
+
+/// [`machineos_disruption::ImageBasis`] with an owned reason.
+enum Basis<'a> {
+    SameBase(&'a machineos_disruption::ImageEvidence),
+    Across(String, &'a machineos_disruption::ImageEvidence),
+}
 
 /// What a MachineOSImage says an image was built from, and what its filesystem differs in
 /// from the image before it (`status.changes`).
@@ -252,12 +267,47 @@ struct ImageRecord {
     config: String,
     base: String,
     extensions: Option<String>,
-    changes: Option<machineos_disruption::ImageEvidence>,
+    changes: Option<Measured>,
+    /// How many architectures the image has (an index's, or one).
+    architectures: usize,
+}
+
+impl ImageRecord {
+    /// The measured difference, when it was measured from exactly `node_image` and covers
+    /// `node_arch` (a single-architecture image, or the architecture compared).
+    fn evidence_for(
+        &self,
+        node_image: Option<&str>,
+        node_arch: Option<&str>,
+    ) -> Option<&machineos_disruption::ImageEvidence> {
+        let m = self.changes.as_ref()?;
+        let arch_covered = self.architectures <= 1
+            || (!m.architecture.is_empty() && node_arch == Some(m.architecture.as_str()));
+        (node_image == Some(m.evidence.from.as_str()) && arch_covered).then_some(&m.evidence)
+    }
+}
+
+/// What a MachineOSImage's `status.changes` measured: the difference, and the architecture
+/// compared (empty on an older record).
+struct Measured {
+    evidence: machineos_disruption::ImageEvidence,
+    architecture: String,
 }
 
 /// `status.changes` as the decision takes it; `None` when absent or unreadable.
-fn evidence(status: Option<&serde_json::Value>) -> Option<machineos_disruption::ImageEvidence> {
+fn measured(status: Option<&serde_json::Value>) -> Option<Measured> {
     let c = status?;
+    Some(Measured {
+        evidence: evidence(c)?,
+        architecture: c
+            .get("architecture")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}
+
+fn evidence(c: &serde_json::Value) -> Option<machineos_disruption::ImageEvidence> {
     let count = |k: &str| c.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
     Some(machineos_disruption::ImageEvidence {
         from: c.get("from")?.as_str()?.to_owned(),
@@ -285,7 +335,11 @@ impl ImageRecords {
                             config: text(d, "/spec/machineConfig/name")?,
                             base: text(d, "/spec/baseImage")?,
                             extensions: text(d, "/spec/extensionsImage"),
-                            changes: evidence(d.pointer("/status/changes")),
+                            changes: measured(d.pointer("/status/changes")),
+                            architectures: d
+                                .pointer("/spec/architectures")
+                                .and_then(serde_json::Value::as_array)
+                                .map_or(1, Vec::len),
                         },
                     ))
                 })
