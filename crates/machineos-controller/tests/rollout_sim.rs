@@ -1175,6 +1175,18 @@ async fn image_for(c: &Cluster, config: &str) -> String {
         .to_owned()
 }
 
+/// Pause or unpause the pool `worker`.
+async fn set_paused(c: &Cluster, paused: bool) {
+    c.get(&kinds::pool())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .unwrap();
+}
+
 async fn pool_config(c: &Cluster) -> String {
     let pools = c.get(&kinds::pool());
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
@@ -1233,20 +1245,7 @@ async fn an_etc_change_whose_policy_is_none_moves_every_node_live_and_an_uncover
     }
 
     // /etc/motd changes: policy None. Paused first, to read the plan before anything moves.
-    let pools = c.get(&kinds::pool());
-    let pause = |paused: bool| {
-        let pools = pools.clone();
-        async move {
-            pools
-                .patch(
-                    "worker",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"paused": paused}})),
-                )
-                .await
-                .unwrap();
-        }
-    };
+    let pause = |paused: bool| set_paused(&c, paused);
     pause(true).await;
     c.apply(
         &kinds::machine_config(),
@@ -1458,20 +1457,7 @@ async fn a_new_base_with_the_same_kernel_is_a_soft_reboot_by_the_images_differen
 
     // A new base: the same kernel and initrd (the same spec), and one more file under /usr.
     // Paused first, to read the plan before anything moves.
-    let pools = c.get(&kinds::pool());
-    let pause = |paused: bool| {
-        let pools = pools.clone();
-        async move {
-            pools
-                .patch(
-                    "worker",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"paused": paused}})),
-                )
-                .await
-                .unwrap();
-        }
-    };
+    let pause = |paused: bool| set_paused(&c, paused);
     pause(true).await;
     let mut spec = machineos_synth::SynthSpec::example();
     spec.extra_files.push(machineos_synth::ExtraFile {

@@ -76,93 +76,46 @@ fn route_optional_selections(expr: &mut cel::IdedExpr) {
 /// `oldSelf.spec.pool.name.value()` → `oldSelf.?spec.?pool.?name.value()`. Calls (a name
 /// followed by `(`) and text inside string literals are left alone.
 pub fn rewrite_optional_old_self(rule: &str) -> String {
-    let b = rule.as_bytes();
-    // Bytes: string literals are copied byte for byte (any UTF-8 in them stays whole);
-    // only ASCII is inserted.
-    let mut out: Vec<u8> = Vec::with_capacity(rule.len() + 8);
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < b.len() {
-        let c = b[i];
-        if let Some(q) = quote {
-            out.push(c);
-            if c == b'\\' && i + 1 < b.len() {
-                out.push(b[i + 1]);
-                i += 2;
-                continue;
-            }
-            if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'\'' || c == b'"' {
-            quote = Some(c);
-            out.push(c);
-            i += 1;
-            continue;
-        }
+    optional_chains_after(rule, |b, i| {
         let word_start =
             i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.');
-        if word_start && rule[i..].starts_with("oldSelf") {
-            let after = i + "oldSelf".len();
-            let boundary =
-                after >= b.len() || !(b[after].is_ascii_alphanumeric() || b[after] == b'_');
-            if boundary {
-                out.extend_from_slice(b"oldSelf");
-                i = after;
-                // Chained `.name` selections.
-                while i < b.len() && b[i] == b'.' {
-                    let mut j = i + 1;
-                    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-                        j += 1;
-                    }
-                    if j == i + 1 {
-                        break;
-                    }
-                    let name = &rule[i + 1..j];
-                    let mut k = j;
-                    while k < b.len() && b[k] == b' ' {
-                        k += 1;
-                    }
-                    if k < b.len() && b[k] == b'(' {
-                        // A method call ends the chain.
-                        out.push(b'.');
-                        out.extend_from_slice(name.as_bytes());
-                        i = j;
-                        break;
-                    }
-                    out.extend_from_slice(b".?");
-                    out.extend_from_slice(name.as_bytes());
-                    i = j;
-                }
-                continue;
-            }
-        }
-        // Copy one UTF-8 character.
-        let ch_len = rule[i..].chars().next().map_or(1, char::len_utf8);
-        out.extend_from_slice(&b[i..i + ch_len]);
-        i += ch_len;
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        let after = i + "oldSelf".len();
+        let boundary = after >= b.len() || !(b[after].is_ascii_alphanumeric() || b[after] == b'_');
+        (word_start && b[i..].starts_with(b"oldSelf") && boundary).then_some(after)
+    })
 }
 
 /// Rewrites the plain field selections chained after a `.?` selection into optional ones:
 /// `self.?status.a.b.orValue(1)` → `self.?status.?a.?b.orValue(1)`. A call (a name followed
 /// by `(`) ends the chain; text inside string literals is left alone.
 pub fn rewrite_optional_chains(rule: &str) -> String {
+    optional_chains_after(rule, |b, i| {
+        if b[i] != b'.' || b.get(i + 1) != Some(&b'?') {
+            return None;
+        }
+        let end = ident_end(b, i + 2);
+        (end > i + 2).then_some(end)
+    })
+}
+
+/// The end of the identifier starting at `from` (`from` itself when there is none).
+fn ident_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        j += 1;
+    }
+    j
+}
+
+/// `rule` copied — string literals byte for byte (any UTF-8 in them stays whole; only ASCII
+/// is inserted) — with, wherever `head` finds a chain head outside them (returning where it
+/// ends), the plain `.name` selections chained after the head turned into `.?name`; a call
+/// (a name followed by `(`) or anything else ends the chain.
+fn optional_chains_after(rule: &str, head: impl Fn(&[u8], usize) -> Option<usize>) -> String {
     let b = rule.as_bytes();
     let mut out: Vec<u8> = Vec::with_capacity(rule.len() + 8);
     let mut i = 0;
     let mut quote: Option<u8> = None;
-    let ident = |from: usize| {
-        let mut j = from;
-        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-            j += 1;
-        }
-        j
-    };
     while i < b.len() {
         let c = b[i];
         if let Some(q) = quote {
@@ -184,31 +137,28 @@ pub fn rewrite_optional_chains(rule: &str) -> String {
             i += 1;
             continue;
         }
-        if c == b'.' && b.get(i + 1) == Some(&b'?') {
-            let end = ident(i + 2);
-            if end > i + 2 {
-                out.extend_from_slice(&b[i..end]);
-                i = end;
-                // The chain after it.
-                while i < b.len() && b[i] == b'.' && b.get(i + 1) != Some(&b'?') {
-                    let j = ident(i + 1);
-                    if j == i + 1 {
-                        break;
-                    }
-                    let mut k = j;
-                    while k < b.len() && b[k] == b' ' {
-                        k += 1;
-                    }
-                    if k < b.len() && b[k] == b'(' {
-                        break;
-                    }
-                    out.extend_from_slice(b".?");
-                    out.extend_from_slice(&b[i + 1..j]);
-                    i = j;
+        if let Some(end) = head(b, i) {
+            out.extend_from_slice(&b[i..end]);
+            i = end;
+            while i < b.len() && b[i] == b'.' {
+                let j = ident_end(b, i + 1);
+                if j == i + 1 {
+                    break;
                 }
-                continue;
+                let mut k = j;
+                while k < b.len() && b[k] == b' ' {
+                    k += 1;
+                }
+                if k < b.len() && b[k] == b'(' {
+                    break;
+                }
+                out.extend_from_slice(b".?");
+                out.extend_from_slice(&b[i + 1..j]);
+                i = j;
             }
+            continue;
         }
+        // Copy one UTF-8 character.
         let ch_len = rule[i..].chars().next().map_or(1, char::len_utf8);
         out.extend_from_slice(&b[i..i + ch_len]);
         i += ch_len;
