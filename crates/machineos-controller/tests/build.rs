@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use kube::ResourceExt;
 use machineos_controller::kinds;
@@ -691,5 +693,80 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
         format!("sha256:{:x}", sha2::Sha256::digest(b"hello v2\n"))
     };
     assert_eq!(motd["digest"], digest.as_str());
+    ctl.stop().await;
+}
+
+/// `status.changes` when the controller dies mid-comparison: the comparison hangs on the
+/// pushed image's manifest (a registry that never answers), the controller is killed (its
+/// task aborted at that await), nothing is written; the next controller compares again and
+/// writes it — once, and from the image's base.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_comparison_leaves_nothing_and_the_next_one_writes_the_changes() {
+    use machineos_testkit::{FaultAction, FaultProxy, FaultRule};
+    let c = Cluster::start_with(machineos_testkit::RegistryOptions::new()).await;
+    let proxy = FaultProxy::start(c.registry.addr(), Vec::new()).expect("proxy");
+    let push = format!("{}/machineos/worker:latest", proxy.host());
+    c.secret(
+        "push-secret",
+        &dockerconfig(&proxy.host(), "anonymous", "none"),
+    )
+    .await;
+    c.setup(&push, "hello\n").await;
+    // The image, built and recorded without comparisons.
+    let ctl = c.controller().await;
+    let images = c
+        .until(&kinds::image(), "the image recorded", |l| l.len() == 1)
+        .await;
+    ctl.stop().await;
+    let image = images[0].data["spec"]["image"].as_str().unwrap().to_owned();
+    assert!(images[0].data.pointer("/status/changes").is_none());
+
+    // The registry now hangs on the image's manifest: the comparison starts and waits.
+    proxy
+        .set_rules(vec![
+            FaultRule::new("/manifests/sha256:", FaultAction::Silence)
+                .method("GET")
+                .times(usize::MAX),
+        ])
+        .unwrap();
+    proxy.clear_requests();
+    let mut opts = c.options();
+    opts.image_changes = true;
+    let ctl = c.controller_with(opts.clone()).await;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while proxy.count("GET", "/manifests/sha256:") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the comparison never asked for the image: {:?}",
+            proxy.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ctl.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let l = c
+        .get(&kinds::image())
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        l.items[0].data.pointer("/status/changes").is_none(),
+        "written by a killed comparison"
+    );
+
+    // The registry answers again; the next controller compares and writes.
+    proxy.set_rules(Vec::new()).unwrap();
+    let ctl = c.controller_with(opts).await;
+    let images = c
+        .until(&kinds::image(), "the changes written", |l| {
+            l.iter()
+                .all(|m| m.data.pointer("/status/changes").is_some())
+        })
+        .await;
+    let changes = &images[0].data["status"]["changes"];
+    assert_eq!(images[0].data["spec"]["image"], image.as_str());
+    assert_eq!(changes["from"], images[0].data["spec"]["baseImage"]);
+    assert_eq!(changes["architecture"], "amd64");
+    assert!(changes["added"].as_i64().unwrap() > 0, "{changes}");
     ctl.stop().await;
 }
