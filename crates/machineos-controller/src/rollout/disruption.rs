@@ -28,6 +28,55 @@ use crate::observe::Snapshot;
 /// How long read policies are used before they are read again.
 pub const POLICY_TTL: Duration = Duration::from_secs(30);
 
+/// How long after a pool's image is recorded its rollout waits for the image's comparison
+/// with the pool's previous image (`status.changes`), which decides the moves across images
+/// ([`moves`]); after that the moves go ahead without it (as reboots).
+pub const CHANGES_WAIT_SECONDS: i64 = 60;
+
+/// The layered pools (index into `o.pools`, and why) whose built image has no
+/// `status.changes` yet and was recorded less than [`CHANGES_WAIT_SECONDS`] before `now`:
+/// their rollout waits (the pass makes their image `Pending` with this reason), so the
+/// first nodes are not planned as reboots a second before the comparison says less is
+/// needed. Only when the controller records changes at all. Pure.
+pub fn awaiting_changes(
+    s: &Snapshot,
+    o: &machineos_rollout::Observed,
+    now: i64,
+) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, pool) in o.pools.iter().enumerate() {
+        let PoolImage::Built(image) = &pool.image else {
+            continue;
+        };
+        let Some(record) = s.images.iter().find(|m| {
+            m.data
+                .pointer("/spec/image")
+                .and_then(serde_json::Value::as_str)
+                == Some(image.as_str())
+        }) else {
+            continue;
+        };
+        if record.data.pointer("/status/changes").is_some() {
+            continue;
+        }
+        let Some(created) = record.creation_timestamp().map(|t| t.0.as_second()) else {
+            continue;
+        };
+        let age = now.saturating_sub(created);
+        if (0..CHANGES_WAIT_SECONDS).contains(&age) {
+            out.push((
+                i,
+                format!(
+                    "waiting for the image to be compared with the nodes' image (MachineOSImage {} status.changes; at most {}s more)",
+                    record.name_any(),
+                    CHANGES_WAIT_SECONDS - age
+                ),
+            ));
+        }
+    }
+    out
+}
+
 /// The policies the controller uses, and where they came from.
 #[derive(Debug, Clone)]
 pub struct Policies {
@@ -464,4 +513,95 @@ pub fn for_pools(
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kube::api::DynamicObject;
+    use machineos_rollout::observed::{PoolImage, PoolObserved};
+    use serde_json::json;
+
+    use super::*;
+
+    const IMAGE: &str =
+        "reg/os@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+    fn pool(image: PoolImage) -> PoolObserved {
+        PoolObserved {
+            name: "worker".into(),
+            node_selector: None,
+            config: "rendered-worker-1".into(),
+            image,
+            paused: false,
+            max_unavailable: None,
+            min_ready_seconds: 0,
+            max_staging: None,
+            conditions: Default::default(),
+        }
+    }
+
+    fn record(created: &str, changes: bool) -> Arc<DynamicObject> {
+        let mut v = json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+            "kind": "MachineOSImage",
+            "metadata": {"name": "worker-1", "creationTimestamp": created},
+            "spec": {"image": IMAGE},
+        });
+        if changes {
+            v["status"] = json!({"changes": {"from": "reg/os@sha256:prev"}});
+        }
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    /// The wait: only for a built image without `status.changes`, recorded less than
+    /// [`CHANGES_WAIT_SECONDS`] ago; never for a pending or non-layered pool.
+    #[test]
+    fn a_rollout_waits_for_its_images_changes_at_most_a_minute() {
+        // 2026-12-04T12:00:00Z.
+        let created = 1_796_385_600;
+        let table: Vec<(PoolImage, bool, i64, bool)> = vec![
+            (PoolImage::Built(IMAGE.into()), false, created, true),
+            (PoolImage::Built(IMAGE.into()), false, created + 59, true),
+            (PoolImage::Built(IMAGE.into()), false, created + 60, false),
+            (PoolImage::Built(IMAGE.into()), true, created + 1, false),
+            (
+                PoolImage::Built("reg/os@sha256:other".into()),
+                false,
+                created + 1,
+                false,
+            ),
+            (
+                PoolImage::Pending("building".into()),
+                false,
+                created + 1,
+                false,
+            ),
+            (PoolImage::NotLayered, false, created + 1, false),
+        ];
+        for (image, changes, now, waits) in table {
+            let s = Snapshot {
+                images: vec![record("2026-12-04T12:00:00Z", changes)],
+                ..Snapshot::default()
+            };
+            let o = machineos_rollout::Observed {
+                pools: vec![pool(image.clone())],
+                ..Default::default()
+            };
+            let got = awaiting_changes(&s, &o, now);
+            assert_eq!(
+                got.len() == 1,
+                waits,
+                "{image:?} changes={changes} now={now}"
+            );
+            if let Some((i, why)) = got.first() {
+                assert_eq!(*i, 0);
+                assert!(
+                    why.contains("MachineOSImage worker-1 status.changes"),
+                    "{why}"
+                );
+            }
+        }
+    }
 }

@@ -97,8 +97,19 @@ impl RolloutController {
         }
         let policies = self.policies.clone();
         let (s, lifecycle) = (s.clone(), lifecycle.clone());
+        let wait_for_changes = cx.opts.image_changes;
         let decided = tokio::task::spawn_blocking(move || {
             let mut o = observe::observe(&s, &lifecycle, controller_node.as_deref(), min_ready);
+            // A pool whose new image is still being compared with its nodes' waits briefly:
+            // that comparison decides what moving onto it costs.
+            let waiting = if wait_for_changes {
+                disruption::awaiting_changes(&s, &o, now)
+            } else {
+                Vec::new()
+            };
+            for (i, why) in &waiting {
+                o.pools[*i].image = machineos_rollout::observed::PoolImage::Pending(why.clone());
+            }
             // What each move costs, decided before anything moves: the plan each node is
             // handed with its desired annotations, and the MachineOSImages' record.
             let costs = match policies {
@@ -113,12 +124,16 @@ impl RolloutController {
                 None => Default::default(),
             };
             let d = machineos_rollout::decide(&o, now);
-            (s, o, d, costs)
+            (s, o, d, costs, !waiting.is_empty())
         })
         .await;
-        let Ok((s, o, d, costs)) = decided else {
+        let Ok((s, o, d, costs, waiting)) = decided else {
             return requeue;
         };
+        if waiting {
+            // The comparison's write wakes the pass too; this bounds the wait's end.
+            requeue.after(Duration::from_secs(1));
+        }
         // The pull credentials a node will be told to use are in the agents' copy first.
         let copied = secrets::sync(cx.client, &s).await;
         let mut done = execute::execute(cx.client, cx.events, &s, &o, &d, &costs).await;
