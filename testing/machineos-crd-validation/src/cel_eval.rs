@@ -13,10 +13,8 @@
 //! set lists). Without one the rule is skipped — unless it has `optionalOldSelf: true`,
 //! in which case `oldSelf` is `optional.none()` (and `optional.of(old)` when there is
 //! one). cel-go lets a plain field selection on an optional yield an optional
-//! (`oldSelf.spec.x`); the `cel` crate does not, so for `optionalOldSelf` rules
-//! [`crate::cel_compile::rewrite_optional_old_self`] turns the selections chained on `oldSelf` into `.?`
-//! selections, which mean the same; in every rule, the selections chained after a `.?`
-//! selection become `.?` ones too ([`crate::cel_compile::rewrite_optional_chains`]).
+//! (`oldSelf.spec.x`, `self.?a.b`); the `cel` crate does not, so [`crate::cel_compile::compile`]
+//! makes such selections optional ones, which mean the same.
 //!
 //! **Ratcheting.** On update, rules that do not reference `oldSelf` are skipped at a node
 //! whose correlated old value equals the new one.
@@ -488,6 +486,8 @@ fn rule_error(path: &Option<String>, s: &Schema, rule: &Rule, detail: String) ->
 mod tests {
     use super::*;
     use crate::cel_compile::compile;
+    use kube_cel::cel::to_value;
+    use serde_json::json;
 
     #[test]
     fn escaping() {
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn kubernetes_functions_are_available() {
         let ctx = context();
-        let eval = |src: &str| ctx.resolve(&compile(src).unwrap()).unwrap();
+        let eval = |src: &str| ctx.resolve(&compile(src, false).unwrap()).unwrap();
         assert_eq!(
             eval("!format.dns1123Subdomain().validate('foo.bar').hasValue()"),
             Cel::Bool(true)
@@ -525,5 +525,93 @@ mod tests {
         assert_eq!(eval("{'a': {'b': 1}}.?a.?c.orValue(2)"), Cel::Int(2));
         assert_eq!(eval("{'a': 1}.?a.value() == 1"), Cel::Bool(true));
         assert_eq!(eval("optional.of({'a': 3}).?a.orValue(0)"), Cel::Int(3));
+    }
+
+    /// Selections on optionals (after a `.?`, on an optional `oldSelf`) are optional ones,
+    /// whatever the spacing or parentheses; string literals, `has()` and other names are
+    /// left alone.
+    #[test]
+    fn selections_on_optionals_are_optional() {
+        let ctx = context();
+        let eval = |src: &str, optional_old_self: bool, this: Value, old: Option<Cel>| {
+            let mut act = ctx.new_inner_scope();
+            act.add_variable_from_value("self", to_value(this).unwrap());
+            act.add_variable_from_value("myoldSelf", to_value(json!({"x": "a"})).unwrap());
+            if let Some(old) = old {
+                act.add_variable_from_value("oldSelf", old);
+            }
+            act.resolve(&compile(src, optional_old_self).unwrap())
+                .unwrap_or_else(|e| panic!("{src}: {e}"))
+        };
+        let chain = "self.?status.a.b.orValue(1)";
+        assert_eq!(eval(chain, false, json!({}), None), Cel::Int(1));
+        assert_eq!(
+            eval(chain, false, json!({"status": {"a": {}}}), None),
+            Cel::Int(1)
+        );
+        assert_eq!(
+            eval(chain, false, json!({"status": {"a": {"b": 2}}}), None),
+            Cel::Int(2)
+        );
+        for src in [
+            "(self.?a).b.orValue(3)",
+            "self.?a\n  .b /* x.'y */ .orValue(3)",
+        ] {
+            let src = src.replace("/* x.'y */ ", "");
+            assert_eq!(eval(&src, false, json!({}), None), Cel::Int(3), "{src}");
+        }
+        assert_eq!(
+            eval("'x.?y.z' + \"é\" == 'x.?y.zé'", false, json!({}), None),
+            Cel::Bool(true)
+        );
+        assert_eq!(
+            eval("has(self.a) || has(self.?b.c.d)", false, json!({}), None),
+            Cel::Bool(false)
+        );
+        assert_eq!(
+            eval("myoldSelf.x == 'a'", true, json!({}), None),
+            Cel::Bool(true)
+        );
+        // openshift/api's MachineOSConfig rule, with `optionalOldSelf`.
+        let rule = "self.metadata.name == self.spec.pool.name || oldSelf.hasValue() && oldSelf.spec.pool.name.value() == self.spec.pool.name";
+        let this = json!({"metadata": {"name": "a"}, "spec": {"pool": {"name": "w"}}});
+        let old = |v: Option<Value>| {
+            Cel::Opaque(Arc::new(match v {
+                Some(v) => OptionalValue::of(to_value(v).unwrap()),
+                None => OptionalValue::none(),
+            }))
+        };
+        assert_eq!(
+            eval(rule, true, this.clone(), Some(old(None))),
+            Cel::Bool(false)
+        );
+        assert_eq!(
+            eval(
+                rule,
+                true,
+                this.clone(),
+                Some(old(Some(json!({"spec": {"pool": {"name": "w"}}}))))
+            ),
+            Cel::Bool(true)
+        );
+        assert_eq!(
+            eval(
+                "oldSelf.spec.name.orValue('gone')",
+                true,
+                this.clone(),
+                Some(old(Some(json!({"spec": {}}))))
+            ),
+            Cel::String(Arc::new("gone".into()))
+        );
+        // Without `optionalOldSelf`, `oldSelf` is a plain value.
+        assert_eq!(
+            eval(
+                "oldSelf.spec.pool.name == 'w'",
+                false,
+                this,
+                Some(to_value(json!({"spec": {"pool": {"name": "w"}}})).unwrap())
+            ),
+            Cel::Bool(true)
+        );
     }
 }

@@ -247,18 +247,12 @@ fn parse_rule(r: &Value, at: &str) -> Result<Rule, SchemaError> {
         return Err(err(at, "a validation rule needs `rule`"));
     };
     let optional_old_self = flag(m, "optionalOldSelf");
-    let source = if optional_old_self {
-        crate::cel_compile::rewrite_optional_old_self(text)
-    } else {
-        text.to_string()
-    };
-    let source = crate::cel_compile::rewrite_optional_chains(&source);
-    let expr = crate::cel_compile::compile(&source)
+    let expr = crate::cel_compile::compile(text, optional_old_self)
         .map_err(|e| err(&format!("{at}.rule"), format!("{text:?}: {e}")))?;
     let uses_old_self = expr.references().has_variable("oldSelf");
     let message_expression = match m.get("messageExpression").and_then(Value::as_str) {
         Some(me) => Some(
-            crate::cel_compile::compile(me)
+            crate::cel_compile::compile(me, optional_old_self)
                 .map_err(|e| err(&format!("{at}.messageExpression"), format!("{me:?}: {e}")))?,
         ),
         None => None,
