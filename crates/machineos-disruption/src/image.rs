@@ -181,20 +181,10 @@ pub fn decide_across_images(
             image.changed, image.from
         ),
         policy: Some("image difference".into()),
-        actions: match image_class {
-            Class::Reboot => vec![Action::Reboot],
-            Class::SoftReboot => vec![Action::Drain],
-            _ => vec![Action::None],
-        },
+        actions: reason_actions(image_class),
     };
     outcome.reasons.push(reason);
-    if image_class > outcome.class {
-        outcome.class = image_class;
-        outcome.drain = true;
-        if image_class == Class::Reboot {
-            outcome.actions = vec![Action::Reboot];
-        }
-    }
+    raise_to(&mut outcome, image_class);
     outcome
 }
 
@@ -220,16 +210,29 @@ pub fn raise_by_paths(mut outcome: Outcome, image: &ImageEvidence) -> Outcome {
             }
         ),
         policy: Some("image difference".into()),
-        actions: vec![if class == Class::Reboot {
-            Action::Reboot
-        } else {
-            Action::Drain
-        }],
+        actions: reason_actions(class),
     });
-    outcome.class = class;
-    outcome.drain = true;
-    if class == Class::Reboot {
-        outcome.actions = vec![Action::Reboot];
-    }
+    raise_to(&mut outcome, class);
     outcome
+}
+
+/// The actions a reason by the images' difference names for `class`.
+fn reason_actions(class: Class) -> Vec<Action> {
+    vec![match class {
+        Class::Reboot => Action::Reboot,
+        Class::SoftReboot => Action::Drain,
+        _ => Action::None,
+    }]
+}
+
+/// `outcome` raised to `class` when that is stronger: drained, and a reboot's actions only
+/// the reboot.
+fn raise_to(outcome: &mut Outcome, class: Class) {
+    if class > outcome.class {
+        outcome.class = class;
+        outcome.drain = true;
+        if class == Class::Reboot {
+            outcome.actions = vec![Action::Reboot];
+        }
+    }
 }

@@ -20,7 +20,7 @@ use crate::image::{ImageEvidence, decide_across_images, raise_by_paths};
 use crate::policy::{Action, ClusterPolicies};
 
 /// One node's move, when what it runs is known.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct NodeMove<'a> {
     /// The rendered MachineConfig it runs.
     pub config: &'a MachineConfig,
@@ -30,14 +30,14 @@ pub struct NodeMove<'a> {
 }
 
 /// How a move's images relate, with their measured difference.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum ImageBasis<'a> {
     /// Two builds of one base: the configs decide, raised by what the paths need
     /// ([`crate::image::raise_by_paths`]).
     SameBase(&'a ImageEvidence),
     /// The images differ by more than the configs (how, for the reason shown): decided
     /// with the difference ([`crate::image::decide_across_images`]).
-    Across(&'a str, &'a ImageEvidence),
+    Across(String, &'a ImageEvidence),
 }
 
 /// One node's move.
@@ -107,16 +107,16 @@ pub fn for_node_moves(
                 let name = m.config.name().to_owned();
                 let key = (
                     name.clone(),
-                    m.image.map(|b| match b {
-                        ImageBasis::SameBase(e) => (None, e.clone()),
-                        ImageBasis::Across(why, e) => (Some(why.to_owned()), e.clone()),
+                    m.image.as_ref().map(|b| match b {
+                        ImageBasis::SameBase(e) => (None, (*e).clone()),
+                        ImageBasis::Across(why, e) => (Some(why.clone()), (*e).clone()),
                     }),
                 );
                 let o = memo
                     .entry(key)
                     .or_insert_with(|| {
                         let changes = ConfigChanges::between(m.config, target);
-                        match m.image {
+                        match &m.image {
                             Some(ImageBasis::Across(why, evidence)) => {
                                 decide_across_images(&changes, policies, evidence, why)
                             }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use kube::{Client, ResourceExt};
 use machineos_api::v1alpha1::{ClassCount, ImageDisruption};
-use machineos_disruption::{Class, ClusterPolicies};
+use machineos_disruption::{Class, ClusterPolicies, ImageBasis, NodeMove};
 use machineos_rollout::observed::PoolImage;
 
 use crate::kinds;
@@ -228,7 +228,7 @@ pub fn moves(
         // Per moving node: its MachineConfig, and how its image relates to the target's with
         // their measured difference when it was measured from exactly its image (and its
         // architecture); or why nothing says what it runs.
-        let decided: Vec<(String, Result<Known<'_>, String>)> = o
+        let moves: Vec<(String, Result<NodeMove<'_>, String>)> = o
             .nodes
             .iter()
             .filter(|n| {
@@ -260,14 +260,18 @@ pub fn moves(
                                 &records,
                                 target_record,
                             ) {
-                                Ok(()) => Ok((mc, measured.map(Basis::SameBase))),
+                                Ok(()) => Ok(NodeMove {
+                                    config: mc,
+                                    image: measured.map(ImageBasis::SameBase),
+                                }),
                                 // The images' difference decides, when it was measured.
                                 Err(Mismatch {
                                     reason,
                                     images_decide: true,
-                                }) if measured.is_some() => {
-                                    Ok((mc, measured.map(|e| Basis::Across(reason, e))))
-                                }
+                                }) if measured.is_some() => Ok(NodeMove {
+                                    config: mc,
+                                    image: measured.map(|e| ImageBasis::Across(reason, e)),
+                                }),
                                 Err(m) => Err(m.reason),
                             }
                         }),
@@ -275,38 +279,10 @@ pub fn moves(
                 (n.name.clone(), mc)
             })
             .collect();
-        let moves: Vec<(String, Result<machineos_disruption::NodeMove<'_>, String>)> = decided
-            .iter()
-            .map(|(node, m)| {
-                let m = match m {
-                    Ok((config, basis)) => Ok(machineos_disruption::NodeMove {
-                        config,
-                        image: basis.as_ref().map(|b| match b {
-                            Basis::SameBase(e) => machineos_disruption::ImageBasis::SameBase(e),
-                            Basis::Across(why, e) => {
-                                machineos_disruption::ImageBasis::Across(why, e)
-                            }
-                        }),
-                    }),
-                    Err(e) => Err(e.clone()),
-                };
-                (node.clone(), m)
-            })
-            .collect();
         let d = machineos_disruption::for_node_moves(&moves, target, &policies.policies);
         out.insert(pool.name.clone(), (image.clone(), d));
     }
     out
-}
-
-/// What a moving node runs: its rendered MachineConfig, and how its image relates to the
-/// target's, with their measured difference, when it was measured.
-type Known<'a> = (&'a machineos_api::v1::MachineConfig, Option<Basis<'a>>);
-
-/// [`machineos_disruption::ImageBasis`] with an owned reason.
-enum Basis<'a> {
-    SameBase(&'a machineos_disruption::ImageEvidence),
-    Across(String, &'a machineos_disruption::ImageEvidence),
 }
 
 /// What a MachineOSImage says an image was built from, and what its filesystem differs in
