@@ -3,7 +3,7 @@
 //! `tests/generator.go` runs them against an envtest kube-apiserver:
 //!
 //! * (a) against the CRDs OpenShift ships (`MACHINEOS_OPENSHIFT_API_CRDS`, else
-//!   `../shared/upstream/openshift-api-crds`; the MachineConfigNode TechPreviewNoUpgrade
+//!   the copy in the upstream data directory beside the checkout; the MachineConfigNode TechPreviewNoUpgrade
 //!   variant): this checks the validator itself, so every verdict and message must match.
 //!   Skipped with a notice when that directory is absent (it is not part of the
 //!   repository); a suite whose CRD the default directory lacks (MachineConfiguration's is

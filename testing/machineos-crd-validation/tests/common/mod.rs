@@ -13,7 +13,7 @@ pub fn shared() -> PathBuf {
 }
 
 /// The shipped CRDs: the directory `MACHINEOS_OPENSHIFT_API_CRDS` names (as
-/// machineos-api's `tests/upstream_crds.rs` reads it), else `../shared/upstream`'s copy.
+/// machineos-api's `tests/upstream_crds.rs` reads it), else the copy in the upstream data directory beside the checkout ([`shared`]).
 pub fn shipped_dir() -> PathBuf {
     match std::env::var_os("MACHINEOS_OPENSHIFT_API_CRDS") {
         Some(dir) => PathBuf::from(dir),
