@@ -34,6 +34,9 @@
 //! * **Architecture** ([`Observed::arch`], which picks a multi-architecture image's
 //!   manifest): the Node's `kubernetes.io/arch` label, else the architecture the agent was
 //!   built for (it runs on the node).
+//! * **Health** ([`Observed::health`]): read only for a pass at the health gate — the Node's
+//!   conditions (from the node read for the pass) and the pods on the node owned by a
+//!   DaemonSet, listed by `spec.nodeName`. [`Action::Rollback`] is [`Host::rollback`].
 //! * Events (`events.k8s.io/v1`, reporter `machineos-agent`/node) are about the Node and
 //!   best effort. Nothing is kept in memory that a restart needs.
 
@@ -55,6 +58,7 @@ use machineos_diagnostics::Backoff;
 use machineos_host::{Host, HostError, HostStatus};
 use machineos_kube::error::code;
 use machineos_kube::{Events, api_err, truncate, upsert_condition};
+use machineos_rollout::health::{NodeHealth, PodHealth};
 use machineos_rollout::vocab::{ARCH_LABEL, CURRENT_CONFIG, DESIRED_CONFIG, PULL_SECRET};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -284,6 +288,44 @@ fn goarch(arch: &str, little_endian: bool) -> Option<&'static str> {
     })
 }
 
+/// A pod's readiness for the health gate: Ready, or its phase and its containers' waiting
+/// or terminated reasons.
+fn pod_health(pod: &Pod) -> PodHealth {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if ready {
+        return PodHealth::Ready;
+    }
+    let mut why = vec![
+        status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into()),
+    ];
+    for c in status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let state = c.state.as_ref();
+        if let Some(r) = state
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+            .or_else(|| {
+                state
+                    .and_then(|s| s.terminated.as_ref())
+                    .and_then(|t| t.reason.clone())
+            })
+        {
+            why.push(format!("{}: {r}", c.name));
+        }
+    }
+    PodHealth::NotReady(format!("{} ({})", pod.name_any(), why.join(", ")))
+}
+
 fn machine_configs() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("machineconfiguration.openshift.io", "v1", "MachineConfig"),
@@ -323,6 +365,7 @@ fn op_key(op: HostOp) -> &'static str {
         HostOp::Deploy => "deploy",
         HostOp::Reboot => "reboot",
         HostOp::Live => "live",
+        HostOp::Rollback => "rollback",
     }
 }
 
@@ -395,11 +438,55 @@ impl Agent {
                     .unwrap_or_default();
             }
         }
+        if observed.at_gate() {
+            observed.health = Some(self.health(&node).await?);
+        }
         let actions = decide(&observed, &self.policy, now_ms());
         if !actions.is_empty() {
             tracing::info!(node = %node_name, ?actions, "decided");
         }
         self.execute(&node, &observed, actions).await
+    }
+
+    /// What the node shows of its health for the gate: its conditions, and the pods on it
+    /// owned by DaemonSets (`spec.nodeName` field selector), each Ready or why not.
+    async fn health(&self, node: &Node) -> Result<NodeHealth, AgentError> {
+        let mut h = NodeHealth::default();
+        for c in node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            h.conditions.insert(
+                c.type_.clone(),
+                (
+                    c.status.clone(),
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                ),
+            );
+        }
+        let name = &self.opts.node;
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(&format!("spec.nodeName={name}"));
+        let list = pods
+            .list(&lp)
+            .await
+            .map_err(api_err("list", format!("Pods on Node/{name}")))?;
+        for pod in list {
+            let Some(ds) = pod
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+            else {
+                continue;
+            };
+            let key = format!("{}/{}", pod.namespace().unwrap_or_default(), ds.name);
+            h.daemon_set_pods.insert(key, pod_health(&pod));
+        }
+        Ok(h)
     }
 
     async fn host_status(&self) -> Result<HostStatus, AgentError> {
@@ -581,6 +668,13 @@ impl Agent {
                 HostOp::Reboot,
                 blocking("soft reboot", move || host.soft_reboot()).await,
             ),
+            Action::Rollback(to) => {
+                let to = to.clone();
+                (
+                    HostOp::Rollback,
+                    blocking(&format!("roll back to {to}"), move || host.rollback(&to)).await,
+                )
+            }
             Action::ApplyLive { target, actions } => {
                 self.live(
                     target,

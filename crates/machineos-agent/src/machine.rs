@@ -53,6 +53,21 @@
 //!   goes back to the booted image, the live-applied paths are made that image's first
 //!   ([`Action::SyncLive`]); an image applied live whose staged deployment vanished is
 //!   staged again.
+//! * **The health gate** ([`HEALTH_GATE`], handed by the rollout with the desired
+//!   annotations; `machineos_rollout::health`): a move that booted the target does not
+//!   finish at the boot. It waits at [`Step::Verifying`] — cordoned still, `currentImage`
+//!   still the image it ran before — until every check has held for the soak (then it
+//!   finishes as any update, `NodeHealthy=True`), or until the deadline with a check failing.
+//!   Then, if the host's rollback deployment is the image it ran before, [`Step::RollingBack`]:
+//!   the step is written first, then [`Action::Rollback`] — only while that deployment does
+//!   not boot next already (bootc and rpm-ostree toggle: a second rollback would undo the
+//!   first) — and a reboot, requested once (again after `reboot_timeout`). A new boot id
+//!   with that image booted is [`Step::RolledBack`]: uncordoned, `state` Done, the
+//!   [`ROLLED_BACK`] record (image, config, check, evidence), Event `NodeRolledBack`,
+//!   `NodeHealthy=False`; nothing more happens for that target, so a node is rolled back at
+//!   most once per target, and never after it passed. No rollback deployment, or another
+//!   image in it, or another image booted: Degraded, naming them. Moves applied live are not
+//!   gated (they have no deployment to roll back to).
 //! * A pass whose actions change nothing returns no actions (idle is a fixed point).
 
 use std::collections::BTreeMap;
@@ -62,11 +77,12 @@ use machineos_diagnostics::Backoff;
 use machineos_disruption::{Class, NodePlan};
 use machineos_host::HostStatus;
 use machineos_host::Systemctl;
+use machineos_rollout::health::{self, Check, Gate, NodeHealth, RolledBack, Verdict};
 use machineos_rollout::observed::{ImageManifests, LastUpdate};
 use machineos_rollout::vocab::{
-    CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE,
+    CORDONED_BY_AGENT, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, HEALTH_GATE,
     IMAGE_MANIFESTS, LAST_UPDATE, NODE_DISRUPTION, NodeState, PROGRESS, REASON, REBOOT_PENDING,
-    STAGE_IMAGE, STAGED_IMAGE, STATE, mcn,
+    ROLLED_BACK, STAGE_IMAGE, STAGED_IMAGE, STATE, mcn,
 };
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +141,41 @@ pub enum Step {
         /// The host's soft reboot count before it.
         #[serde(default, skip_serializing_if = "is_zero")]
         soft_reboots_before: u64,
+    },
+    /// Booted into the target; the health gate the rollout handed ([`HEALTH_GATE`]) is
+    /// being checked. `currentImage` still names the image it ran before, so the update is
+    /// not done until the gate passes.
+    #[serde(rename_all = "camelCase")]
+    Verifying {
+        /// When the agent first saw the target booted (the gate's deadline counts from it).
+        booted: Millis,
+        /// When every check last began to hold (`None`: one failed at the last look).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        healthy_since: Option<Millis>,
+    },
+    /// The target failed the health gate: the rollback deployment `to` (the image the node
+    /// ran before) is made the next boot and the node rebooted into it. `boot_id_before_reboot`
+    /// tells the reboot happened, as in [`Step::Rebooting`].
+    #[serde(rename_all = "camelCase")]
+    RollingBack {
+        /// The check that failed.
+        check: Check,
+        /// What the node showed.
+        evidence: String,
+        /// The image rolled back to.
+        to: String,
+        /// The boot id before the reboot.
+        boot_id_before_reboot: String,
+        /// When the rollback's reboot was requested (none yet: request it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reboot_requested: Option<Millis>,
+    },
+    /// Rolled back from the target: the node runs `to` again and nothing more happens for
+    /// this target (never a second rollback, never a retry) until the rollout names another.
+    #[serde(rename_all = "camelCase")]
+    RolledBack {
+        /// The image it runs again.
+        to: String,
     },
     /// The update failed for this target; nothing more happens until the target changes.
     Degraded {
@@ -233,6 +284,8 @@ pub enum HostOp {
     Reboot,
     /// [`Action::ApplyLive`].
     Live,
+    /// [`Action::Rollback`].
+    Rollback,
 }
 
 /// The previous pass's failed host operation.
@@ -275,6 +328,9 @@ pub struct Observed {
     pub failure: Option<HostFailure>,
     /// The previous pass applied this target live, its actions included.
     pub applied: Option<Target>,
+    /// What the node shows of its health (its conditions, its DaemonSet pods), read by the
+    /// executor for a pass at the health gate ([`Step::Verifying`]); `None`: not read.
+    pub health: Option<NodeHealth>,
 }
 
 impl Observed {
@@ -334,6 +390,19 @@ impl Observed {
         self.get(NODE_DISRUPTION)
             .and_then(NodePlan::parse)
             .filter(|p| p.is_for(&target.config, &target.image))
+    }
+
+    /// The health gate the rollout handed with the desired annotations ([`HEALTH_GATE`]).
+    pub fn gate(&self) -> Option<Gate> {
+        self.get(HEALTH_GATE).and_then(Gate::parse)
+    }
+
+    /// Whether the node is at the health gate: the executor reads its health for the pass.
+    pub fn at_gate(&self) -> bool {
+        self.target().is_some_and(|t| {
+            self.progress()
+                .is_some_and(|p| p.target == t && matches!(p.step, Step::Verifying { .. }))
+        })
     }
 
     /// What the move to `target` costs: its plan's class; a reboot without a plan.
@@ -454,6 +523,9 @@ pub enum Action {
     Reboot,
     /// Reboot userspace into the staged image, keeping the kernel (else a reboot).
     SoftReboot,
+    /// Make the rollback deployment — this image, the one the node ran before — the next
+    /// boot ([`machineos_host::Host::rollback`]).
+    Rollback(String),
     /// Apply the staged image's configuration to the running system, then run `actions`;
     /// on success the next pass observes [`Observed::applied`] = `target`.
     ApplyLive {
@@ -591,11 +663,16 @@ fn idle(o: &Observed, policy: &Policy) -> Vec<Action> {
         }
         patch = patch.remove(PROGRESS);
         dirty = true;
-        out.push(event(
-            false,
-            "UpdateAbandoned",
-            "the desired config and image are the current ones again; the update in progress is dropped".into(),
-        ));
+        let rolled_back = o
+            .progress()
+            .is_some_and(|p| matches!(p.step, Step::RolledBack { .. }));
+        if !rolled_back {
+            out.push(event(
+                false,
+                "UpdateAbandoned",
+                "the desired config and image are the current ones again; the update in progress is dropped".into(),
+            ));
+        }
     }
     if o.get(CORDONED_BY_AGENT).is_some() {
         patch = patch.remove(CORDONED_BY_AGENT);
@@ -802,6 +879,31 @@ fn step(
                 soft_reboots_before,
             },
         ),
+        Step::Verifying {
+            booted,
+            healthy_since,
+        } => verifying(o, policy, now, target, booted, healthy_since),
+        Step::RollingBack {
+            check,
+            evidence,
+            to,
+            boot_id_before_reboot,
+            reboot_requested,
+        } => rolling_back(
+            o,
+            policy,
+            now,
+            target,
+            &Rollback {
+                check,
+                evidence,
+                to,
+                boot_id_before: boot_id_before_reboot,
+                requested: reboot_requested,
+            },
+        ),
+        // Rolled back: nothing more for this target (the rollout names another).
+        Step::RolledBack { .. } => Vec::new(),
         Step::Degraded { reason } => {
             // Stays until the target changes; keep the annotations saying so.
             if o.get(STATE) != Some(NodeState::Degraded.as_str())
@@ -1389,7 +1491,7 @@ fn reboot(o: &Observed, policy: &Policy, now: Millis, target: &Target, r: &Reboo
                     target.config
                 ),
             ),
-            Some(_) if booted_target => finish(o, policy, now, target, Finish::Rebooted),
+            Some(_) if booted_target => at_gate(o, policy, now, target),
             booted => degrade(
                 o,
                 target,
@@ -1539,6 +1641,10 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
     if o.get(PROGRESS).is_some() {
         patch = patch.remove(PROGRESS);
     }
+    // An update finished: an earlier rollback no longer describes the node.
+    if o.get(ROLLED_BACK).is_some() {
+        patch = patch.remove(ROLLED_BACK);
+    }
     let pending = how == Finish::Live && !o.is_image(o.host.booted.as_deref(), &target.image);
     if pending {
         patch = patch.set(REBOOT_PENDING, target.image.clone());
@@ -1636,6 +1742,331 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
             desired_image: Some(target.image.clone()),
         },
         event(false, "UpdateComplete", msg),
+        Action::ReleasePullSecret,
+    ]);
+    out
+}
+
+/// Booted into the target with its kernel arguments: the health gate, if the rollout handed
+/// one, else done.
+fn at_gate(o: &Observed, policy: &Policy, now: Millis, target: &Target) -> Vec<Action> {
+    let Some(gate) = o.gate() else {
+        return finish(o, policy, now, target, Finish::Rebooted);
+    };
+    vec![
+        Patch::default()
+            .set(STATE, NodeState::Working.as_str())
+            .progress(
+                target,
+                o.started(target),
+                Step::Verifying {
+                    booted: now,
+                    healthy_since: None,
+                },
+            )
+            .action(),
+        cond(
+            mcn::REBOOTED,
+            true,
+            "Rebooted",
+            format!("booted {}", target.image),
+        ),
+        cond_unknown(
+            mcn::NODE_HEALTHY,
+            "Checking",
+            format!("booted {}; health gate: {}", target.image, gate.describe()),
+        ),
+    ]
+}
+
+/// An MCN condition with status `Unknown`.
+fn cond_unknown(type_: &'static str, reason: &'static str, message: String) -> Action {
+    Action::SetMcnCondition(McnCondition {
+        type_,
+        status: "Unknown",
+        reason,
+        message,
+    })
+}
+
+/// At the health gate: done once it passes (held for the soak); rolled back when a check
+/// still fails at the deadline and the rollback deployment is the image the node ran before;
+/// Degraded when there is none.
+fn verifying(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    booted: Millis,
+    healthy_since: Option<Millis>,
+) -> Vec<Action> {
+    let Some(gate) = o.gate() else {
+        // The pool turned its gate off since.
+        return finish(o, policy, now, target, Finish::Rebooted);
+    };
+    if !o.is_image(o.host.booted.as_deref(), &target.image) {
+        return degrade(
+            o,
+            target,
+            format!(
+                "booted {} while at the health gate of {}",
+                o.host
+                    .booted
+                    .as_deref()
+                    .unwrap_or("<not a container image>"),
+                target.image
+            ),
+        );
+    }
+    let Some(h) = &o.health else {
+        // The executor could not read the node's health this pass.
+        return vec![Action::Requeue(policy.failure_backoff)];
+    };
+    let secs = |m: Millis| m.div_euclid(1000);
+    let progress = |healthy_since| {
+        Patch::default()
+            .progress(
+                target,
+                o.started(target),
+                Step::Verifying {
+                    booted,
+                    healthy_since,
+                },
+            )
+            .action()
+    };
+    let recheck = Duration::from_secs(5);
+    match health::verdict(&gate, h, secs(booted), healthy_since.map(secs), secs(now)) {
+        Verdict::Healthy => {
+            let mut out = finish(o, policy, now, target, Finish::Rebooted);
+            out.push(cond(
+                mcn::NODE_HEALTHY,
+                true,
+                "Healthy",
+                format!("passed the health gate ({})", gate.describe()),
+            ));
+            out
+        }
+        Verdict::Soaking { until, .. } => {
+            let mut out = Vec::new();
+            if healthy_since.is_none() {
+                out.push(progress(Some(now)));
+                out.push(cond_unknown(
+                    mcn::NODE_HEALTHY,
+                    "Soaking",
+                    format!("every check holds; passes if they hold until {until}"),
+                ));
+            }
+            let left = Duration::from_secs(u64::try_from(until - secs(now)).unwrap_or(0));
+            out.push(Action::Requeue(left.clamp(Duration::from_secs(1), recheck)));
+            out
+        }
+        Verdict::Waiting { failing, deadline } => {
+            let mut out = Vec::new();
+            if healthy_since.is_some() {
+                out.push(progress(None));
+            }
+            let note = format!(
+                "waiting for {} ({}); rolled back if it still fails at {deadline}",
+                failing.check, failing.evidence
+            );
+            // Said when the checks stop holding; the first failing check is said when the
+            // node reaches the gate.
+            if healthy_since.is_some() {
+                out.push(cond_unknown(mcn::NODE_HEALTHY, "Checking", note));
+            }
+            let left = Duration::from_secs(u64::try_from(deadline - secs(now)).unwrap_or(0));
+            out.push(Action::Requeue(left.clamp(Duration::from_secs(1), recheck)));
+            out
+        }
+        Verdict::Failed(failing) => {
+            let before = o.get(CURRENT_IMAGE);
+            let rollback = o
+                .host
+                .rollback
+                .as_deref()
+                .filter(|r| before.is_none_or(|b| o.is_image(Some(r), b)));
+            let Some(to) = rollback else {
+                return degrade(
+                    o,
+                    target,
+                    format!(
+                        "failed the health gate: {} ({}); no deployment of {} to roll back to (rollback deployment: {})",
+                        failing.check,
+                        failing.evidence,
+                        before.unwrap_or("the previous image"),
+                        o.host.rollback.as_deref().unwrap_or("none")
+                    ),
+                );
+            };
+            let note = format!(
+                "{} failed the health gate: {} ({}); rolling back to {to}",
+                target.image, failing.check, failing.evidence
+            );
+            vec![
+                Patch::default()
+                    .progress(
+                        target,
+                        o.started(target),
+                        Step::RollingBack {
+                            check: failing.check,
+                            evidence: failing.evidence,
+                            to: to.to_owned(),
+                            boot_id_before_reboot: o.host.boot_id.clone(),
+                            reboot_requested: None,
+                        },
+                    )
+                    .action(),
+                cond(mcn::NODE_HEALTHY, false, "HealthGateFailed", note.clone()),
+                event(true, "HealthGateFailed", note),
+            ]
+        }
+    }
+}
+
+/// A [`Step::RollingBack`]'s record.
+struct Rollback {
+    check: Check,
+    evidence: String,
+    to: String,
+    boot_id_before: String,
+    requested: Option<Millis>,
+}
+
+impl Rollback {
+    fn step(&self, requested: Option<Millis>) -> Step {
+        Step::RollingBack {
+            check: self.check.clone(),
+            evidence: self.evidence.clone(),
+            to: self.to.clone(),
+            boot_id_before_reboot: self.boot_id_before.clone(),
+            reboot_requested: requested,
+        }
+    }
+}
+
+/// Rolling back: the rollback deployment made the next boot (once: the tools toggle), the
+/// reboot requested once (again after `reboot_timeout`), then what booted verified.
+fn rolling_back(
+    o: &Observed,
+    policy: &Policy,
+    now: Millis,
+    target: &Target,
+    r: &Rollback,
+) -> Vec<Action> {
+    if o.host.boot_id != r.boot_id_before {
+        if o.is_image(o.host.booted.as_deref(), &r.to) {
+            return rolled_back(o, policy, now, target, r);
+        }
+        return degrade(
+            o,
+            target,
+            format!(
+                "rolled back from {} (it failed {}), but booted {} instead of {}",
+                target.image,
+                r.check,
+                o.host
+                    .booted
+                    .as_deref()
+                    .unwrap_or("<not a container image>"),
+                r.to
+            ),
+        );
+    }
+    if let Some(mut out) = host_failed(o, policy, target, &[HostOp::Rollback, HostOp::Reboot]) {
+        if o.failure.as_ref().is_some_and(|f| f.transient) {
+            out.insert(
+                0,
+                Patch::default()
+                    .progress(target, o.started(target), r.step(None))
+                    .action(),
+            );
+        }
+        return out;
+    }
+    if let Some(at) = r.requested
+        && now.saturating_sub(at) < ms(policy.reboot_timeout)
+    {
+        return vec![Action::Requeue(until(
+            at.saturating_add(ms(policy.reboot_timeout)),
+            now,
+        ))];
+    }
+    let mut patch = Patch::default()
+        .set(STATE, NodeState::Rebooting.as_str())
+        .progress(target, o.started(target), r.step(Some(now)));
+    let mut out = Vec::new();
+    if !o.unschedulable {
+        // Nothing new lands on a node about to reboot.
+        patch = patch.set(CORDONED_BY_AGENT, target.image.clone());
+        out.push(Action::Cordon);
+    }
+    out.insert(0, patch.action());
+    let note = format!(
+        "rolling back to {} and rebooting ({} failed {})",
+        r.to, target.image, r.check
+    );
+    out.push(cond(mcn::REBOOTED, false, "RollingBack", note.clone()));
+    out.push(event(true, "RollingBack", note));
+    if !o.host.boots_next(&r.to) {
+        out.push(Action::Rollback(r.to.clone()));
+    }
+    out.extend([Action::Reboot, Action::Requeue(policy.reboot_timeout)]);
+    out
+}
+
+/// The node booted the image it ran before: uncordoned, the record left for the rollout
+/// ([`ROLLED_BACK`]), `currentImage` unchanged (it never named the target).
+fn rolled_back(
+    o: &Observed,
+    _policy: &Policy,
+    now: Millis,
+    target: &Target,
+    r: &Rollback,
+) -> Vec<Action> {
+    let record = RolledBack {
+        image: target.image.clone(),
+        config: target.config.clone(),
+        to: o.get(CURRENT_IMAGE).unwrap_or(&r.to).to_owned(),
+        check: r.check.clone(),
+        evidence: r.evidence.clone(),
+        at: now,
+    };
+    let mut patch = Patch::default()
+        .set(STATE, NodeState::Done.as_str())
+        .set(REASON, "")
+        .set(ROLLED_BACK, record.to_annotation())
+        .progress(
+            target,
+            o.started(target),
+            Step::RolledBack { to: r.to.clone() },
+        );
+    let ours = o.get(CORDONED_BY_AGENT).is_some();
+    if ours {
+        patch = patch.remove(CORDONED_BY_AGENT);
+    }
+    let mut out = vec![patch.action()];
+    if ours && o.unschedulable {
+        out.push(Action::Uncordon);
+        out.push(uncordoned());
+    }
+    let msg = format!(
+        "rolled back from {} to {}: {}",
+        target.image,
+        record.to,
+        record.describe()
+    );
+    out.extend([
+        cond(mcn::REBOOTED, true, "Rebooted", format!("booted {}", r.to)),
+        cond(mcn::NODE_HEALTHY, false, "RolledBack", msg.clone()),
+        cond(mcn::UPDATED, false, "RolledBack", msg.clone()),
+        Action::SetMcnVersions {
+            current_config: o.get(CURRENT_CONFIG).map(str::to_owned),
+            desired_config: target.config.clone(),
+            current_image: Some(record.to.clone()),
+            desired_image: Some(target.image.clone()),
+        },
+        event(true, "NodeRolledBack", msg),
         Action::ReleasePullSecret,
     ]);
     out

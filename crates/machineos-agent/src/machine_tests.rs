@@ -1759,3 +1759,490 @@ fn a_refused_drain_move_reboots_within_its_own_slot_without_looping() {
     let a = decide(&o, &policy(), NOW);
     assert!(matches!(step_of(&a), Some(Step::Rebooting { .. })), "{a:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// The health gate and the rollback
+
+fn gate(timeout_seconds: u64, soak_seconds: u64) -> Gate {
+    Gate {
+        timeout_seconds,
+        soak_seconds,
+        daemon_sets: vec!["kube-system/cni".into()],
+        conditions: BTreeMap::new(),
+    }
+}
+
+fn gated(mut o: Observed, g: &Gate) -> Observed {
+    o.annotations.insert(HEALTH_GATE.into(), g.to_annotation());
+    o
+}
+
+/// Ready (or not) with the CNI's pod Ready (or not).
+fn health_of(ready: bool, cni: bool) -> NodeHealth {
+    let mut h = NodeHealth::default();
+    h.conditions.insert(
+        "Ready".into(),
+        (
+            if ready { "True" } else { "False" }.into(),
+            if ready {
+                "KubeletReady"
+            } else {
+                "KubeletNotReady"
+            }
+            .into(),
+            String::new(),
+        ),
+    );
+    h.daemon_set_pods.insert(
+        "kube-system/cni".into(),
+        if cni {
+            health::PodHealth::Ready
+        } else {
+            health::PodHealth::NotReady("cni-x (Running, cni: CrashLoopBackOff)".into())
+        },
+    );
+    h
+}
+
+/// Booted into B after the update's reboot, A kept as the rollback deployment.
+fn booted_b(mut o: Observed) -> Observed {
+    o.host.booted = Some(B.into());
+    o.host.rollback = Some(A.into());
+    o.host.boot_id = "boot-1".into();
+    o.host.kargs = vec!["nosmt".into()];
+    o
+}
+
+#[test]
+fn a_boot_into_the_target_goes_to_the_gate_when_one_is_handed() {
+    let rebooting = Step::Rebooting {
+        boot_id_before_reboot: "boot-0".into(),
+        reboot_requested: Some(NOW - 1000),
+        soft: false,
+        soft_reboots_before: 0,
+    };
+    // Without a gate: done at once, as before.
+    let o = booted_b(ours(at(asked(), rebooting.clone())));
+    let out = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&out).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    // With one: at the gate; currentImage still A, the node still cordoned, state Working.
+    let o = gated(booted_b(ours(at(asked(), rebooting))), &gate(600, 0));
+    let out = decide(&o, &policy(), NOW);
+    let p = patch_of(&out);
+    assert!(!p.contains_key(CURRENT_IMAGE), "{p:?}");
+    assert_eq!(p.get(STATE), Some(&Some("Working".to_owned())));
+    assert_eq!(
+        progress_of(&out).map(|p| p.step),
+        Some(Step::Verifying {
+            booted: NOW,
+            healthy_since: None
+        })
+    );
+    assert!(!has(&out, |a| matches!(a, Action::Uncordon)));
+    assert_eq!(
+        condition(&out, mcn::NODE_HEALTHY),
+        Some(("Unknown", "Checking"))
+    );
+}
+
+/// At the gate, by what the node shows and the time: done, soaking, waiting, rolled back
+/// or Degraded.
+#[test]
+fn the_gate_decides_by_health_deadline_and_soak() {
+    let g = gate(600, 30);
+    let verifying = |healthy_since| Step::Verifying {
+        booted: NOW,
+        healthy_since,
+    };
+    let at_gate = |since, h: NodeHealth| {
+        let mut o = gated(booted_b(ours(at(asked(), verifying(since)))), &g);
+        o.health = Some(h);
+        o
+    };
+    // Healthy, soak not begun: its start is recorded.
+    let out = decide(
+        &at_gate(None, health_of(true, true)),
+        &policy(),
+        NOW + 5_000,
+    );
+    assert_eq!(
+        progress_of(&out).map(|p| p.step),
+        Some(verifying(Some(NOW + 5_000)))
+    );
+    assert!(!has(&out, disruptive));
+    // Healthy through the soak: done, uncordoned, NodeHealthy True.
+    let out = decide(
+        &at_gate(Some(NOW + 5_000), health_of(true, true)),
+        &policy(),
+        NOW + 35_000,
+    );
+    let p = patch_of(&out);
+    assert_eq!(p.get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    assert!(has(&out, |a| matches!(a, Action::Uncordon)));
+    assert_eq!(
+        condition(&out, mcn::NODE_HEALTHY),
+        Some(("True", "Healthy"))
+    );
+    // A break in the soak: it starts again.
+    let out = decide(
+        &at_gate(Some(NOW + 5_000), health_of(true, false)),
+        &policy(),
+        NOW + 20_000,
+    );
+    assert_eq!(progress_of(&out).map(|p| p.step), Some(verifying(None)));
+    assert_eq!(
+        condition(&out, mcn::NODE_HEALTHY),
+        Some(("Unknown", "Checking"))
+    );
+    // Failing before the deadline: nothing but a later look.
+    let out = decide(
+        &at_gate(None, health_of(false, true)),
+        &policy(),
+        NOW + 599_000,
+    );
+    assert!(
+        out.iter().all(|a| matches!(a, Action::Requeue(_))),
+        "{out:?}"
+    );
+    // Failing at the deadline: rolling back to A, naming the check.
+    let out = decide(
+        &at_gate(None, health_of(true, false)),
+        &policy(),
+        NOW + 600_000,
+    );
+    match progress_of(&out).map(|p| p.step) {
+        Some(Step::RollingBack {
+            check,
+            to,
+            evidence,
+            ..
+        }) => {
+            assert_eq!(check, Check::DaemonSet("kube-system/cni".into()));
+            assert_eq!(to, A);
+            assert!(evidence.contains("CrashLoopBackOff"), "{evidence}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(events(&out), ["HealthGateFailed"]);
+    assert!(
+        !has(&out, disruptive),
+        "the rollback is recorded before anything is done"
+    );
+    // No rollback deployment: Degraded, saying so.
+    let mut o = at_gate(None, health_of(false, true));
+    o.host.rollback = None;
+    let out = decide(&o, &policy(), NOW + 600_000);
+    assert_eq!(
+        patch_of(&out).get(STATE),
+        Some(&Some("Degraded".to_owned()))
+    );
+    let reason = patch_of(&out)
+        .get(REASON)
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("no deployment of") && reason.contains("node Ready"),
+        "{reason}"
+    );
+    // A rollback deployment that is not what the node ran before: not rolled back to.
+    let mut o = at_gate(None, health_of(false, true));
+    o.host.rollback = Some(C.into());
+    let out = decide(&o, &policy(), NOW + 600_000);
+    assert_eq!(
+        patch_of(&out).get(STATE),
+        Some(&Some("Degraded".to_owned()))
+    );
+    // The gate removed meanwhile (turned off for the pool): done.
+    let mut o = at_gate(None, health_of(false, true));
+    o.annotations.remove(HEALTH_GATE);
+    let out = decide(&o, &policy(), NOW + 1000);
+    assert_eq!(patch_of(&out).get(CURRENT_IMAGE), Some(&Some(B.to_owned())));
+    // Health not read this pass: a later look, nothing else.
+    let mut o = at_gate(None, health_of(false, true));
+    o.health = None;
+    assert_eq!(
+        decide(&o, &policy(), NOW + 700_000),
+        vec![Action::Requeue(policy().failure_backoff)]
+    );
+}
+
+fn rolling_back(requested: Option<Millis>) -> Step {
+    Step::RollingBack {
+        check: Check::NodeReady,
+        evidence: "Ready=False (KubeletNotReady)".into(),
+        to: A.into(),
+        boot_id_before_reboot: "boot-1".into(),
+        reboot_requested: requested,
+    }
+}
+
+#[test]
+fn a_rollback_is_requested_once_and_its_boot_verified() {
+    let g = gate(600, 0);
+    let o = gated(booted_b(ours(at(asked(), rolling_back(None)))), &g);
+    let out = decide(&o, &policy(), NOW);
+    assert_eq!(
+        progress_of(&out).map(|p| p.step),
+        Some(rolling_back(Some(NOW)))
+    );
+    let effects: Vec<&Action> = out
+        .iter()
+        .filter(|a| matches!(a, Action::Rollback(_) | Action::Reboot))
+        .collect();
+    assert_eq!(effects, [&Action::Rollback(A.into()), &Action::Reboot]);
+    assert!(matches!(out[0], Action::Annotate(_)), "recorded first");
+    // A restarted agent before the reboot: waits, asks nothing again.
+    let o = gated(booted_b(ours(at(asked(), rolling_back(Some(NOW))))), &g);
+    let out = decide(&o, &policy(), NOW + 1000);
+    assert!(
+        out.iter().all(|a| matches!(a, Action::Requeue(_))),
+        "{out:?}"
+    );
+    // No reboot within the timeout: the reboot asked again, the rollback not (queued: the
+    // tools toggle).
+    let mut o = gated(booted_b(ours(at(asked(), rolling_back(Some(NOW))))), &g);
+    o.host.rollback_queued = true;
+    let out = decide(&o, &policy(), NOW + 600_000);
+    assert!(has(&out, |a| matches!(a, Action::Reboot)));
+    assert!(!has(&out, |a| matches!(a, Action::Rollback(_))));
+    // Uncordoned meanwhile: cordoned again before the reboot.
+    let mut o = gated(booted_b(at(asked(), rolling_back(None))), &g);
+    o.unschedulable = false;
+    let out = decide(&o, &policy(), NOW);
+    assert!(has(&out, |a| matches!(a, Action::Cordon)));
+    // Booted A: rolled back — uncordoned, Done, currentImage A, the record, the Event.
+    let mut o = gated(ours(at(asked(), rolling_back(Some(NOW)))), &g);
+    o.host.booted = Some(A.into());
+    o.host.rollback = Some(B.into());
+    o.host.boot_id = "boot-2".into();
+    let out = decide(&o, &policy(), NOW + 60_000);
+    let p = patch_of(&out);
+    assert!(!p.contains_key(CURRENT_IMAGE), "currentImage stays A");
+    assert_eq!(p.get(STATE), Some(&Some("Done".to_owned())));
+    let record = p
+        .get(ROLLED_BACK)
+        .cloned()
+        .flatten()
+        .and_then(|v| RolledBack::parse(&v))
+        .unwrap();
+    assert_eq!((record.image.as_str(), record.to.as_str()), (B, A));
+    assert_eq!(record.check, Check::NodeReady);
+    assert_eq!(record.config, "rendered-worker-2");
+    assert!(has(&out, |a| matches!(a, Action::Uncordon)));
+    assert!(events(&out).contains(&"NodeRolledBack"));
+    assert_eq!(
+        condition(&out, mcn::NODE_HEALTHY),
+        Some(("False", "RolledBack"))
+    );
+    // Booted something else: Degraded, naming both.
+    let mut o = gated(ours(at(asked(), rolling_back(Some(NOW)))), &g);
+    o.host.booted = Some(C.into());
+    o.host.boot_id = "boot-2".into();
+    let out = decide(&o, &policy(), NOW + 60_000);
+    let reason = patch_of(&out)
+        .get(REASON)
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
+    assert!(reason.contains(C) && reason.contains(A), "{reason}");
+    // A failed rollback: transient retried after a backoff (the request forgotten),
+    // permanent Degraded.
+    let mut o = gated(booted_b(ours(at(asked(), rolling_back(Some(NOW))))), &g);
+    o.failure = Some(HostFailure {
+        op: HostOp::Rollback,
+        message: "rpm-ostreed busy".into(),
+        transient: true,
+        attempts: 1,
+    });
+    let out = decide(&o, &policy(), NOW + 1000);
+    assert_eq!(progress_of(&out).map(|p| p.step), Some(rolling_back(None)));
+    o.failure = Some(HostFailure {
+        op: HostOp::Rollback,
+        message: "No rollback available".into(),
+        transient: false,
+        attempts: 1,
+    });
+    let out = decide(&o, &policy(), NOW + 1000);
+    assert_eq!(
+        patch_of(&out).get(STATE),
+        Some(&Some("Degraded".to_owned()))
+    );
+}
+
+#[test]
+fn rolled_back_is_a_fixed_point_until_the_rollout_names_another_target() {
+    let mut o = gated(
+        at(asked(), Step::RolledBack { to: A.into() }),
+        &gate(600, 0),
+    );
+    o.annotations.insert(STATE.into(), "Done".into());
+    o.host.booted = Some(A.into());
+    o.host.rollback = Some(B.into());
+    o.annotations.insert(
+        ROLLED_BACK.into(),
+        RolledBack {
+            image: B.into(),
+            config: "rendered-worker-2".into(),
+            to: A.into(),
+            check: Check::NodeReady,
+            evidence: "Ready=False".into(),
+            at: NOW,
+        }
+        .to_annotation(),
+    );
+    assert_eq!(decide(&o, &policy(), NOW + 3_600_000), vec![]);
+    // The rollout re-targets it to what it runs: the progress goes, quietly; the record stays.
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    let out = decide(&o, &policy(), NOW);
+    assert_eq!(patch_of(&out).get(PROGRESS), Some(&None));
+    assert!(!patch_of(&out).contains_key(ROLLED_BACK));
+    assert!(events(&out).is_empty(), "{:?}", events(&out));
+}
+
+/// Restarts, reboots and time in any order, on a node whose target never becomes healthy
+/// (or always is): it is rolled back at most once, only when unhealthy, and ends on A with
+/// the record — or on B, never rolled back.
+#[derive(Debug, Clone)]
+enum GateEv {
+    Pass,
+    Restart,
+    Boot,
+    Wait(u64),
+}
+
+fn gate_ev() -> impl Strategy<Value = GateEv> {
+    prop_oneof![
+        4 => Just(GateEv::Pass),
+        2 => Just(GateEv::Restart),
+        2 => Just(GateEv::Boot),
+        2 => (0u64..400_000).prop_map(GateEv::Wait),
+    ]
+}
+
+struct GateWorld {
+    o: Observed,
+    host: FakeHost,
+    now: Millis,
+    healthy: bool,
+    rollbacks_queued: u32,
+    /// Rollbacks asked while the rollback deployment boots next already: the real tools
+    /// toggle, so each would undo the rollback (the host backends refuse to, as well).
+    redundant: u32,
+}
+
+impl GateWorld {
+    fn new(healthy: bool) -> GateWorld {
+        GateWorld {
+            o: gated(asked(), &gate(600, 30)),
+            host: FakeHost::booted(A),
+            now: NOW,
+            healthy,
+            rollbacks_queued: 0,
+            redundant: 0,
+        }
+    }
+
+    fn pass(&mut self) {
+        self.o.host = self.host.status().unwrap_or_default();
+        let booted_b = self.o.host.booted.as_deref() == Some(B);
+        self.o.health = self
+            .o
+            .at_gate()
+            .then(|| health_of(!booted_b || self.healthy, true));
+        let actions = decide(&self.o, &policy(), self.now);
+        self.o.drain = None;
+        self.o.failure = None;
+        for a in actions {
+            match a {
+                Action::Annotate(p) => {
+                    for (k, v) in p {
+                        match v {
+                            Some(v) => self.o.annotations.insert(k, v),
+                            None => self.o.annotations.remove(&k),
+                        };
+                    }
+                }
+                Action::Cordon => self.o.unschedulable = true,
+                Action::Uncordon => self.o.unschedulable = false,
+                Action::Drain => self.o.drain = Some(DrainOutcome::Drained),
+                Action::Deploy(i) => {
+                    let _ = self.host.deploy(&i, None);
+                }
+                Action::Kargs { add, remove } => {
+                    let _ = self.host.kargs(&add, &remove);
+                }
+                Action::Rollback(to) => {
+                    let before = self.host.lock().status.rollback_queued;
+                    if self.host.lock().status.boots_next(&to) {
+                        self.redundant += 1;
+                    }
+                    let _ = self.host.rollback(&to);
+                    if !before && self.host.lock().status.rollback_queued {
+                        self.rollbacks_queued += 1;
+                    }
+                }
+                Action::Reboot => {
+                    let _ = self.host.reboot();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn restarts_never_roll_back_twice_nor_a_healthy_node(
+        healthy in any::<bool>(),
+        evs in proptest::collection::vec(gate_ev(), 0..80),
+    ) {
+        let mut w = GateWorld::new(healthy);
+        for e in evs {
+            match e {
+                GateEv::Pass => w.pass(),
+                GateEv::Restart => {
+                    w.o.drain = None;
+                    w.o.failure = None;
+                }
+                GateEv::Boot => {
+                    if w.host.lock().reboot_requested {
+                        w.host.boot();
+                    }
+                }
+                GateEv::Wait(ms) => w.now += ms as Millis,
+            }
+            prop_assert!(w.rollbacks_queued <= 1, "rolled back {} times", w.rollbacks_queued);
+            prop_assert_eq!(w.redundant, 0, "a rollback asked while it boots next already");
+            prop_assert!(!(healthy && w.rollbacks_queued > 0), "a healthy node was rolled back");
+        }
+        for _ in 0..30 {
+            w.now += 120_000;
+            w.pass();
+            if w.host.lock().reboot_requested {
+                w.host.boot();
+            }
+        }
+        let booted = w.host.lock().status.booted.clone();
+        if healthy {
+            prop_assert_eq!(booted.as_deref(), Some(B));
+            prop_assert_eq!(w.o.annotations.get(CURRENT_IMAGE).map(String::as_str), Some(B));
+            prop_assert!(!w.o.annotations.contains_key(ROLLED_BACK));
+        } else {
+            prop_assert_eq!(w.rollbacks_queued, 1);
+            prop_assert_eq!(booted.as_deref(), Some(A));
+            prop_assert_eq!(w.o.annotations.get(CURRENT_IMAGE).map(String::as_str), Some(A));
+            prop_assert!(w.o.annotations.contains_key(ROLLED_BACK));
+            prop_assert_eq!(
+                w.o.progress().map(|p| p.step),
+                Some(Step::RolledBack { to: A.into() })
+            );
+        }
+        prop_assert!(!w.o.unschedulable, "uncordoned at the end");
+        prop_assert!(w.host.lock().boots <= 2, "booted {} times", w.host.lock().boots);
+    }
+}

@@ -119,6 +119,17 @@ impl Host for PlatformHost {
     fn release_pull_secret(&self) -> Result<(), machineos_host::HostError> {
         self.host.release_pull_secret()
     }
+    fn rollback(&self, to: &str) -> Result<(), machineos_host::HostError> {
+        // The agent may name the manifest the host reported: the fake host keeps the index.
+        let index = {
+            let platform = self.platform.lock().unwrap_or_else(|e| e.into_inner());
+            platform
+                .iter()
+                .find(|(_, m)| m.as_str() == to)
+                .map(|(i, _)| i.clone())
+        };
+        self.host.rollback(index.as_deref().unwrap_or(to))
+    }
 }
 
 /// The simulated machines and the "power supply" that reboots them.

@@ -42,6 +42,11 @@
 //!   SELinux policy), [`crate::systemd::soft_reboot`]; else a reboot, as bootc's
 //!   `--soft-reboot=auto`. (bootc's own `switch --soft-reboot=auto` prepares at stage time;
 //!   machineos stages first and decides at the reboot, so it prepares then.)
+//! * `rollback(X)`: `bootc rollback` (`crates/lib/src/deploy.rs`, `rollback`) writes the
+//!   rollback deployment first and drops a staged one; `status.rollbackQueued` then says the
+//!   rollback entry boots next. Run again it *reverts* ("Reverting queued rollback state"),
+//!   so it runs only when X is the rollback entry and does not boot next already
+//!   (`rollback_with`); afterwards X must boot next.
 //! * Pull credentials: `<root>/etc/ostree/auth.json` ([`crate::files::BOOTC_AUTH`]); an
 //!   `auth` file given elsewhere is copied there first.
 
@@ -93,6 +98,8 @@ pub struct BootcStatus {
     pub booted: Option<BootcEntry>,
     /// `status.rollback`.
     pub rollback: Option<BootcEntry>,
+    /// `status.rollbackQueued`: the rollback entry boots next (after `bootc rollback`).
+    pub rollback_queued: bool,
 }
 
 /// Parse `bootc status --format json`.
@@ -118,6 +125,7 @@ pub fn parse_status(json: &str) -> Result<BootcStatus, HostError> {
         staged: slot("staged")?,
         booted: slot("booted")?,
         rollback: slot("rollback")?,
+        rollback_queued: d.bool(status, "$.status", "rollbackQueued")?,
     })
 }
 
@@ -186,6 +194,7 @@ impl BootcStatus {
             pulled,
             references,
             booted_deployment: dep(&self.booted),
+            rollback_queued: self.rollback_queued,
             ..HostStatus::default()
         }
     }
@@ -350,6 +359,15 @@ impl Host for Bootc {
     fn sync_live(&self) -> Result<crate::live::Applied, HostError> {
         let s = self.tool_status()?;
         crate::systemd::sync_live(&self.runner, &self.root, &s, TOOL)
+    }
+
+    fn rollback(&self, to: &str) -> Result<(), HostError> {
+        crate::rollback_with(
+            TOOL,
+            to,
+            || self.tool_status(),
+            || self.bootc(&["rollback"]).map(|_| ()),
+        )
     }
 
     fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {

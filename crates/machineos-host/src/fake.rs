@@ -76,7 +76,12 @@ impl FakeHost {
         let mut s = self.lock();
         s.boots += 1;
         s.reboot_requested = false;
+        let queued = std::mem::take(&mut s.status.rollback_queued);
         let next = s.boot_into.take().or_else(|| s.status.staged.take());
+        let next = match next {
+            None if queued => s.status.rollback.clone(),
+            next => next,
+        };
         if let Some(next) = next {
             s.status.rollback = s.status.booted.take();
             s.status.booted = Some(next);
@@ -231,6 +236,28 @@ impl Host for FakeHost {
         s.ssh_keys.insert(user.to_owned(), keys.to_vec());
         Ok(())
     }
+
+    /// As `bootc rollback`: the staged deployment is dropped and the rollback one queued.
+    fn rollback(&self, to: &str) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push(format!("rollback {to}"));
+        if s.status.boots_next(to) {
+            return Ok(());
+        }
+        if !s.status.is(s.status.rollback.as_deref(), to) {
+            return Err(HostError::Unsupported {
+                tool: "fake".into(),
+                operation: format!("roll back to {to}"),
+                reason: format!(
+                    "the rollback deployment is {}",
+                    s.status.rollback.as_deref().unwrap_or("absent")
+                ),
+            });
+        }
+        s.status.staged = None;
+        s.status.rollback_queued = true;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -253,5 +280,28 @@ mod tests {
         assert_eq!(s.booted.as_deref(), Some("r/os@sha256:bb"));
         assert_eq!(s.rollback.as_deref(), Some("r/os@sha256:aa"));
         assert_eq!(s.boot_id, "boot-1");
+    }
+
+    #[test]
+    fn a_rollback_queues_the_previous_deployment_once() {
+        let h = FakeHost::booted("r/os@sha256:aa");
+        assert!(
+            h.rollback("r/os@sha256:aa").is_ok(),
+            "booted, nothing staged: next already"
+        );
+        h.deploy("r/os@sha256:bb", None).unwrap();
+        h.boot();
+        assert!(
+            h.rollback("r/os@sha256:cc").is_err(),
+            "not the rollback deployment"
+        );
+        h.rollback("r/os@sha256:aa").unwrap();
+        h.rollback("r/os@sha256:aa").unwrap();
+        assert!(h.status().unwrap().boots_next("r/os@sha256:aa"));
+        h.boot();
+        let s = h.status().unwrap();
+        assert_eq!(s.booted.as_deref(), Some("r/os@sha256:aa"));
+        assert_eq!(s.rollback.as_deref(), Some("r/os@sha256:bb"));
+        assert!(!s.rollback_queued);
     }
 }

@@ -81,6 +81,9 @@ pub struct HostStatus {
     pub booted_deployment: Option<live::Deployment>,
     /// Where the staged deployment (the next boot) is checked out.
     pub staged_deployment: Option<live::Deployment>,
+    /// The rollback deployment is the next boot (bootc's `rollbackQueued`, after `bootc
+    /// rollback`; rpm-ostree reports a rolled-back deployment as the pending one, `staged`).
+    pub rollback_queued: bool,
 }
 
 /// A `systemctl` operation a configuration change's policy asks for.
@@ -128,8 +131,50 @@ impl HostStatus {
     /// Whether `image` boots next: staged, or booted with nothing staged (a `deploy` has
     /// nothing to do).
     pub fn boots_next(&self, image: &str) -> bool {
+        if self.rollback_queued && self.staged.is_none() {
+            return self.is(self.rollback.as_deref(), image);
+        }
         self.is(self.staged.as_deref(), image)
             || (self.is(self.booted.as_deref(), image) && self.staged.is_none())
+    }
+}
+
+/// The one rule of [`Host::rollback`] for the tools that toggle: nothing when `to` boots
+/// next; refused unless the rollback deployment is `to`; else `run` (the tool's rollback),
+/// after which `to` must boot next.
+pub(crate) fn rollback_with(
+    tool: &str,
+    to: &str,
+    status: impl Fn() -> Result<HostStatus, HostError>,
+    run: impl FnOnce() -> Result<(), HostError>,
+) -> Result<(), HostError> {
+    let before = status()?;
+    if before.boots_next(to) {
+        return Ok(());
+    }
+    if !before.is(before.rollback.as_deref(), to) {
+        return Err(HostError::Unsupported {
+            tool: tool.into(),
+            operation: format!("roll back to {to}"),
+            reason: format!(
+                "the rollback deployment is {}",
+                before.rollback.as_deref().unwrap_or("absent")
+            ),
+        });
+    }
+    run()?;
+    let after = status()?;
+    if after.boots_next(to) {
+        Ok(())
+    } else {
+        Err(HostError::Output {
+            tool: tool.into(),
+            path: "$".into(),
+            message: format!(
+                "after the rollback the next boot is not {to} (staged {:?}, rollback {:?})",
+                after.staged, after.rollback
+            ),
+        })
     }
 }
 
@@ -168,4 +213,9 @@ pub trait Host: Send + Sync {
     fn write_pull_secret(&self, dockerconfigjson: &[u8]) -> Result<std::path::PathBuf, HostError>;
     /// Write `keys` as `user`'s authorized SSH keys (the rendered config's `passwd` section).
     fn write_ssh_keys(&self, user: &str, keys: &[String]) -> Result<(), HostError>;
+    /// Make the rollback deployment — which must be `to` — the next boot, from the
+    /// deployment the host keeps (no pull): `bootc rollback`, `rpm-ostree rollback`.
+    /// Nothing when `to` boots next already: both tools toggle, so a second call would put
+    /// the booted deployment back on top. Refused when the rollback deployment is not `to`.
+    fn rollback(&self, to: &str) -> Result<(), HostError>;
 }

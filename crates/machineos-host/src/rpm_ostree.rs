@@ -35,6 +35,12 @@
 //!   deployment whose kernel, initramfs or kernel arguments differ, and hosts without
 //!   composefs), else a reboot. A bare `systemctl soft-reboot` is never run: without
 //!   `/run/nextroot` it restarts the same deployment.
+//! * `rollback(X)`: `rpm-ostree rollback` (`src/daemon/rpmostreed-transaction-types.cxx`,
+//!   `rollback_transaction_execute`) moves the rollback deployment to the top (it is then
+//!   pending: the one before the booted one, reported as `staged`); it refuses while a
+//!   staged deployment exists, and with a pending one and no rollback it puts the booted one
+//!   back on top — it toggles, so it runs only when X is the rollback deployment and does
+//!   not boot next already; afterwards X must boot next.
 //! * Pull credentials: `<root>/run/ostree/auth.json` ([`crate::files::RPM_OSTREE_AUTH`]).
 
 use std::path::{Path, PathBuf};
@@ -292,6 +298,15 @@ impl Host for RpmOstree {
     fn sync_live(&self) -> Result<crate::live::Applied, HostError> {
         let s = self.tool_status()?;
         crate::systemd::sync_live(&self.runner, &self.root, &s, TOOL)
+    }
+
+    fn rollback(&self, to: &str) -> Result<(), HostError> {
+        crate::rollback_with(
+            TOOL,
+            to,
+            || self.tool_status(),
+            || self.rpm_ostree(&["rollback".into()]).map(|_| ()),
+        )
     }
 
     fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {

@@ -145,9 +145,12 @@ impl Stand {
     /// become /proc/cmdline; a new boot id; /run is emptied.
     fn boot(&self) {
         let locked = self.state.join("staged_locked").exists();
+        let queued = self.state.join("rollback_queued").exists();
         let next = self
             .get("boot_into")
-            .or_else(|| self.get("staged").filter(|_| !locked));
+            .or_else(|| self.get("staged").filter(|_| !locked))
+            .or_else(|| self.get("pending"))
+            .or_else(|| self.get("rollback").filter(|_| queued));
         if let Some(next) = next {
             if let Some(old) = self.get("booted") {
                 self.set("rollback", &old);
@@ -157,6 +160,8 @@ impl Stand {
         for f in [
             "staged",
             "staged_locked",
+            "pending",
+            "rollback_queued",
             "pulled",
             "boot_into",
             "reboot_requested",
@@ -792,6 +797,83 @@ fn rpm_ostree_pull_deploy_kargs_reboot() {
     assert!(hs.kargs.contains(&"nosmt".to_owned()));
     assert!(!hs.kargs.contains(&"ignition.platform.id=metal".to_owned()));
     assert_eq!(hs.boot_id, "boot-1");
+}
+
+/// `bootc rollback` as its source has it (a second call reverts): the agent's rollback runs
+/// it once, only when the rollback entry is the image asked for, and the reboot boots it.
+#[test]
+fn bootc_rollback_once_and_boot_the_previous_image() {
+    let st = Stand::new(Some(A), &["bootc", "systemctl"]);
+    let h = st.bootc();
+    let err = h.rollback(A).map(|()| "ok").unwrap_or("refused");
+    assert_eq!(err, "ok", "A boots next already: nothing to do");
+    assert!(h.rollback(B).is_err(), "no rollback deployment");
+    h.deploy(B, None).unwrap();
+    st.boot();
+    st.clear_calls();
+    let e = h.rollback(C).unwrap_err().to_string();
+    assert!(e.contains(A), "{e}");
+    st.clear_calls();
+    h.rollback(A).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "bootc status --format json",
+            "bootc rollback",
+            "bootc status --format json"
+        ]
+    );
+    let hs = h.status().unwrap();
+    assert!(hs.rollback_queued && hs.boots_next(A));
+    // Asked again (a restarted agent): the tool is not run, so it does not revert.
+    st.clear_calls();
+    h.rollback(A).unwrap();
+    assert_eq!(st.calls(), ["bootc status --format json"]);
+    h.reboot().unwrap();
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(A));
+    assert_eq!(hs.rollback.as_deref(), Some(B));
+    assert!(!hs.rollback_queued);
+}
+
+/// `rpm-ostree rollback` as its daemon has it: the rollback deployment moves to the top
+/// (pending, the next boot), a second call would put the booted one back.
+#[test]
+fn rpm_ostree_rollback_once_and_boot_the_previous_image() {
+    let st = Stand::new(Some(A), &["rpm-ostree", "systemctl"]);
+    let h = st.rpm_ostree();
+    assert!(h.rollback(B).is_err(), "no rollback deployment");
+    h.deploy(B, None).unwrap();
+    h.reboot().unwrap();
+    st.boot();
+    st.clear_calls();
+    h.rollback(A).unwrap();
+    assert_eq!(
+        st.calls(),
+        [
+            "rpm-ostree status --json",
+            "rpm-ostree rollback",
+            "rpm-ostree status --json"
+        ]
+    );
+    let hs = h.status().unwrap();
+    assert_eq!(hs.staged.as_deref(), Some(A), "pending: the next boot");
+    assert!(hs.boots_next(A));
+    st.clear_calls();
+    h.rollback(A).unwrap();
+    assert_eq!(st.calls(), ["rpm-ostree status --json"], "not toggled back");
+    // The stand-in refuses as rpm-ostree does with a staged deployment.
+    let st2 = Stand::new(Some(A), &["rpm-ostree"]);
+    st2.set("rollback", C);
+    st2.set("staged", B);
+    let e = st2.rpm_ostree().rollback(C).unwrap_err().to_string();
+    assert!(e.contains("Staged deployment"), "{e}");
+    h.reboot().unwrap();
+    st.boot();
+    let hs = h.status().unwrap();
+    assert_eq!(hs.booted.as_deref(), Some(A));
+    assert_eq!(hs.rollback.as_deref(), Some(B));
 }
 
 #[test]

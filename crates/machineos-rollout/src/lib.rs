@@ -7,9 +7,12 @@
 //!   and the time: node annotation patches, statuses and Events. The controller's executor
 //!   only applies them. [`plan()`] extends the same rules into the order and batches of a
 //!   whole rollout (`machineos rollout plan`), without changing anything.
+//! * [`health`]: the health gate after an update (what a node must show, the verdict) and
+//!   the rollback record the agent leaves.
 //! * No I/O, no clock: time is an argument.
 
 pub mod decide;
+pub mod health;
 pub mod observed;
 pub mod plan;
 pub mod selector;

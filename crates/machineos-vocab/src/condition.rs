@@ -22,3 +22,6 @@ pub const ROLLING_OUT: &str = "RollingOut";
 pub const ROLLED_OUT: &str = "RolledOut";
 /// MachineOSImage: a node failed to move to it.
 pub const ROLLOUT_FAILED: &str = "RolloutFailed";
+/// MachineOSImage: a node rolled back from it after failing the health gate; no pool
+/// targets it (the rollout's).
+pub const QUARANTINED: &str = "Quarantined";

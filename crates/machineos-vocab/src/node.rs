@@ -84,6 +84,34 @@ pub const FEATURE_LIVE_APPLY: &str = "live-apply";
 /// booted it. `currentImage` names it too: the node is updated, its next boot is due.
 pub const REBOOT_PENDING: &str = "machineos.io/reboot-pending";
 
+/// Pool annotation: how long after its reboot an updated node has to pass the health gate
+/// (a duration: `90s`, `10m`, `1h`, or seconds); `0` or `off` turns the gate off. Absent:
+/// `10m`. See `machineos_rollout::health`.
+pub const HEALTH_TIMEOUT: &str = "machineos.io/health-timeout";
+/// Pool annotation: the DaemonSets (`namespace/name`, comma-separated) whose pod on an
+/// updated node must be Ready for it to pass the health gate. Absent: none.
+pub const HEALTH_DAEMONSETS: &str = "machineos.io/health-daemonsets";
+/// Pool annotation: node conditions (`Type=Status`, comma-separated) an updated node must
+/// report to pass the health gate, beyond `Ready=True` and the kubelet's pressure
+/// conditions. Absent: none.
+pub const HEALTH_CONDITIONS: &str = "machineos.io/health-conditions";
+/// Pool annotation: the canary nodes — a count (`2`: the first two in rollout order) or
+/// node names (comma-separated) — that update first and must pass the health gate and the
+/// soak before any other node of the pool is targeted at the same image.
+pub const CANARY: &str = "machineos.io/canary";
+/// Node annotation (controller, machineos): the health gate the agent checks after the move
+/// the desired annotations name, JSON (`machineos_rollout::health::Gate`); written with the
+/// desired annotations; absent: no gate.
+pub const HEALTH_GATE: &str = "machineos.io/health-gate";
+/// Node annotation (agent, machineos): the node failed the health gate on an image and was
+/// rolled back to the deployment it ran before, JSON (`machineos_rollout::health::RolledBack`:
+/// the image, the config, the failed check, the evidence, when). Kept until the node
+/// finishes an update to another image, or the image's quarantine is lifted.
+pub const ROLLED_BACK: &str = "machineos.io/rolled-back";
+/// MachineOSImage annotation (user): lift the image's quarantine (any value). The
+/// controller clears the rollback records that caused it and removes the annotation.
+pub const LIFT_QUARANTINE: &str = "machineos.io/lift-quarantine";
+
 /// Node label the MCO and kube-scheduler use for zones.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// Node label: the CPU architecture.
@@ -159,6 +187,9 @@ pub mod mcn {
     pub const UPDATED: &str = "Updated";
     /// The node failed.
     pub const NODE_DEGRADED: &str = "NodeDegraded";
+    /// machineos: the node passed (True), is being checked by (Unknown) or failed (False)
+    /// the health gate after its last update.
+    pub const NODE_HEALTHY: &str = "NodeHealthy";
 }
 
 /// `machineconfiguration.openshift.io/` + `key`.
