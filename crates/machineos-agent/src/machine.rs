@@ -902,7 +902,9 @@ fn step(
                 requested: reboot_requested,
             },
         ),
-        // Rolled back: nothing more for this target (the rollout names another).
+        // Rolled back: nothing more for this target while its record stands (the rollout
+        // names another target); the record removed is the quarantine lifted: start afresh.
+        Step::RolledBack { .. } if o.get(ROLLED_BACK).is_none() => start(o, policy, now, target),
         Step::RolledBack { .. } => Vec::new(),
         Step::Degraded { reason } => {
             // Stays until the target changes; keep the annotations saying so.

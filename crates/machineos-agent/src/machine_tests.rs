@@ -2092,6 +2092,17 @@ fn rolled_back_is_a_fixed_point_until_the_rollout_names_another_target() {
         .to_annotation(),
     );
     assert_eq!(decide(&o, &policy(), NOW + 3_600_000), vec![]);
+    // The record removed (the quarantine lifted) while still targeted: the update starts
+    // afresh.
+    let mut lifted = o.clone();
+    lifted.annotations.remove(ROLLED_BACK);
+    lifted.unschedulable = false;
+    let out = decide(&lifted, &policy(), NOW);
+    assert!(has(&out, |a| matches!(a, Action::Cordon)), "{out:?}");
+    assert!(matches!(
+        progress_of(&out).map(|p| p.step),
+        Some(Step::Draining { .. })
+    ));
     // The rollout re-targets it to what it runs: the progress goes, quietly; the record stays.
     o.annotations.insert(DESIRED_IMAGE.into(), A.into());
     o.annotations

@@ -14,6 +14,12 @@
 //! subresource, which a real agent never does (the kubelet owns it) — and, like a kubelet
 //! that keeps reporting, tries again after a failed write (a 409 from a concurrent writer, a
 //! 5xx), so a machine never stays NotReady because one status write lost a race.
+//!
+//! **A broken image, on purpose**: a reboot into the node's desired image whose rendered
+//! MachineConfig (`desiredConfig`) writes [`NEVER_READY`] marks that image bad; a machine
+//! booted into a bad image comes up and stays NotReady (as a broken kubelet or CNI would
+//! leave it), so the health gate fails and the agent rolls it back; booted into any other
+//! image, it is Ready.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +32,45 @@ use machineos_rollout::vocab;
 use tokio_util::sync::CancellationToken;
 
 use crate::{AgentError, AgentOptions, run};
+
+/// The file whose presence in a rendered MachineConfig makes a simulated machine that boots
+/// an image built from it never Ready.
+pub const NEVER_READY: &str = "/etc/machineos-fake/never-ready";
+
+/// Whether the rendered MachineConfig `mc` (its JSON) writes [`NEVER_READY`].
+pub fn writes_never_ready(mc: &serde_json::Value) -> bool {
+    mc.pointer("/spec/config/storage/files")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|files| {
+            files
+                .iter()
+                .any(|f| f.get("path").and_then(serde_json::Value::as_str) == Some(NEVER_READY))
+        })
+}
+
+/// The node's desired image, when its desired rendered MachineConfig writes [`NEVER_READY`]
+/// (read at a reboot: the image it is about to boot is then bad). `None` when it does not,
+/// or when the node or config cannot be read.
+pub async fn never_ready_image(client: &Client, node: &str) -> Option<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes.get(node).await.ok()?;
+    let a = n.annotations();
+    let image = a.get(vocab::DESIRED_IMAGE)?.clone();
+    let config = a.get(vocab::DESIRED_CONFIG)?;
+    let mcs: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "machineconfiguration.openshift.io",
+                "v1",
+                "MachineConfig",
+            ),
+            "machineconfigs",
+        ),
+    );
+    let mc = mcs.get(config).await.ok()?;
+    writes_never_ready(&mc.data).then_some(image)
+}
 
 /// Run a simulated machine for `opts.node` until `shutdown`; each reboot keeps the Node
 /// NotReady for `down`.
@@ -52,6 +97,8 @@ pub async fn run_simulated(
         }
     };
     let boot_id = || host.lock().status.boot_id.clone();
+    // Images this machine comes up NotReady on.
+    let mut bad = std::collections::BTreeSet::new();
     set_status(&nodes, &opts.node, None, Some(&boot_id()), &shutdown).await;
     loop {
         let stop = shutdown.child_token();
@@ -83,6 +130,9 @@ pub async fn run_simulated(
         };
         stop.cancel();
         let _ = agent.await;
+        if let Some(image) = never_ready_image(&client, &opts.node).await {
+            bad.insert(image);
+        }
         tracing::info!(node = %opts.node, soft, "simulated reboot");
         set_status(&nodes, &opts.node, Some(false), None, &shutdown).await;
         if soft {
@@ -93,7 +143,12 @@ pub async fn run_simulated(
             tokio::time::sleep(down).await;
             host.boot();
         }
-        set_status(&nodes, &opts.node, Some(true), Some(&boot_id()), &shutdown).await;
+        let booted = host.lock().status.booted.clone();
+        let ready = !booted.as_ref().is_some_and(|b| bad.contains(b));
+        if !ready {
+            tracing::info!(node = %opts.node, image = ?booted, "booted an image whose config writes {NEVER_READY}: staying NotReady");
+        }
+        set_status(&nodes, &opts.node, Some(ready), Some(&boot_id()), &shutdown).await;
     }
 }
 

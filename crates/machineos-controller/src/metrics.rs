@@ -17,7 +17,10 @@
 //!   `machineos_rollout_halted{pool}` (1 while a failed node stops the pool's rollout),
 //!   `machineos_rollout_nodes{pool,state}` (`updated`, `unavailable`, `degraded`,
 //!   `drain_blocked`: the agent reports its drain blocked or failed) and
-//!   `machineos_rollout_targeted_total{pool}` (nodes given a new desired image).
+//!   `machineos_rollout_targeted_total{pool}` (nodes given a new desired image),
+//!   `machineos_rollback_total{pool}` (nodes their agent rolled back after the health gate
+//!   failed: each rollback record counted once by the replica that sees it appear, records
+//!   older than the replica's start not counted).
 //! * State label values are the MachineOSBuild phases in lower case (`initial`, `prepared`,
 //!   `building`, `succeeded`, `failed`, `interrupted`), from [`Phase`].
 //! * Buckets: the MCO's build histogram spans 1 min…1 h, its queue 5 s…600 s and its push
@@ -154,6 +157,7 @@ struct Inner {
     rollout_halted: Family<PoolLabels, Gauge>,
     rollout_nodes: Family<PoolState, Gauge>,
     rollout_targeted: Family<PoolLabels, Counter>,
+    rollback_total: Family<PoolLabels, Counter>,
 }
 
 /// The controller's metrics (cheap to clone; clones share the registry).
@@ -296,6 +300,12 @@ impl Metrics {
             "Nodes given a new desired config and image",
             rollout_targeted.clone(),
         );
+        let rollback_total = Family::<PoolLabels, Counter>::default();
+        r.register(
+            "machineos_rollback",
+            "Nodes their agent rolled back to the previous deployment after the health gate failed",
+            rollback_total.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry: r,
@@ -316,6 +326,7 @@ impl Metrics {
                 rollout_halted,
                 rollout_nodes,
                 rollout_targeted,
+                rollback_total,
             }),
         }
     }
@@ -452,6 +463,14 @@ impl Metrics {
                 .get_or_create(&pool(pool_name))
                 .inc_by(n);
         }
+    }
+
+    /// A node of `pool` was rolled back (counted once per rollback record).
+    pub fn rollback(&self, pool_name: &str) {
+        self.inner
+            .rollback_total
+            .get_or_create(&pool(pool_name))
+            .inc();
     }
 
     /// The pool was deleted: drops its state and timestamp gauges (counters stay).

@@ -135,6 +135,8 @@ async fn the_controller_builds_and_records_with_the_rbac_of_deploy() {
         "Role machineos/machineos-controller: update secrets [machineos-node-pull-secrets]",
         // An Event repeated: its series patched (machineos-kube events.rs).
         "ClusterRole machineos-controller: patch events.events.k8s.io",
+        // A lifted quarantine's annotation removed (rollout/execute.rs).
+        "ClusterRole machineos-controller: patch machineosimages.machineconfiguration.openshift.io",
         // The merged node disruption policies, on a cluster serving MachineConfiguration
         // (rollout/disruption.rs).
         "ClusterRole machineos-controller: patch machineconfigurations/status.operator.openshift.io [cluster]",

@@ -37,6 +37,9 @@ struct Machine {
     host: FakeHost,
     platform: Manifests,
     agent: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    /// Images it comes up NotReady on (`machineos agent --host fake`'s rule: built from a
+    /// rendered MachineConfig that writes `/etc/machineos-fake/never-ready`).
+    bad: BTreeSet<String>,
 }
 
 /// Image index → the manifest of one machine's architecture.
@@ -210,6 +213,7 @@ impl Fleet {
                     host,
                     platform,
                     agent,
+                    bad: BTreeSet::new(),
                 },
             );
         }
@@ -262,16 +266,21 @@ impl Fleet {
                             t.cancel();
                             let _ = h.await;
                         }
+                        let bad =
+                            machineos_agent::simulate::never_ready_image(&client, &name).await;
                         let _ = hooks::set_node_ready(&shared, &name, false);
                         tokio::time::sleep(Duration::from_millis(300)).await;
                         let mut ms = machines.lock().await;
                         let Some(m) = ms.get_mut(&name) else { return };
+                        m.bad.extend(bad);
                         if soft {
                             m.host.soft_boot();
                         } else {
                             m.host.boot();
                         }
-                        let _ = hooks::set_node_ready(&shared, &name, true);
+                        let booted = m.host.lock().status.booted.clone();
+                        let ready = !booted.is_some_and(|b| m.bad.contains(&b));
+                        let _ = hooks::set_node_ready(&shared, &name, ready);
                         m.agent = Some(start_agent(&client, &name, &m.host, &m.platform));
                     });
                 }
@@ -1569,6 +1578,219 @@ async fn a_new_base_with_the_same_kernel_is_a_soft_reboot_by_the_images_differen
             "{why}"
         );
     }
+    fleet.shutdown().await;
+    controller.stop().await;
+}
+
+/// Issue 31's loop on the simulated cluster: 12 nodes, `maxUnavailable: 3`, a health gate
+/// of 3 s. The pool's config writes the file that makes a fake machine never Ready on an
+/// image built from it: the first batch boots that image, stays NotReady, fails the gate
+/// and is rolled back by its agents (booted into the image it ran before, uncordoned, the
+/// record left); the image is quarantined (its MachineOSImage `Quarantined=True`, the pool
+/// `NodeDegraded` naming it) and no other node is ever targeted at it. The quarantine lifted
+/// (an annotation on the MachineOSImage), the first batch tries it again and rolls back
+/// again. The config fixed, a new image is built and rolls out to all 12, the rolled-back
+/// ones included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bad_image_is_rolled_back_by_its_first_batch_quarantined_and_a_fixed_config_rolls_out() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..12)
+        .map(|i| (format!("node-{i:02}"), worker_labels("zone-a")))
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    let sampler = Sampler::start(c.client.clone());
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("99-worker-broken", "machineos-fake/never-ready", "1"),
+    )
+    .await;
+    let controller = c.controller().await;
+    let mut pool = worker_pool();
+    pool["spec"]["maxUnavailable"] = json!(3);
+    pool["metadata"]["annotations"] = json!({
+        "machineos.io/min-ready-seconds": "0",
+        vocab::HEALTH_TIMEOUT: "3s",
+    });
+    c.apply(&kinds::pool(), pool).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    c.apply(
+        &kinds::machine_os_config(),
+        machine_os_config(&format!("{}/machineos/worker:latest", c.registry.host())),
+    )
+    .await;
+    let bad_config = pool_config(&c).await;
+    let bad = image_for(&c, &bad_config).await;
+    // The first batch rolls back on its own: on OLD again, Done, uncordoned, the record.
+    let rolled_back = |n: &Node| {
+        n.annotations()
+            .get(vocab::ROLLED_BACK)
+            .and_then(|v| machineos_rollout::health::RolledBack::parse(v))
+    };
+    until_nodes(&c, "the first batch rolled back", EVENTUALLY, |ns| {
+        let back: Vec<&Node> = ns.iter().filter(|n| rolled_back(n).is_some()).collect();
+        back.len() == 3
+            && back.iter().all(|n| {
+                current_image(n) == Some(OLD)
+                    && n.annotations()
+                        .get(vocab::DESIRED_IMAGE)
+                        .map(String::as_str)
+                        == Some(OLD)
+                    && n.annotations().get(vocab::STATE).map(String::as_str) == Some("Done")
+                    && !cordoned(n)
+            })
+    })
+    .await;
+    let first: BTreeSet<String> = nodes(&c)
+        .await
+        .iter()
+        .filter_map(|n| {
+            let r = rolled_back(n)?;
+            assert_eq!(r.image, bad);
+            assert_eq!(r.to, OLD);
+            assert_eq!(r.check, machineos_rollout::health::Check::NodeReady);
+            Some(n.name_any())
+        })
+        .collect();
+    for n in &first {
+        let h = fleet.host(n).await;
+        let s = h.lock().status.clone();
+        assert_eq!(
+            s.booted.as_deref(),
+            Some(OLD),
+            "{n} booted the previous image"
+        );
+        assert_eq!(
+            h.lock().boots,
+            2,
+            "{n}: the update's boot and the rollback's"
+        );
+    }
+    // Quarantined: the MachineOSImage, the pool.
+    c.until(&kinds::image(), "the image quarantined", |l| {
+        l.iter().any(|i| {
+            i.data["spec"]["image"] == bad.as_str()
+                && i.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Quarantined" && c["status"] == "True")
+                })
+        })
+    })
+    .await;
+    let pools = c
+        .until(&kinds::pool(), "the pool says why", |l| {
+            l.iter().any(|p| {
+                p.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "NodeDegraded"
+                            && c["reason"] == "ImageQuarantined"
+                            && c["message"].as_str().is_some_and(|m| m.contains(&bad))
+                    })
+                })
+            })
+        })
+        .await;
+    assert!(
+        pools[0].data["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Degraded" && c["status"] == "True"),
+        "{:?}",
+        pools[0].data["status"]
+    );
+    // No other node is targeted, however long we wait (well past a gate's deadline).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ever: BTreeSet<String> = sampler.targeted.lock().await.keys().cloned().collect();
+    assert_eq!(
+        ever, first,
+        "only the first batch was ever targeted at the bad image"
+    );
+    assert!(
+        nodes(&c)
+            .await
+            .iter()
+            .all(|n| n.annotations().get(vocab::STAGE_IMAGE) != Some(&bad)),
+        "nobody pulls a quarantined image"
+    );
+    // The quarantine lifted (the annotation): the records go, the first batch tries the
+    // image again, rolls back again, and it is quarantined again.
+    let bad_mosi = c
+        .get(&kinds::image())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|i| i.data["spec"]["image"] == bad.as_str())
+        .map(|i| i.name_any())
+        .unwrap();
+    c.get(&kinds::image())
+        .patch(
+            &bad_mosi,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {vocab::LIFT_QUARANTINE: "true"}}})),
+        )
+        .await
+        .unwrap();
+    c.until(&kinds::image(), "the lift annotation removed", |l| {
+        l.iter().any(|i| {
+            i.name_any() == bad_mosi && !i.annotations().contains_key(vocab::LIFT_QUARANTINE)
+        })
+    })
+    .await;
+    let mut again = false;
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while !again {
+        let mut all = true;
+        for n in &first {
+            all &= fleet.host(n).await.lock().boots == 4;
+        }
+        let ns = nodes(&c).await;
+        again = all
+            && ns
+                .iter()
+                .filter(|n| first.contains(&n.name_any()))
+                .all(|n| rolled_back(n).is_some() && !cordoned(n) && current_image(n) == Some(OLD));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first batch never tried the image again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ever: BTreeSet<String> = sampler.targeted.lock().await.keys().cloned().collect();
+    assert_eq!(ever, first, "after the lift too, only the first batch");
+    // The config fixed: a new build, not quarantined, rolls out to all 12.
+    c.get(&kinds::machine_config())
+        .delete("99-worker-broken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let fixed_config = loop {
+        let cfg = pool_config(&c).await;
+        if cfg != bad_config {
+            break cfg;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let fixed = image_for(&c, &fixed_config).await;
+    assert_ne!(fixed, bad);
+    until_nodes(&c, "all 12 on the fixed image", EVENTUALLY, |ns| {
+        all_on(ns, 12, &fixed)
+    })
+    .await;
+    assert!(
+        nodes(&c).await.iter().all(|n| rolled_back(n).is_none()),
+        "the records went with the next update"
+    );
+    for (t, down) in sampler.changes().await {
+        assert!(down.len() <= 3, "at {t} ms: {down:?}");
+    }
+    sampler.stop.cancel();
     fleet.shutdown().await;
     controller.stop().await;
 }

@@ -32,6 +32,8 @@ fn main() {
             min_ready_seconds: 30,
             max_staging: None,
             conditions: BTreeMap::new(),
+            gate: Ok(None),
+            canary: None,
         }],
         nodes: (0..n)
             .map(|i| {
@@ -54,6 +56,7 @@ fn main() {
                     },
                     drain_blocked: None,
                     move_plan: None,
+                    health: None,
                 }
             })
             .collect(),
@@ -66,6 +69,7 @@ fn main() {
         }],
         image_manifests: Default::default(),
         controller_node: Some("node-00002".into()),
+        quarantine: Default::default(),
     };
     let median = |f: &dyn Fn() -> usize| {
         let mut times: Vec<f64> = (0..21)

@@ -32,6 +32,21 @@
 //!   disruption. A pool's [`vocab::MAX_STAGING`] paces it: at most that many nodes pulling at
 //!   once (a count or a percentage, at least 1), in rollout order, so the next batches are
 //!   staged first and a pool does not pull all at once. A MachineImage's `pullSecret` is passed in [`vocab::PULL_SECRET`].
+//! * **Health gate** (`crate::health`): every move carries the pool's gate
+//!   ([`vocab::HEALTH_GATE`], the node's pool's for a MachineImage's move); a pool whose gate
+//!   annotations cannot be read moves nothing and says why in `Updating`.
+//! * **Canaries** ([`vocab::CANARY`]): while any canary of a pool does not run its image,
+//!   done and available past the soak, only canaries are candidates.
+//! * **Rollback and quarantine**: a node whose [`vocab::ROLLED_BACK`] record names its
+//!   desired image is targeted at what it runs again (no plan, no gate). The image a record
+//!   names, or a MachineOSImage says is `Quarantined`, is quarantined ([`quarantined`]): a
+//!   pool or MachineImage whose image it is targets and stages nothing (its pulls are
+//!   withdrawn), the pool is `Degraded` naming the image, the check and the ways out (a new
+//!   build; [`vocab::LIFT_QUARANTINE`] on the MachineOSImage), its MachineOSImage
+//!   `RolloutFailed` (`Quarantined`) and `Quarantined=True`, a Warning Event
+//!   (`ImageQuarantined`) when the MachineOSImage did not say so yet. A lift clears the
+//!   records naming the image (the node is a candidate again in the same decision) and the
+//!   executor removes the annotation after the node patches.
 //! * **Multi-architecture images**: hosts report the manifest they booted, not the index
 //!   `desiredImage` names. Every node whose `desiredImage` or [`vocab::STAGE_IMAGE`] (as this
 //!   pass leaves them) is an index a MachineOSImage records gets those indexes'
@@ -41,7 +56,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::observed::{
-    ImageTarget, MachineImageObserved, MaxUnavailable, NodeObserved, Observed, PoolImage,
+    Canary, ImageTarget, MachineImageObserved, MaxUnavailable, NodeObserved, Observed, PoolImage,
     PoolObserved, Timestamp,
 };
 use crate::vocab::{self, NodeState};
@@ -160,6 +175,24 @@ pub struct Decision {
     pub machine_images: Vec<ImageReport>,
     /// Events.
     pub events: Vec<Event>,
+    /// Every MachineOSImage's `Quarantined` condition, and whether its
+    /// [`vocab::LIFT_QUARANTINE`] annotation is to be removed (the lift is done: the node
+    /// records are removed in this decision's node patches, which the executor applies
+    /// first).
+    pub quarantines: Vec<QuarantineReport>,
+}
+
+/// What the rollout reports for one MachineOSImage's quarantine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineReport {
+    /// The MachineOSImage.
+    pub name: String,
+    /// Its image.
+    pub image: String,
+    /// Its `Quarantined` condition.
+    pub condition: Condition,
+    /// Remove its [`vocab::LIFT_QUARANTINE`] annotation.
+    pub lifted: bool,
 }
 
 pub use machineos_vocab::condition;
@@ -443,6 +476,36 @@ struct Pass<'a> {
     want: Vec<BTreeMap<&'static str, Option<String>>>,
     events: Vec<Event>,
     capacity: Vec<i64>,
+    /// The quarantined images: image → why.
+    quarantined: BTreeMap<String, String>,
+}
+
+/// The images quarantined now, each with why: those a node rolled back from (its
+/// [`vocab::ROLLED_BACK`] record) and those a MachineOSImage says are — except those whose
+/// MachineOSImage asks to lift it.
+pub fn quarantined(o: &Observed) -> BTreeMap<String, String> {
+    let lifting = |img: &str| o.quarantine.get(img).is_some_and(|q| q.lift);
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for n in &o.nodes {
+        if let Some(r) = &n.annotations.rolled_back
+            && !lifting(&r.image)
+        {
+            out.entry(r.image.clone()).or_default().push(format!(
+                "node {} rolled back: {} ({})",
+                n.name, r.check, r.evidence
+            ));
+        }
+    }
+    let mut out: BTreeMap<String, String> =
+        out.into_iter().map(|(k, v)| (k, v.join("; "))).collect();
+    for (img, q) in &o.quarantine {
+        if let Some(why) = &q.quarantined
+            && !q.lift
+        {
+            out.entry(img.clone()).or_insert_with(|| why.clone());
+        }
+    }
+    out
 }
 
 /// Decide, at `now`: MachineImages first (explicit intent, within their own limit and the
@@ -469,7 +532,9 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
         now,
         events: Vec::new(),
         capacity,
+        quarantined: quarantined(o),
     };
+    pass.rolled_back();
     let machine_images = o
         .machine_images
         .iter()
@@ -486,6 +551,32 @@ pub fn decide(o: &Observed, now: Timestamp) -> Decision {
 }
 
 impl Pass<'_> {
+    /// Nodes rolled back from their desired image are targeted at what they run again (their
+    /// agent does nothing more for the failed target), without the move's plan and gate; the
+    /// records of images whose quarantine is lifted are removed (such a node is a candidate
+    /// again in the next decision).
+    fn rolled_back(&mut self) {
+        for (i, v) in self.views.iter().enumerate() {
+            let a = &v.node.annotations;
+            let Some(r) = &a.rolled_back else { continue };
+            if a.desired_image.as_deref() == Some(r.image.as_str())
+                && a.current_image.as_deref() != Some(r.image.as_str())
+            {
+                let w = &mut self.want[i];
+                w.insert(
+                    vocab::DESIRED_IMAGE,
+                    a.current_image.clone().or_else(|| Some(r.to.clone())),
+                );
+                w.insert(vocab::DESIRED_CONFIG, a.current_config.clone());
+                w.insert(machineos_disruption::NODE_DISRUPTION, None);
+                w.insert(vocab::HEALTH_GATE, None);
+            }
+            if self.o.quarantine.get(&r.image).is_some_and(|q| q.lift) {
+                self.want[i].insert(vocab::ROLLED_BACK, None);
+            }
+        }
+    }
+
     /// One MachineImage: its nodes targeted within its limit and their pools', its report.
     fn machine_image(&mut self, mi_index: usize, mi: &MachineImageObserved) -> ImageReport {
         let Pass {
@@ -495,6 +586,7 @@ impl Pass<'_> {
             want,
             events,
             capacity,
+            quarantined,
         } = self;
         let (o, now, views): (&Observed, Timestamp, &[NodeView<'_>]) = (o, *now, views);
         let controller = o.controller_node.as_deref();
@@ -523,7 +615,7 @@ impl Pass<'_> {
                     && views[i].node.annotations.desired_image.as_deref() == Some(mi.image.as_str())
             })
             .collect();
-        let halted = !failed.is_empty();
+        let halted = !failed.is_empty() || quarantined.contains_key(&mi.image);
         let room = limit as i64 - unavailable_now as i64;
         let cands: Vec<usize> = members
             .iter()
@@ -553,6 +645,7 @@ impl Pass<'_> {
                 w.insert(vocab::DRIVEN_BY, Some(format!("MachineImage/{}", mi.name)));
                 // An image change alone: the default, a reboot.
                 w.insert(machineos_disruption::NODE_DISRUPTION, None);
+                w.insert(vocab::HEALTH_GATE, gate_of(o, views[i].pool));
                 events.push(Event {
                     kind: EventObject::MachineImage,
                     name: mi.name.clone(),
@@ -650,6 +743,7 @@ impl Pass<'_> {
             want,
             events,
             capacity,
+            quarantined,
         } = self;
         let (o, now, views): (&Observed, Timestamp, &[NodeView<'_>]) = (o, *now, views);
         let controller = o.controller_node.as_deref();
@@ -685,8 +779,20 @@ impl Pass<'_> {
             .filter(|&i| degraded(views[i].node))
             .collect();
         let halted = !failed.is_empty();
+        // The pool's image is quarantined: nothing moves to it, nothing pulls it.
+        let quarantine = image.and_then(|img| quarantined.get(img).map(|why| (img, why.clone())));
+        if let Some((img, _)) = &quarantine {
+            for &i in &driven {
+                if views[i].node.annotations.stage_image.as_deref() == Some(*img) {
+                    want[i].insert(vocab::STAGE_IMAGE, None);
+                }
+            }
+        }
+        let gate_error = p.gate.as_ref().err();
         let mut targeted = Vec::new();
-        if let (Some(img), false, false) = (image, p.paused, halted) {
+        if let (Some(img), false, false, None, None) =
+            (image, p.paused, halted, &quarantine, gate_error)
+        {
             let stage = staging(
                 views,
                 &driven,
@@ -739,11 +845,22 @@ impl Pass<'_> {
                     ),
                 });
             }
-            let cands: Vec<usize> = driven
+            let mut cands: Vec<usize> = driven
                 .iter()
                 .copied()
                 .filter(|&i| candidate(views[i].node, Some(&p.config), img))
                 .collect();
+            // Canaries first: the rest waits until every canary runs the image, passed its
+            // gate (the agent finished) and is available past the soak.
+            if let Some(canaries) = canaries(views, &driven, p.canary.as_ref(), controller) {
+                let proven = canaries.iter().all(|&i| {
+                    at_target(views[i].node, Some(&p.config), img)
+                        && unavailable(views[i].node, now, p.min_ready_seconds).is_none()
+                });
+                if !proven {
+                    cands.retain(|i| canaries.contains(i));
+                }
+            }
             // The pool's own limit is its capacity: no further bound. A move applied live
             // takes no slot.
             let free = |i: usize| views[i].node.moves_live(&p.config, img);
@@ -765,6 +882,7 @@ impl Pass<'_> {
                     vocab::DRIVEN_BY,
                     Some(format!("MachineConfigPool/{}", p.name)),
                 );
+                w.insert(vocab::HEALTH_GATE, gate_of(o, Some(pi)));
                 targeted.push(views[i].node.name.clone());
                 events.push(Event {
                     kind: EventObject::Pool,
@@ -854,7 +972,13 @@ impl Pass<'_> {
             .iter_mut()
             .find(|c| c.type_ == condition::UPDATING)
         {
-            if halted && c.status {
+            if let (Some((img, why)), true) = (&quarantine, c.status) {
+                c.message
+                    .push_str(&format!("; image {img} is quarantined ({why})"));
+            } else if let (Some(e), true) = (gate_error, c.status) {
+                c.message
+                    .push_str(&format!("; no node is targeted: the health gate: {e}"));
+            } else if halted && c.status {
                 c.message.push_str("; rollout halted by a failed node");
             } else if p.paused && c.status {
                 c.message.push_str("; the pool is paused");
@@ -865,8 +989,38 @@ impl Pass<'_> {
                 ));
             }
         }
-        let node_degraded = !all_failed.is_empty();
+        // A quarantined image is a node failure too: the pool's `NodeDegraded` (and so
+        // `Degraded`) names the image, the node and the check.
+        let node_degraded = !all_failed.is_empty() || quarantine.is_some();
         let mut nd_message = degraded_message(views, &all_failed);
+        if let Some((img, cause)) = &quarantine {
+            let mosi = o.quarantine.get(*img).map_or_else(
+                || "its MachineOSImage".to_owned(),
+                |q| format!("MachineOSImage {}", q.name),
+            );
+            let message = format!(
+                "image {img} is quarantined: {cause}; no node is moved to it. A new build (a \
+                 changed MachineConfig or base image) resumes the rollout, or annotate {mosi} \
+                 with {} to try it again",
+                vocab::LIFT_QUARANTINE
+            );
+            if o.quarantine
+                .get(*img)
+                .is_none_or(|q| q.quarantined.is_none())
+            {
+                events.push(Event {
+                    kind: EventObject::Pool,
+                    name: p.name.clone(),
+                    warning: true,
+                    reason: reason::IMAGE_QUARANTINED,
+                    message: message.clone(),
+                });
+            }
+            if !nd_message.is_empty() {
+                nd_message.push_str("; ");
+            }
+            nd_message.push_str(&message);
+        }
         if halted {
             nd_message.push_str(&format!(
                 "; rollout halted: {} node(s) not yet targeted",
@@ -906,7 +1060,9 @@ impl Pass<'_> {
         conditions.push(Condition {
             type_: condition::NODE_DEGRADED,
             status: node_degraded,
-            reason: if node_degraded {
+            reason: if quarantine.is_some() && all_failed.is_empty() {
+                "ImageQuarantined"
+            } else if node_degraded {
                 "NodeDegraded"
             } else {
                 "AsExpected"
@@ -957,14 +1113,18 @@ impl Pass<'_> {
                 .filter(|&&i| unavailable(views[i].node, now, p.min_ready_seconds).is_none())
                 .count();
             let done = on_image == driven.len() && available == driven.len();
+            let quarantined_now = quarantine.is_some();
+            let failed_now = halted || quarantined_now;
             (
                 img.to_owned(),
                 vec![
                     Condition {
                         type_: condition::ROLLING_OUT,
-                        status: !done && !halted,
+                        status: !done && !failed_now,
                         reason: if done {
                             "RolledOut"
+                        } else if quarantined_now {
+                            "Quarantined"
                         } else if halted {
                             "Halted"
                         } else if p.paused {
@@ -990,9 +1150,18 @@ impl Pass<'_> {
                     },
                     Condition {
                         type_: condition::ROLLOUT_FAILED,
-                        status: halted,
-                        reason: if halted { "NodeDegraded" } else { "AsExpected" },
-                        message: degraded_message(views, &failed),
+                        status: failed_now,
+                        reason: if quarantined_now {
+                            "Quarantined"
+                        } else if halted {
+                            "NodeDegraded"
+                        } else {
+                            "AsExpected"
+                        },
+                        message: match &quarantine {
+                            Some((_, why)) => why.clone(),
+                            None => degraded_message(views, &failed),
+                        },
                     },
                 ],
             )
@@ -1015,8 +1184,31 @@ impl Pass<'_> {
             views,
             mut want,
             events,
+            quarantined,
             ..
         } = self;
+        let quarantines = o
+            .quarantine
+            .iter()
+            .map(|(img, q)| {
+                let why = quarantined.get(img);
+                QuarantineReport {
+                    name: q.name.clone(),
+                    image: img.clone(),
+                    condition: Condition {
+                        type_: condition::QUARANTINED,
+                        status: why.is_some(),
+                        reason: match (why, q.lift) {
+                            (Some(_), _) => "NodeRolledBack",
+                            (None, true) => "QuarantineLifted",
+                            (None, false) => "AsExpected",
+                        },
+                        message: why.cloned().unwrap_or_default(),
+                    },
+                    lifted: q.lift,
+                }
+            })
+            .collect();
         for (i, v) in views.iter().enumerate() {
             if matches!(v.driver, Driver::Nobody) && (!in_flight(v.node) || degraded(v.node)) {
                 want[i].insert(vocab::STAGE_IMAGE, None);
@@ -1055,6 +1247,7 @@ impl Pass<'_> {
             pools,
             machine_images,
             events,
+            quarantines,
         }
     }
 }
@@ -1070,8 +1263,37 @@ fn current<'a>(n: &'a NodeObserved, key: &str) -> Option<&'a str> {
         vocab::PULL_SECRET => a.pull_secret.as_deref(),
         vocab::IMAGE_MANIFESTS => a.image_manifests.as_deref(),
         machineos_disruption::NODE_DISRUPTION => a.disruption.as_deref(),
+        vocab::HEALTH_GATE => a.health_gate.as_deref(),
+        vocab::ROLLED_BACK => a.rolled_back_raw.as_deref(),
         _ => None,
     }
+}
+
+/// The health gate a node of pool `pool` is handed with a move (none without a pool, or
+/// with the pool's gate off).
+fn gate_of(o: &Observed, pool: Option<usize>) -> Option<String> {
+    pool.and_then(|p| o.pools[p].gate.as_ref().ok().cloned().flatten())
+        .map(|g| g.to_annotation())
+}
+
+/// A pool's canaries among its `driven` nodes (indices into `views`), in rollout order.
+pub fn canaries(
+    views: &[NodeView<'_>],
+    driven: &[usize],
+    canary: Option<&Canary>,
+    controller: Option<&str>,
+) -> Option<Vec<usize>> {
+    let mut ordered = driven.to_vec();
+    ordered.sort_by(|&a, &b| {
+        order_key(views[a].node, controller).cmp(&order_key(views[b].node, controller))
+    });
+    Some(match canary? {
+        Canary::Count(n) => ordered.into_iter().take(*n).collect(),
+        Canary::Nodes(names) => ordered
+            .into_iter()
+            .filter(|&i| names.contains(&views[i].node.name))
+            .collect(),
+    })
 }
 
 fn count(

@@ -1,8 +1,9 @@
 //! What the rollout decides from: the layered pools (their rendered config, the image built
 //! for it once its build Succeeded, `maxUnavailable`, `paused`, the soak), every node (labels,
 //! the MCO's and machineos's annotations, readiness and since when, cordon, zone, age, a
-//! blocked drain, and the agent's timing of its updates), the MachineImages and the
-//! per-architecture manifests of the multi-architecture images MachineOSImages record. Built
+//! blocked drain, the agent's timing of its updates and its rollback records), the
+//! MachineImages, the per-architecture manifests of the multi-architecture images
+//! MachineOSImages record and their quarantine; each pool's health gate and canaries. Built
 //! by the controller from its caches; plain data.
 
 use std::collections::BTreeMap;
@@ -148,6 +149,48 @@ pub struct PoolObserved {
     /// The statuses of its conditions now (type → True/False), so Events fire on change
     /// and `Degraded` aggregates `RenderDegraded` and `ImageBuildDegraded`.
     pub conditions: BTreeMap<String, bool>,
+    /// The health gate its nodes are handed with each move (`None`: turned off), or why its
+    /// annotations cannot be read (nothing moves then: a gate asked for is never dropped).
+    pub gate: Result<Option<crate::health::Gate>, crate::health::GateError>,
+    /// [`vocab::CANARY`]: the nodes that move first and must pass the gate before the rest.
+    pub canary: Option<Canary>,
+}
+
+/// A pool's canary nodes ([`vocab::CANARY`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Canary {
+    /// The first `n` of its nodes in rollout order.
+    Count(usize),
+    /// These nodes (those of them in the pool).
+    Nodes(Vec<String>),
+}
+
+impl Canary {
+    /// Parse the annotation: a count, or comma-separated node names; `None` when empty or 0.
+    pub fn parse(s: &str) -> Option<Canary> {
+        let s = s.trim();
+        if let Ok(n) = s.parse::<usize>() {
+            return (n > 0).then_some(Canary::Count(n));
+        }
+        let names: Vec<String> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        (!names.is_empty()).then_some(Canary::Nodes(names))
+    }
+}
+
+/// A MachineOSImage's quarantine, as the rollout reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuarantineObserved {
+    /// The MachineOSImage.
+    pub name: String,
+    /// Its `Quarantined` condition is True: the message it says (which node, which check).
+    pub quarantined: Option<String>,
+    /// [`vocab::LIFT_QUARANTINE`] is set: the quarantine is to be lifted.
+    pub lift: bool,
 }
 
 /// A node's annotations, as far as the rollout reads them.
@@ -196,6 +239,12 @@ pub struct NodeAnnotations {
     pub reboot_required: bool,
     /// [`vocab::AGENT_FEATURES`]: the agent applies moves below `Drain` live.
     pub live_apply: bool,
+    /// [`vocab::HEALTH_GATE`], as written.
+    pub health_gate: Option<String>,
+    /// [`vocab::ROLLED_BACK`], as written.
+    pub rolled_back_raw: Option<String>,
+    /// That record, parsed (`None` when absent or unreadable).
+    pub rolled_back: Option<crate::health::RolledBack>,
 }
 
 /// The [`vocab::LAST_UPDATE`] annotation: the last update the agent finished and timed. The
@@ -326,6 +375,11 @@ impl NodeAnnotations {
             live_apply: a
                 .get(vocab::AGENT_FEATURES)
                 .is_some_and(|f| f.split(',').any(|x| x.trim() == vocab::FEATURE_LIVE_APPLY)),
+            health_gate: get(vocab::HEALTH_GATE),
+            rolled_back: a
+                .get(vocab::ROLLED_BACK)
+                .and_then(|v| crate::health::RolledBack::parse(v)),
+            rolled_back_raw: get(vocab::ROLLED_BACK),
         }
     }
 }
@@ -354,6 +408,9 @@ pub struct NodeObserved {
     /// disruption policies (the controller decides it from the config the node runs);
     /// `None`: not known, a reboot.
     pub move_plan: Option<machineos_disruption::NodePlan>,
+    /// Its agent's health gate verdict (MachineConfigNode `NodeHealthy`: status, reason,
+    /// message), for `machineos rollout plan`; nothing decides on it.
+    pub health: Option<(String, String, String)>,
 }
 
 impl NodeObserved {
@@ -446,4 +503,6 @@ pub struct Observed {
     pub image_manifests: ImageManifests,
     /// The node the controller runs on: updated last.
     pub controller_node: Option<String>,
+    /// The quarantine state of every image a MachineOSImage records, by its pullspec.
+    pub quarantine: BTreeMap<String, QuarantineObserved>,
 }

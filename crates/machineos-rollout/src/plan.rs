@@ -52,6 +52,13 @@ pub struct Plan {
     pub not_ready: Vec<String>,
     /// Why nothing moves now, if so.
     pub blocked: Option<String>,
+    /// The health gate each moved node must pass (`off`, or why it cannot be read).
+    pub health_gate: String,
+    /// The canaries, when the pool names some: they move first, alone.
+    pub canaries: Vec<String>,
+    /// Members with a health verdict (node, verdict): at the gate, passed, failed, rolled
+    /// back.
+    pub health: Vec<(String, String)>,
 }
 
 /// Why no plan can be made.
@@ -117,7 +124,39 @@ pub fn plan_from(
         conflicts: Vec::new(),
         not_ready: Vec::new(),
         blocked: None,
+        health_gate: match &p.gate {
+            Ok(Some(g)) => g.describe(),
+            Ok(None) => "off".to_owned(),
+            Err(e) => format!("unreadable: {e}"),
+        },
+        canaries: Vec::new(),
+        health: Vec::new(),
     };
+    for v in &members {
+        let n = v.node;
+        if let Some(r) = &n.annotations.rolled_back {
+            out.health
+                .push((n.name.clone(), format!("rolled back: {}", r.describe())));
+        } else if let Some((status, reason, message)) = &n.health {
+            out.health.push((
+                n.name.clone(),
+                format!("NodeHealthy={status} {reason}: {message}"),
+            ));
+        }
+    }
+    if p.canary.is_some() {
+        let driven: Vec<usize> = views
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.driver == Driver::Pool(pi))
+            .map(|(i, _)| i)
+            .collect();
+        out.canaries = decide::canaries(&views, &driven, p.canary.as_ref(), controller)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| views[i].node.name.clone())
+            .collect();
+    }
     let mut rest = Vec::new();
     let mut persistent = 0usize;
     for v in &members {
@@ -168,8 +207,16 @@ pub fn plan_from(
         .filter_map(|n| by_name.get(n.as_str()).map(|v| planned(v)))
         .collect();
     let halted = report.is_some_and(|r| r.halted);
+    let quarantined = image
+        .as_deref()
+        .and_then(|img| decide::quarantined(o).remove(img));
     out.blocked = match (&p.image, p.paused, halted) {
         (PoolImage::Pending(why), _, _) => Some(format!("waiting for the image: {why}")),
+        _ if quarantined.is_some() => Some(format!(
+            "the image is quarantined: {}",
+            quarantined.unwrap_or_default()
+        )),
+        _ if p.gate.is_err() => Some(format!("the health gate: {}", out.health_gate)),
         (_, true, _) => Some("the pool is paused".to_owned()),
         (_, _, true) => Some("halted: a node failed on this image (see NodeDegraded)".to_owned()),
         _ if p.max_unavailable == Some(MaxUnavailable::Invalid) => {

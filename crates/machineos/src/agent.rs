@@ -38,7 +38,10 @@ pub struct AgentArgs {
     host_root: PathBuf,
     /// The host backend: `auto` (rpm-ostree where the host has it, as the MCO; else bootc) or `fake`
     /// (a simulated machine for demos and tests: an in-memory host whose reboots restart
-    /// the agent in process, the Node NotReady meanwhile; nothing here is touched).
+    /// the agent in process, the Node NotReady meanwhile; nothing here is touched). A fake
+    /// machine that boots an image built from a rendered MachineConfig writing the file
+    /// `/etc/machineos-fake/never-ready` stays NotReady on it, as a broken kubelet would
+    /// leave it (to see the health gate roll it back).
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "fake"])]
     host: String,
     /// How host tools are run: `nsenter` (in the host's namespaces, `nsenter -t 1 -m -u -i

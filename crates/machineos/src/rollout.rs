@@ -314,6 +314,16 @@ pub fn text(p: &machineos_rollout::plan::Plan) -> String {
     if !p.not_ready.is_empty() {
         out.push_str(&format!("waiting to be Ready: {}\n", p.not_ready.join(" ")));
     }
+    out.push_str(&format!("health gate: {}\n", p.health_gate));
+    if !p.canaries.is_empty() {
+        out.push_str(&format!(
+            "canaries (first, alone): {}\n",
+            p.canaries.join(" ")
+        ));
+    }
+    for (node, verdict) in &p.health {
+        out.push_str(&format!("{node}: {verdict}\n"));
+    }
     if let Some(b) = &p.blocked {
         out.push_str(&format!("blocked: {b}\n"));
     }
@@ -433,6 +443,12 @@ mod tests {
             conflicts: vec![],
             not_ready: vec!["w3".into()],
             blocked: Some("waiting for the image: MachineOSBuild worker-1 is Building".into()),
+            health_gate: "Ready within 10m, held 0s".into(),
+            canaries: vec!["w1".into()],
+            health: vec![(
+                "w0".into(),
+                "rolled back: failed node Ready (Ready=False) on r/os@sha256:bb".into(),
+            )],
         };
         assert_eq!(
             text(&p),
@@ -442,6 +458,9 @@ mod tests {
              unavailable now (2): w0(Updating) w3(NotReady)\n\
              w4: follows MachineImage canary\n\
              waiting to be Ready: w3\n\
+             health gate: Ready within 10m, held 0s\n\
+             canaries (first, alone): w1\n\
+             w0: rolled back: failed node Ready (Ready=False) on r/os@sha256:bb\n\
              blocked: waiting for the image: MachineOSBuild worker-1 is Building\n\
              batch 1: w1(a) w2(b)"
         );

@@ -66,7 +66,7 @@ const CLUSTER_RULES: &[(&str, &str, &[&str])] = &[
     (
         MCO,
         "machineosimages",
-        &["get", "list", "watch", "create", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
     (MCO, "machineimages", &["get", "list", "watch"]),
     (MCO, "machineconfigpools/status", &["update"]),

@@ -515,6 +515,8 @@ mod tests {
             min_ready_seconds: 0,
             max_staging: None,
             conditions: Default::default(),
+            gate: Ok(None),
+            canary: None,
         }
     }
 

@@ -4,8 +4,9 @@
 //! resourceVersion the decision saw (a 409 is decided again); one MachineConfigNode
 //! per pool member, created by the controller, whose spec mirrors the node's desired
 //! annotations (its status is the agent's); pool status counts and conditions,
-//! MachineOSImage and MachineImage conditions — each written only when it changes; Events
-//! as decided. Failed writes are returned and retried on the next pass.
+//! MachineOSImage and MachineImage conditions — each written only when it changes (a
+//! MachineOSImage's `Quarantined` not written False where it never was); a lifted
+//! quarantine's annotation removed after the node patches succeeded; Events as decided. Failed writes are returned and retried on the next pass.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -381,6 +382,51 @@ pub async fn execute(
             .await;
             if let Err(e) = result {
                 out.failures.push(e);
+            }
+        }
+    }
+    // MachineOSImage quarantines: the condition (not written False where it never was),
+    // then a lift's annotation removed once the node records are (the node patches above
+    // succeeded).
+    let image_api = kinds::all(client, &kinds::image());
+    let nodes_written = out.failures.is_empty();
+    for q in &d.quarantines {
+        let Some(m) = s.images.iter().find(|m| m.name_any() == q.name) else {
+            continue;
+        };
+        let status = m.data.get("status").cloned().unwrap_or_else(|| json!({}));
+        let never = !api::conditions_of(&status)
+            .iter()
+            .any(|c| c.type_ == q.condition.type_);
+        let quiet = never && !q.condition.status && !q.lifted;
+        if !quiet && conditions_change(&status, std::slice::from_ref(&q.condition)) {
+            let conds = vec![q.condition.clone()];
+            let generation = m.metadata.generation;
+            let result = api::edit_status(
+                &image_api,
+                &q.name,
+                format!("MachineOSImage {}", q.name),
+                move |_, status| {
+                    set_conditions(status, &conds, generation);
+                    true
+                },
+            )
+            .await;
+            if let Err(e) = result {
+                out.failures.push(e);
+                continue;
+            }
+        }
+        if q.lifted && nodes_written {
+            let patch = json!({"metadata": {"annotations": {vocab::LIFT_QUARANTINE: null}}});
+            if let Err(e) = image_api
+                .patch(&q.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                out.failures.push(ExecError::Api(machineos_kube::api_err(
+                    "patch",
+                    format!("MachineOSImage/{}", q.name),
+                )(e)));
             }
         }
     }

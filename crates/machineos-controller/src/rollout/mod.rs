@@ -47,6 +47,10 @@ pub(crate) struct RolloutController {
     mcn_expected: HashMap<String, Instant>,
     /// The node disruption policies last read (see [`disruption`]).
     policies: Option<disruption::Policies>,
+    /// The rollback records counted in `machineos_rollback_total` (node, image, when).
+    rollbacks_counted: std::collections::HashSet<(String, String, i64)>,
+    /// When this replica's rollout began (milliseconds): older records are not counted.
+    started_ms: Option<i64>,
 }
 
 impl RolloutController {
@@ -147,6 +151,19 @@ impl RolloutController {
         for name in done.created {
             self.mcn_expected.insert(name, now_i);
         }
+        // Each rollback record counted once, by the pool its node belongs to.
+        let started = *self.started_ms.get_or_insert(now.saturating_mul(1000));
+        let views = machineos_rollout::decide::views(&o);
+        for v in &views {
+            let Some(r) = &v.node.annotations.rolled_back else {
+                continue;
+            };
+            let key = (v.node.name.clone(), r.image.clone(), r.at);
+            if r.at >= started && self.rollbacks_counted.insert(key) {
+                let pool = v.pool.map_or("", |p| o.pools[p].name.as_str());
+                cx.metrics.rollback(pool);
+            }
+        }
         for r in &d.pools {
             cx.metrics.rollout(
                 &r.pool,
@@ -172,7 +189,6 @@ impl RolloutController {
             requeue.after(Duration::from_secs(1));
         }
         // The next soaking node's slot frees at ready_since + minReadySeconds.
-        let views = machineos_rollout::decide::views(&o);
         let soon = views
             .iter()
             .filter_map(|v| {

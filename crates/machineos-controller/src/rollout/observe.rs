@@ -120,6 +120,10 @@ pub fn node_observed(n: &Node, mcn: Option<&DynamicObject>) -> NodeObserved {
         annotations: NodeAnnotations::from_map(&annotations),
         drain_blocked,
         move_plan: None,
+        health: mcn_conditions
+            .iter()
+            .find(|c| c.type_ == vocab::mcn::NODE_HEALTHY)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
     }
 }
 
@@ -186,6 +190,19 @@ pub fn observe(
                     .get(machineos_rollout::vocab::MAX_STAGING)
                     .map(|v| MaxUnavailable::parse_text(v)),
                 conditions: condition_map(&v.status.conditions),
+                gate: {
+                    let min_ready = p
+                        .annotations()
+                        .get(MIN_READY_ANNOTATION)
+                        .and_then(|v| v.parse::<i64>().ok())
+                        .unwrap_or(min_ready_seconds)
+                        .clamp(0, MAX_MIN_READY_SECONDS);
+                    machineos_rollout::health::Gate::from_pool(p.annotations(), min_ready)
+                },
+                canary: p
+                    .annotations()
+                    .get(machineos_rollout::vocab::CANARY)
+                    .and_then(|v| machineos_rollout::observed::Canary::parse(v)),
                 name,
             }
         })
@@ -212,7 +229,56 @@ pub fn observe(
         machine_images,
         image_manifests: image_manifests(&s.images),
         controller_node: controller_node.map(str::to_owned),
+        quarantine: quarantine(&s.images),
     }
+}
+
+/// Every MachineOSImage's quarantine, by its image pullspec: its `Quarantined` condition and
+/// whether [`LIFT_QUARANTINE`](machineos_rollout::vocab::LIFT_QUARANTINE) asks to lift it.
+pub fn quarantine(
+    images: &[std::sync::Arc<DynamicObject>],
+) -> BTreeMap<String, machineos_rollout::observed::QuarantineObserved> {
+    let mut out = BTreeMap::new();
+    for m in images {
+        if m.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(image) = m
+            .data
+            .pointer("/spec/image")
+            .and_then(serde_json::Value::as_str)
+        else {
+            continue;
+        };
+        let quarantined = m
+            .data
+            .pointer("/status/conditions")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| {
+                c.get("type").and_then(serde_json::Value::as_str)
+                    == Some(machineos_rollout::decide::condition::QUARANTINED)
+            })
+            .filter(|c| c.get("status").and_then(serde_json::Value::as_str) == Some("True"))
+            .map(|c| {
+                c.get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            });
+        out.insert(
+            image.to_owned(),
+            machineos_rollout::observed::QuarantineObserved {
+                name: m.name_any(),
+                quarantined,
+                lift: m
+                    .annotations()
+                    .contains_key(machineos_rollout::vocab::LIFT_QUARANTINE),
+            },
+        );
+    }
+    out
 }
 
 /// The per-architecture manifests of the MachineOSImages that record an image index.

@@ -34,6 +34,8 @@ pub fn pool(max: Option<MaxUnavailable>, image: PoolImage) -> PoolObserved {
         min_ready_seconds: 0,
         max_staging: None,
         conditions: BTreeMap::new(),
+        gate: Ok(None),
+        canary: None,
     }
 }
 
@@ -62,6 +64,7 @@ pub fn node(name: &str, zone: Option<&str>, created: i64) -> NodeObserved {
         },
         drain_blocked: None,
         move_plan: None,
+        health: None,
     }
 }
 
@@ -80,6 +83,7 @@ pub fn cluster(n: usize, max: Option<MaxUnavailable>) -> Observed {
         machine_images: vec![],
         image_manifests: Default::default(),
         controller_node: None,
+        quarantine: Default::default(),
     }
 }
 
@@ -110,6 +114,8 @@ pub fn apply(o: &mut Observed, d: &machineos_rollout::Decision) {
             (vocab::DRIVEN_BY, &a.driven_by),
             (vocab::IMAGE_MANIFESTS, &a.image_manifests),
             (machineos_disruption::NODE_DISRUPTION, &a.disruption),
+            (vocab::HEALTH_GATE, &a.health_gate),
+            (vocab::ROLLED_BACK, &a.rolled_back_raw),
         ] {
             if let Some(v) = v {
                 map.insert(k.to_owned(), v.clone());
