@@ -1604,7 +1604,10 @@ async fn a_bad_image_is_rolled_back_by_its_first_batch_quarantined_and_a_fixed_c
         machine_config("99-worker-broken", "machineos-fake/never-ready", "1"),
     )
     .await;
-    let controller = c.controller().await;
+    let metrics = machineos_controller::metrics::Metrics::new();
+    let controller = c
+        .controller_metered(client_of(&c.server).await, c.options(), metrics.clone())
+        .await;
     let mut pool = worker_pool();
     pool["spec"]["maxUnavailable"] = json!(3);
     pool["metadata"]["annotations"] = json!({
@@ -1701,6 +1704,19 @@ async fn a_bad_image_is_rolled_back_by_its_first_batch_quarantined_and_a_fixed_c
             .any(|c| c["type"] == "Degraded" && c["status"] == "True"),
         "{:?}",
         pools[0].data["status"]
+    );
+    // What an admin sees, with the real kubectl: the Node's Event, the pool's condition.
+    let one = first.iter().next().unwrap().clone();
+    c.describe_until("node", &one, &["NodeRolledBack", "rolled back from"])
+        .await;
+    c.describe_until("machineconfigpool", "worker", &["ImageQuarantined"])
+        .await;
+    assert!(
+        metrics
+            .encode()
+            .contains("machineos_rollback_total{pool=\"worker\"} 3"),
+        "{}",
+        metrics.encode()
     );
     // No other node is targeted, however long we wait (well past a gate's deadline).
     tokio::time::sleep(Duration::from_secs(5)).await;

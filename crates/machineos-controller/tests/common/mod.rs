@@ -274,12 +274,22 @@ impl Cluster {
 
     /// The controller with `client`'s identity (a ServiceAccount's, for the RBAC test).
     pub async fn controller_as(&self, client: Client, opts: ControllerOptions) -> Running {
+        self.controller_metered(client, opts, Metrics::new()).await
+    }
+
+    /// The controller, reporting to `metrics` (a clone the test reads).
+    pub async fn controller_metered(
+        &self,
+        client: Client,
+        opts: ControllerOptions,
+        metrics: Metrics,
+    ) -> Running {
         let shutdown = CancellationToken::new();
         let (leadership, leader) = Leadership::manual(true);
         let task = tokio::spawn(run(
             client,
             opts,
-            Metrics::new(),
+            metrics,
             Health::default(),
             leadership,
             shutdown.clone(),
