@@ -402,6 +402,7 @@ impl Agent {
             .await
             .map_err(api_err("get", format!("Node/{node_name}")))?;
         let host = self.host_status().await?;
+        let boot_guard = self.boot_guard_record().await;
         let annotations: BTreeMap<String, String> = node.annotations().clone();
         let mut observed = Observed {
             arch: node
@@ -421,6 +422,7 @@ impl Agent {
             last_drain: self.last_drain.clone(),
             failure: self.failure.take(),
             applied: self.applied.take(),
+            boot_guard,
             ..Observed::default()
         };
         if observed.target().is_some() {
@@ -483,10 +485,52 @@ impl Agent {
             else {
                 continue;
             };
+            // A pod on its way out (deleted, or finished) is not the DaemonSet's pod on
+            // this node any more; of several, a Ready one counts (a new pod beside an old
+            // one after a reboot).
+            let finished = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|p| p == "Succeeded" || p == "Failed");
+            if pod.metadata.deletion_timestamp.is_some() || finished {
+                continue;
+            }
             let key = format!("{}/{}", pod.namespace().unwrap_or_default(), ds.name);
-            h.daemon_set_pods.insert(key, pod_health(&pod));
+            let health = pod_health(&pod);
+            match h.daemon_set_pods.get(&key) {
+                Some(PodHealth::Ready) => {}
+                _ => {
+                    h.daemon_set_pods.insert(key, health);
+                }
+            }
         }
         Ok(h)
+    }
+
+    /// The boot guard's rollback record, parsed; an unreadable one is still a rollback the
+    /// guard made (said so in its evidence); a read failure is logged and read as none.
+    async fn boot_guard_record(&self) -> Option<machineos_boot_guard::Record> {
+        let host = self.host.clone();
+        let text = match blocking("read boot guard record", move || host.boot_guard_record()).await
+        {
+            Ok(t) => t?,
+            Err(e) => {
+                tracing::warn!(node = %self.opts.node, error = %e, "reading the boot guard's record failed");
+                return None;
+            }
+        };
+        Some(
+            machineos_boot_guard::Record::parse(&text).unwrap_or_else(|e| {
+                machineos_boot_guard::Record {
+                    from: "an unknown deployment".into(),
+                    tool: "an unknown tool".into(),
+                    check: machineos_boot_guard::CHECK.into(),
+                    evidence: format!("its record is unreadable ({e})"),
+                    at: "an unknown time".into(),
+                }
+            }),
+        )
     }
 
     async fn host_status(&self) -> Result<HostStatus, AgentError> {
@@ -621,6 +665,18 @@ impl Agent {
                     tracing::warn!(node = %self.opts.node, error = %e, "putting back the host's own pull credentials failed");
                 }
                 self.auth = None;
+                return Ok(());
+            }
+            Action::ClearBootGuard => {
+                // A failure leaves the record: the next pass (the step RolledBack by then)
+                // removes it again.
+                if let Err(e) = blocking("clear boot guard record", move || {
+                    host.clear_boot_guard_record()
+                })
+                .await
+                {
+                    tracing::warn!(node = %self.opts.node, error = %e, "removing the boot guard's record failed");
+                }
                 return Ok(());
             }
             Action::Pull(image) => {

@@ -331,6 +331,8 @@ pub struct Observed {
     /// What the node shows of its health (its conditions, its DaemonSet pods), read by the
     /// executor for a pass at the health gate ([`Step::Verifying`]); `None`: not read.
     pub health: Option<NodeHealth>,
+    /// The rollback record the image's boot guard left on the host, if any.
+    pub boot_guard: Option<machineos_boot_guard::Record>,
 }
 
 impl Observed {
@@ -526,6 +528,9 @@ pub enum Action {
     /// Make the rollback deployment — this image, the one the node ran before — the next
     /// boot ([`machineos_host::Host::rollback`]).
     Rollback(String),
+    /// Remove the boot guard's rollback record (after the node annotations that report it
+    /// are written), which re-arms the guard.
+    ClearBootGuard,
     /// Apply the staged image's configuration to the running system, then run `actions`;
     /// on success the next pass observes [`Observed::applied`] = `target`.
     ApplyLive {
@@ -637,6 +642,9 @@ fn backoff(base: Duration, failures: u32, max: Duration) -> Duration {
 
 /// What the node must do next.
 pub fn decide(o: &Observed, policy: &Policy, now: Millis) -> Vec<Action> {
+    if let Some(out) = boot_guard(o, policy, now) {
+        return out;
+    }
     match o.target() {
         Some(target) => update(o, policy, now, &target),
         None => idle(o, policy),
@@ -1643,8 +1651,14 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
     if o.get(PROGRESS).is_some() {
         patch = patch.remove(PROGRESS);
     }
-    // An update finished: an earlier rollback no longer describes the node.
-    if o.get(ROLLED_BACK).is_some() {
+    // An update to another image finished: an earlier rollback no longer describes the
+    // node. The re-target at the image it rolled back to (the rollout's, where the node had
+    // no `currentImage`) keeps the record: it is what quarantines the image it failed on.
+    let re_target = o
+        .get(ROLLED_BACK)
+        .and_then(RolledBack::parse)
+        .is_some_and(|r| r.to == target.image || o.is_image(Some(&r.to), &target.image));
+    if o.get(ROLLED_BACK).is_some() && !re_target {
         patch = patch.remove(ROLLED_BACK);
     }
     let pending = how == Finish::Live && !o.is_image(o.host.booted.as_deref(), &target.image);
@@ -2015,6 +2029,56 @@ fn rolling_back(
     }
     out.extend([Action::Reboot, Action::Requeue(policy.reboot_timeout)]);
     out
+}
+
+/// The image's boot guard rolled the node back (its record on the host): the update in
+/// progress booted its target and the node now runs another image — the guard's rollback is
+/// reported as the agent's own ([`Step::RolledBack`], the [`ROLLED_BACK`] record with
+/// [`Check::BootGuard`], so the rollout quarantines the image), then the record is removed,
+/// which re-arms the guard. Already reported (the step is `RolledBack`), or no update of
+/// the agent's was booting: the record is only removed (said in an Event in the second case).
+fn boot_guard(o: &Observed, policy: &Policy, now: Millis) -> Option<Vec<Action>> {
+    let record = o.boot_guard.as_ref()?;
+    let progress = o.progress();
+    if progress
+        .as_ref()
+        .is_some_and(|p| matches!(p.step, Step::RolledBack { .. }))
+    {
+        return Some(vec![Action::ClearBootGuard]);
+    }
+    let booting = progress.as_ref().and_then(|p| {
+        let booted_it = matches!(p.step, Step::Rebooting { .. } | Step::Verifying { .. });
+        (booted_it && o.target().as_ref() == Some(&p.target)).then(|| p.target.clone())
+    });
+    if let (Some(target), Some(booted)) = (booting, o.host.booted.as_deref())
+        && !o.is_image(Some(booted), &target.image)
+    {
+        let r = Rollback {
+            check: Check::BootGuard,
+            evidence: format!(
+                "{} (the guard rolled back from deployment {} with {} at {})",
+                record.evidence, record.from, record.tool, record.at
+            ),
+            to: booted.to_owned(),
+            boot_id_before: o.host.boot_id.clone(),
+            requested: None,
+        };
+        let mut out = rolled_back(o, policy, now, &target, &r);
+        out.push(Action::ClearBootGuard);
+        return Some(out);
+    }
+    Some(vec![
+        event(
+            true,
+            "BootGuardRolledBack",
+            format!(
+                "the boot guard rolled this node back from deployment {} with {} at {}: {}; \
+                 no update of the agent's was booting it",
+                record.from, record.tool, record.at, record.evidence
+            ),
+        ),
+        Action::ClearBootGuard,
+    ])
 }
 
 /// The node booted the image it ran before: uncordoned, the record left for the rollout

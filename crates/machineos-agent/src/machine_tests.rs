@@ -2070,6 +2070,162 @@ fn a_rollback_is_requested_once_and_its_boot_verified() {
     );
 }
 
+fn guard_record() -> machineos_boot_guard::Record {
+    machineos_boot_guard::Record {
+        from: "b2b2.0".into(),
+        tool: "rpm-ostree".into(),
+        check: machineos_boot_guard::CHECK.into(),
+        evidence: "http://127.0.0.1:10248/healthz did not answer ok within 900s".into(),
+        at: "2026-12-08T01:00:00Z".into(),
+    }
+}
+
+#[test]
+fn the_boot_guards_rollback_is_reported_as_the_agents_own_then_its_record_removed() {
+    // The agent asked for the reboot into B; B booted, its kubelet never got healthy, the
+    // guard rolled back and rebooted: the agent's first pass finds A booted, a new boot id,
+    // and the guard's record.
+    let mut o = ours(gated(
+        at(
+            asked(),
+            Step::Rebooting {
+                boot_id_before_reboot: "boot-0".into(),
+                reboot_requested: Some(NOW - 1_200_000),
+                soft: false,
+                soft_reboots_before: 0,
+            },
+        ),
+        &gate(600, 0),
+    ));
+    o.host.boot_id = "boot-2".into();
+    o.host.rollback = Some(B.into());
+    o.boot_guard = Some(guard_record());
+    let out = decide(&o, &policy(), NOW);
+    assert!(
+        matches!(out.last(), Some(Action::ClearBootGuard)),
+        "the record goes last, after the annotations that report it: {out:?}"
+    );
+    assert_eq!(
+        progress_of(&out).map(|p| p.step),
+        Some(Step::RolledBack { to: A.into() })
+    );
+    let record = patch_of(&out)
+        .get(ROLLED_BACK)
+        .cloned()
+        .flatten()
+        .and_then(|r| RolledBack::parse(&r))
+        .expect("the rollback record the rollout quarantines by");
+    assert_eq!(record.image, B);
+    assert_eq!(record.to, A);
+    assert_eq!(record.check, Check::BootGuard);
+    assert!(record.evidence.contains("within 900s") && record.evidence.contains("rpm-ostree"));
+    assert!(has(&out, |a| matches!(a, Action::Uncordon)), "{out:?}");
+    assert!(has(
+        &out,
+        |a| matches!(a, Action::Event { reason, .. } if *reason == "NodeRolledBack")
+    ));
+    assert!(
+        !has(&out, |a| matches!(a, Action::Rollback(_) | Action::Reboot)),
+        "the guard did it: {out:?}"
+    );
+
+    // Restarted before the record was removed: the step says it is reported; only the file
+    // goes.
+    let mut after = o.clone();
+    for (k, v) in patch_of(&out) {
+        match v {
+            Some(v) => after.annotations.insert(k, v),
+            None => after.annotations.remove(&k),
+        };
+    }
+    after.unschedulable = false;
+    assert_eq!(decide(&after, &policy(), NOW), vec![Action::ClearBootGuard]);
+    // Removed: a fixed point.
+    after.boot_guard = None;
+    assert_eq!(decide(&after, &policy(), NOW + 60_000), vec![]);
+}
+
+#[test]
+fn a_node_without_current_image_re_targeted_at_what_it_rolled_back_to_keeps_its_record() {
+    // Its first layered update failed: it never had a `currentImage`, so the rollout's
+    // re-target at the image it runs is an update the agent finishes at once — and the record
+    // that quarantines the bad image must survive that.
+    let mut o = asked();
+    o.annotations.remove(CURRENT_IMAGE);
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    let record = RolledBack {
+        image: B.into(),
+        config: "rendered-worker-2".into(),
+        to: A.into(),
+        check: Check::BootGuard,
+        evidence: "healthz".into(),
+        at: NOW,
+    };
+    o.annotations
+        .insert(ROLLED_BACK.into(), record.to_annotation());
+    let out = decide(&o, &policy(), NOW);
+    let patch = patch_of(&out);
+    assert_eq!(
+        patch.get(CURRENT_IMAGE),
+        Some(&Some(A.to_owned())),
+        "{out:?}"
+    );
+    assert!(
+        !patch.contains_key(ROLLED_BACK),
+        "the record stays: {out:?}"
+    );
+    // A later update to another image that finishes does drop it.
+    let mut next = o.clone();
+    next.annotations.insert(CURRENT_IMAGE.into(), A.into());
+    next.annotations.insert(DESIRED_IMAGE.into(), C.into());
+    next.host.booted = Some(C.into());
+    let next = at(
+        next,
+        Step::Rebooting {
+            boot_id_before_reboot: "boot-0".into(),
+            reboot_requested: Some(NOW - 1_000),
+            soft: false,
+            soft_reboots_before: 0,
+        },
+    );
+    let mut next = next;
+    next.host.boot_id = "boot-1".into();
+    if let Some(r) = next.rendered.as_mut() {
+        r.kernel_arguments.clear();
+    }
+    if let Some(p) = next.progress() {
+        let mut p = p;
+        p.target = Target {
+            config: "rendered-worker-1".into(),
+            image: C.into(),
+        };
+        next.annotations.insert(PROGRESS.into(), p.to_annotation());
+    }
+    let out = decide(&next, &policy(), NOW);
+    assert_eq!(patch_of(&out).get(ROLLED_BACK), Some(&None), "{out:?}");
+}
+
+#[test]
+fn a_boot_guard_rollback_no_update_was_booting_is_said_and_its_record_removed() {
+    let mut o = asked();
+    o.annotations.insert(DESIRED_IMAGE.into(), A.into());
+    o.annotations
+        .insert(DESIRED_CONFIG.into(), "rendered-worker-1".into());
+    o.boot_guard = Some(guard_record());
+    let out = decide(&o, &policy(), NOW);
+    assert!(
+        has(
+            &out,
+            |a| matches!(a, Action::Event { reason, warning: true, .. } if *reason == "BootGuardRolledBack")
+        ),
+        "{out:?}"
+    );
+    assert!(matches!(out.last(), Some(Action::ClearBootGuard)));
+    assert!(!patch_of(&out).contains_key(ROLLED_BACK), "{out:?}");
+}
+
 #[test]
 fn rolled_back_is_a_fixed_point_until_the_rollout_names_another_target() {
     let mut o = gated(

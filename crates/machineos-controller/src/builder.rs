@@ -65,6 +65,9 @@ pub struct BuildRequest {
     /// `machineos.io/architectures`, else those of the pool's nodes; empty when neither
     /// says (the backend's own platform then).
     pub architectures: Vec<String>,
+    /// Whether the image gets the boot guard: unless the MachineOSConfig's
+    /// `machineos.io/boot-guard` says `off`.
+    pub boot_guard: bool,
 }
 
 impl BuildRequest {

@@ -59,6 +59,8 @@ pub struct NativeJob {
     /// The architectures to build (`kubernetes.io/arch` names); empty: the settings'
     /// platform. Several give one image per architecture and an OCI index over them.
     pub architectures: Vec<String>,
+    /// Whether the image gets the boot guard.
+    pub boot_guard: bool,
 }
 
 /// Settings of the backend.
@@ -268,8 +270,11 @@ impl NativeBackend {
 
     async fn run(&self, job: &NativeJob) -> Result<RegistryImage, Classified> {
         let s = &self.inner.settings;
-        let recipe =
+        let mut recipe =
             machineos_layering::recipe(&job.rendered, &job.pool).map_err(|e| Classified::of(&e))?;
+        if job.boot_guard {
+            recipe = recipe.with_boot_guard();
+        }
         let base =
             ImageRef::parse(&job.base).map_err(|e| Classified::of(&e).context("base image"))?;
         let output = ImageRef::parse(&job.push.pullspec())
@@ -394,6 +399,7 @@ impl Builder for NativeBackend {
                 push: request.push,
                 credentials,
                 architectures: request.architectures,
+                boot_guard: request.boot_guard,
             },
         );
     }

@@ -1015,6 +1015,7 @@ fn plan_native_objects(
     n.ca_bundle = ca.is_some();
     n.mc_parts = mcs.len();
     n.service_account = settings.service_account.clone();
+    n.boot_guard = request.boot_guard;
     let mut build = objects::native_build(&n);
     let annotations = &mut build["metadata"]["annotations"];
     annotations[PUSH_SECRET_ANNOTATION] = json!(push_name);
@@ -1123,6 +1124,7 @@ fn plan_job(
     job.image = settings.builder_image.clone();
     job.backoff_limit = settings.backoff_limit;
     job.arch = needs_run.then(|| architectures[0].clone());
+    job.boot_guard = request.boot_guard;
     job.service_account = settings.service_account.clone();
     let intermediate =
         needs_run.then(|| format!("{}:{}", request.push.repository, native_tag(&request.build)));

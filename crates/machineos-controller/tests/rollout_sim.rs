@@ -133,6 +133,14 @@ impl Host for PlatformHost {
         };
         self.host.rollback(index.as_deref().unwrap_or(to))
     }
+
+    fn boot_guard_record(&self) -> Result<Option<String>, machineos_host::HostError> {
+        self.host.boot_guard_record()
+    }
+
+    fn clear_boot_guard_record(&self) -> Result<(), machineos_host::HostError> {
+        self.host.clear_boot_guard_record()
+    }
 }
 
 /// The simulated machines and the "power supply" that reboots them.

@@ -18,6 +18,8 @@ pub struct FakeState {
     pub boots: u32,
     /// Calls, in order (`pull IMG`, `deploy IMG`, `kargs`, `reboot`, `pull-secret`, `ssh USER`).
     pub calls: Vec<String>,
+    /// The boot guard's rollback record, as the guard would have left it.
+    pub boot_guard_record: Option<String>,
     /// The next `n` pulls fail transiently.
     pub fail_pulls: u32,
     /// `deploy` fails with this message (permanently) while set.
@@ -237,7 +239,10 @@ impl Host for FakeHost {
         Ok(())
     }
 
-    /// As `bootc rollback`: the staged deployment is dropped and the rollback one queued.
+    /// As the real backends' [`Host::rollback`] (`rollback_with`): nothing when `to` boots
+    /// next already (where `bootc rollback` itself would toggle back — every call is in
+    /// `calls`, so a test sees a second one), else as `bootc rollback`: the staged
+    /// deployment is dropped and the rollback one queued.
     fn rollback(&self, to: &str) -> Result<(), HostError> {
         let mut s = self.lock();
         s.calls.push(format!("rollback {to}"));
@@ -256,6 +261,17 @@ impl Host for FakeHost {
         }
         s.status.staged = None;
         s.status.rollback_queued = true;
+        Ok(())
+    }
+
+    fn boot_guard_record(&self) -> Result<Option<String>, HostError> {
+        Ok(self.lock().boot_guard_record.clone())
+    }
+
+    fn clear_boot_guard_record(&self) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls.push("clear boot guard record".into());
+        s.boot_guard_record = None;
         Ok(())
     }
 }

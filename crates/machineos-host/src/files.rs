@@ -264,6 +264,26 @@ pub fn write_ssh_keys(root: &Path, user: &str, keys: &[String]) -> Result<PathBu
     Ok(path)
 }
 
+/// The boot guard's rollback record (`<root>/var/lib/machineos/boot-guard/rolled-back`),
+/// if the guard left one.
+pub fn boot_guard_record(root: &Path) -> Result<Option<String>, HostError> {
+    let path = root.join(machineos_boot_guard::RECORD_PATH.trim_start_matches('/'));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path)(e)),
+    }
+}
+
+/// Remove the boot guard's rollback record (re-arming the guard); absent is fine.
+pub fn clear_boot_guard_record(root: &Path) -> Result<(), HostError> {
+    let path = root.join(machineos_boot_guard::RECORD_PATH.trim_start_matches('/'));
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+        _ => Ok(()),
+    }
+}
+
 /// This boot's id, `<root>/proc/sys/kernel/random/boot_id`, trimmed.
 pub fn boot_id(root: &Path) -> Result<String, HostError> {
     let path = root.join("proc/sys/kernel/random/boot_id");

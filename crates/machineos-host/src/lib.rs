@@ -218,4 +218,9 @@ pub trait Host: Send + Sync {
     /// Nothing when `to` boots next already: both tools toggle, so a second call would put
     /// the booted deployment back on top. Refused when the rollback deployment is not `to`.
     fn rollback(&self, to: &str) -> Result<(), HostError>;
+    /// The text of the boot guard's rollback record, if the guard left one
+    /// (`machineos_boot_guard::RECORD_PATH` below the host root).
+    fn boot_guard_record(&self) -> Result<Option<String>, HostError>;
+    /// Remove the boot guard's rollback record, which re-arms the guard. Idempotent.
+    fn clear_boot_guard_record(&self) -> Result<(), HostError>;
 }

@@ -309,6 +309,14 @@ impl Host for RpmOstree {
         )
     }
 
+    fn boot_guard_record(&self) -> Result<Option<String>, HostError> {
+        crate::files::boot_guard_record(&self.root)
+    }
+
+    fn clear_boot_guard_record(&self) -> Result<(), HostError> {
+        crate::files::clear_boot_guard_record(&self.root)
+    }
+
     fn systemctl(&self, op: &crate::Systemctl) -> Result<(), HostError> {
         crate::systemd::systemctl(&self.runner, op)
     }

@@ -14,6 +14,11 @@
 //!   digest, known only once the base is resolved: see [`Recipe::image_labels`]);
 //! - the base is the rendered config's `spec.osImageURL` unless the caller names one.
 //!
+//! A recipe can also carry the boot guard ([`Recipe::with_boot_guard`]: the controller's
+//! builds do unless a MachineOSConfig opts out, `machineos build --boot-guard` asks for it),
+//! written, like `currentconfig`, before Ignition runs — so a MachineConfig can still mask
+//! its unit.
+//!
 //! A plain Ignition config ([`ignition_recipe`]) gets exactly what ignition-apply would write:
 //! no `currentconfig`, no clean-up, no MachineConfig labels.
 //!
@@ -24,7 +29,7 @@ use std::collections::BTreeMap;
 use machineos_api::v1::MachineConfig;
 use machineos_diagnostics::{Classify, Retry, Warning};
 use machineos_ignition::Config;
-use machineos_layer::plan::{ExtraFile, PlanOptions};
+use machineos_layer::plan::{ExtraFile, ExtraNode, PlanOptions};
 
 /// Where the MCO's build writes the rendered MachineConfig (absolute, in the image).
 pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
@@ -81,6 +86,31 @@ impl OsChanges {
 }
 
 impl Recipe {
+    /// The recipe with the boot guard's files ([`machineos_boot_guard::files`]) added.
+    pub fn with_boot_guard(mut self) -> Recipe {
+        use machineos_boot_guard::GuardFile;
+        for f in machineos_boot_guard::files() {
+            self.plan_options.extra_files.push(match f {
+                GuardFile::File {
+                    path,
+                    mode,
+                    contents,
+                } => ExtraFile {
+                    path: path.into(),
+                    node: ExtraNode::File {
+                        contents: contents.as_bytes().to_vec(),
+                        mode,
+                    },
+                },
+                GuardFile::Symlink { path, target } => ExtraFile {
+                    path: path.into(),
+                    node: ExtraNode::Symlink(target.into()),
+                },
+            });
+        }
+        self
+    }
+
     /// The image's labels once the base is resolved: the recipe's, and the base by digest
     /// under [`labels::BASE_OS_CONTAINER_IMAGE`] unless the recipe already sets it.
     pub fn image_labels(&self, base_by_digest: &str) -> BTreeMap<String, String> {
@@ -198,10 +228,7 @@ pub fn recipe_of(
         source_name: format!("MachineConfig {name}"),
         config,
         plan_options: PlanOptions {
-            extra_files: vec![ExtraFile {
-                path: CURRENT_CONFIG.into(),
-                contents: currentconfig,
-            }],
+            extra_files: vec![ExtraFile::file(CURRENT_CONFIG, currentconfig)],
             commit_cleanup: true,
         },
         labels: BTreeMap::from([
@@ -283,8 +310,30 @@ mod tests {
         };
         assert_eq!(extra.path, CURRENT_CONFIG);
         // currentconfig is the rendered MachineConfig itself, as JSON.
-        let written: serde_json::Value = serde_json::from_slice(&extra.contents).expect("JSON");
+        let ExtraNode::File { contents, mode } = &extra.node else {
+            panic!("{extra:?}")
+        };
+        assert_eq!(*mode, 0o644);
+        let written: serde_json::Value = serde_json::from_slice(contents).expect("JSON");
         assert_eq!(written, serde_json::to_value(&mc).expect("JSON"));
+        // The boot guard adds its three files after it, and changes nothing else.
+        let guarded = r.clone().with_boot_guard();
+        let paths: Vec<&str> = guarded
+            .plan_options
+            .extra_files
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                CURRENT_CONFIG,
+                machineos_boot_guard::SCRIPT_PATH,
+                machineos_boot_guard::UNIT_PATH,
+                machineos_boot_guard::WANTS_PATH
+            ]
+        );
+        assert_eq!(guarded.labels, r.labels);
         assert_eq!(
             r.labels,
             BTreeMap::from([

@@ -624,7 +624,11 @@ impl Pass<'_> {
             .filter(|&i| {
                 candidate(views[i].node, None, &mi.image) && kept_config(&views[i], o).is_some()
             })
+            // A gate asked for is never dropped: a node whose pool's gate is unreadable
+            // waits (the pool says why).
+            .filter(|&i| views[i].pool.is_none_or(|p| o.pools[p].gate.is_ok()))
             .collect();
+        let quarantine = quarantined.get(&mi.image);
         for &i in &members {
             let w = &mut want[i];
             let a = &views[i].node.annotations;
@@ -635,6 +639,9 @@ impl Pass<'_> {
                     (a.current_image.as_deref() != Some(mi.image.as_str()))
                         .then(|| mi.image.clone()),
                 );
+            } else if quarantine.is_some() && a.stage_image.as_deref() == Some(mi.image.as_str()) {
+                // A quarantined image is pulled by no node.
+                w.insert(vocab::STAGE_IMAGE, None);
             }
         }
         if !halted {
@@ -676,8 +683,20 @@ impl Pass<'_> {
         conditions.push(Condition {
             type_: condition::DEGRADED,
             status: halted,
-            reason: if halted { "NodeDegraded" } else { "AsExpected" },
-            message: degraded_message(views, &failed),
+            reason: match (halted, quarantine) {
+                (false, _) => "AsExpected",
+                (true, Some(_)) if failed.is_empty() => reason::IMAGE_QUARANTINED,
+                (true, _) => "NodeDegraded",
+            },
+            message: match quarantine {
+                Some(why) if failed.is_empty() => format!(
+                    "image {} is quarantined: {why}; no node is moved to it. Another image \
+                     on this MachineImage, or the nodes' {} annotation removed, resumes",
+                    mi.image,
+                    vocab::ROLLED_BACK
+                ),
+                _ => degraded_message(views, &failed),
+            },
         });
         let conflict_message = conflicted
             .iter()

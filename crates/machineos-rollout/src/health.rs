@@ -258,6 +258,9 @@ pub enum Check {
     DaemonSet(String),
     /// A named node condition.
     Condition(String),
+    /// The boot guard in the image (`machineos_boot_guard`): the kubelet's health endpoint
+    /// never answered `ok` after the boot, so the guard rolled back before the agent ran.
+    BootGuard,
 }
 
 impl std::fmt::Display for Check {
@@ -267,6 +270,7 @@ impl std::fmt::Display for Check {
             Check::Kubelet(c) => write!(f, "kubelet condition {c}"),
             Check::DaemonSet(d) => write!(f, "DaemonSet {d}"),
             Check::Condition(c) => write!(f, "node condition {c}"),
+            Check::BootGuard => f.write_str("the boot guard's kubelet healthz"),
         }
     }
 }
@@ -280,7 +284,8 @@ pub struct Failing {
     pub evidence: String,
 }
 
-/// The checks of `gate` that `health` fails, in the order the gate lists them.
+/// The checks of `gate` that `health` fails: Ready, the kubelet conditions, the DaemonSets in
+/// the order the gate lists them, then the named conditions by name.
 pub fn failing(gate: &Gate, health: &NodeHealth) -> Vec<Failing> {
     let mut out = Vec::new();
     let cond = |t: &str| {

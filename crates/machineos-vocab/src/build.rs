@@ -36,6 +36,19 @@ pub const NEWEST_IMAGE_EQUIVALENT_CONFIG_ANNOTATION: &str =
 /// `status.changes` compares with.
 pub const PREVIOUS_IMAGE_ANNOTATION: &str = "machineos.io/previous-image";
 
+/// MachineOSConfig annotation (machineos's): `off` (or `false`, `0`) builds its images
+/// without the boot guard (`machineos_boot_guard`); absent or anything else: with it. Read
+/// when a build starts.
+pub const BOOT_GUARD_ANNOTATION: &str = "machineos.io/boot-guard";
+
+/// Whether a [`BOOT_GUARD_ANNOTATION`] value leaves the guard in.
+pub fn boot_guard_on(value: Option<&str>) -> bool {
+    !matches!(
+        value.map(str::trim).map(str::to_ascii_lowercase).as_deref(),
+        Some("off" | "false" | "0")
+    )
+}
+
 /// MachineOSBuild label: the pool it builds for.
 pub const TARGET_POOL_LABEL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
 /// MachineOSBuild label: the rendered MachineConfig it builds.

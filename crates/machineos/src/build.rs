@@ -31,24 +31,42 @@ fn recipe(args: &BuildArgs) -> anyhow::Result<(Recipe, Option<machineos_api::v1:
         Some(path) => {
             let mc = crate::input::read_rendered(path)?;
             let recipe = machineos_layering::recipe(&mc, &args.render.pool)?;
-            return with_warnings(args, recipe, Some(mc));
+            return with_warnings(args, guarded(args, recipe), Some(mc));
         }
         None => crate::input::read(&args.inputs, &args.render)?,
     };
     let (recipe, mc) = match input {
         Input::Ignition { name, bytes } => {
+            if args.boot_guard {
+                bail!(
+                    "{name}: --boot-guard is for MachineConfig inputs; a plain Ignition config \
+                     gets exactly what ignition-apply writes"
+                );
+            }
             (machineos_layering::ignition_recipe(&bytes, &name)?, None)
         }
         Input::Rendered(r) => (
-            machineos_layering::recipe_of(
-                &r.machine_config,
-                r.ignition.clone(),
-                &args.render.pool,
-            )?,
+            guarded(
+                args,
+                machineos_layering::recipe_of(
+                    &r.machine_config,
+                    r.ignition.clone(),
+                    &args.render.pool,
+                )?,
+            ),
             Some(r.machine_config),
         ),
     };
     with_warnings(args, recipe, mc)
+}
+
+/// The recipe with the boot guard when `--boot-guard` asks for it.
+fn guarded(args: &BuildArgs, recipe: Recipe) -> Recipe {
+    if args.boot_guard {
+        recipe.with_boot_guard()
+    } else {
+        recipe
+    }
 }
 
 /// The recipe's warnings, and what it holds that this build does not apply, on stderr.

@@ -69,6 +69,13 @@ pub struct BuildArgs {
     /// steps run elsewhere (the controller's OpenShift Build backend). No buildah is run.
     #[arg(long, conflicts_with_all = ["containerfile", "base_dir"])]
     pub(crate) native_only: bool,
+    /// Add the boot guard to the image (as the controller's builds do unless the
+    /// MachineOSConfig says `machineos.io/boot-guard: off`): a systemd unit that rolls a node
+    /// whose kubelet never gets healthy after booting this image back to its previous
+    /// deployment, once (see docs/boot-guard.md). Only for MachineConfig inputs: a plain
+    /// Ignition config gets exactly what ignition-apply writes.
+    #[arg(long)]
+    pub(crate) boot_guard: bool,
     /// Output format of the summary. With RUN steps the JSON's fields describe the native
     /// image and `runSteps` the result (its `digest` and `image`); the last line of stdout is
     /// always the published result.

@@ -126,6 +126,8 @@ pub struct JobInputs {
     pub arch: Option<String>,
     /// The pod's service account; None: the namespace's default.
     pub service_account: Option<String>,
+    /// `machineos build --boot-guard`: the image gets the boot guard.
+    pub boot_guard: bool,
 }
 
 impl JobInputs {
@@ -156,6 +158,7 @@ impl JobInputs {
             active_deadline_seconds: None,
             arch: None,
             service_account: None,
+            boot_guard: false,
         }
     }
 }
@@ -195,6 +198,9 @@ pub fn build_args(inputs: &JobInputs) -> Vec<String> {
     }
     for host in &inputs.insecure_registries {
         args.extend(["--insecure-registry".to_owned(), host.clone()]);
+    }
+    if inputs.boot_guard {
+        args.push("--boot-guard".to_owned());
     }
     args
 }

@@ -104,6 +104,8 @@ pub struct NativeBuildInputs {
     pub mc_parts: usize,
     /// The build's service account; None: OpenShift's `builder`.
     pub service_account: Option<String>,
+    /// `machineos build --boot-guard`: the image gets the boot guard.
+    pub boot_guard: bool,
 }
 
 impl NativeBuildInputs {
@@ -127,6 +129,7 @@ impl NativeBuildInputs {
             ca_bundle: false,
             mc_parts: 1,
             service_account: None,
+            boot_guard: false,
         }
     }
 }
@@ -164,6 +167,9 @@ pub fn native_build_command(inputs: &NativeBuildInputs) -> Vec<String> {
     }
     for host in &inputs.insecure_registries {
         args.extend(["--insecure-registry".to_owned(), host.clone()]);
+    }
+    if inputs.boot_guard {
+        args.push("--boot-guard".to_owned());
     }
     args
 }

@@ -459,8 +459,17 @@ fn build_request(
         mosc_obj.map(AsRef::as_ref),
         &s.nodes,
     );
+    let boot_guard = machineos_vocab::build::boot_guard_on(
+        mosc_obj
+            .and_then(|o| {
+                o.annotations()
+                    .get(machineos_vocab::build::BOOT_GUARD_ANNOTATION)
+            })
+            .map(String::as_str),
+    );
     Ok(BuildRequest {
         architectures,
+        boot_guard,
         namespace: s.namespace.clone(),
         build_uid: build_obj.and_then(|b| b.uid()).unwrap_or_default(),
         build,

@@ -110,13 +110,41 @@ pub fn plan(config: &Config, base: &dyn BaseView) -> Result<Plan, PlanError> {
 }
 
 /// A file the build itself adds, before Ignition runs (as the MCO's Containerfile writes
-/// `/etc/machine-config-daemon/currentconfig` before `ignition-apply`).
+/// `/etc/machine-config-daemon/currentconfig` before `ignition-apply`); root-owned, parents
+/// 0755.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtraFile {
     /// Absolute path in the image.
     pub path: String,
-    /// Contents; written 0644 root:root, parents 0755.
-    pub contents: Vec<u8>,
+    /// What it is.
+    pub node: ExtraNode,
+}
+
+/// What an [`ExtraFile`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtraNode {
+    /// A regular file.
+    File {
+        /// Contents.
+        contents: Vec<u8>,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// A symbolic link, target verbatim.
+    Symlink(String),
+}
+
+impl ExtraFile {
+    /// A regular file, 0644.
+    pub fn file(path: impl Into<String>, contents: Vec<u8>) -> ExtraFile {
+        ExtraFile {
+            path: path.into(),
+            node: ExtraNode::File {
+                contents,
+                mode: 0o644,
+            },
+        }
+    }
 }
 
 /// What a full image build adds around Ignition's own effects.
@@ -152,14 +180,14 @@ pub fn plan_with(
             .at(jp, &format!("creating parents of {}", f.path))?;
         p.fs.remove_all(&r)
             .at(jp, &format!("replacing {}", f.path))?;
-        p.fs.put(
-            &r,
-            LayerKind::File(Contents::bytes(f.contents.clone())),
-            0o644,
-            0,
-            0,
-        )
-        .at(jp, &format!("writing {}", f.path))?;
+        let (kind, mode) = match &f.node {
+            ExtraNode::File { contents, mode } => {
+                (LayerKind::File(Contents::bytes(contents.clone())), *mode)
+            }
+            ExtraNode::Symlink(target) => (LayerKind::Symlink(target.clone()), 0o777),
+        };
+        p.fs.put(&r, kind, mode, 0, 0)
+            .at(jp, &format!("writing {}", f.path))?;
     }
     p.warnings.extend(ignored_sections(config));
     p.storage(config)?;
