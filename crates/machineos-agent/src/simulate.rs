@@ -19,7 +19,11 @@
 //! MachineConfig (`desiredConfig`) writes [`NEVER_READY`] marks that image bad; a machine
 //! booted into a bad image comes up and stays NotReady (as a broken kubelet or CNI would
 //! leave it), so the health gate fails and the agent rolls it back; booted into any other
-//! image, it is Ready.
+//! image, it is Ready. An image whose config writes [`KUBELET_BROKEN`] is worse: its kubelet
+//! never starts, so no agent runs on it and the Node stays NotReady; after
+//! [`GUARD_DEADLINES`] times the reboot's downtime the image's boot guard acts as the real
+//! one does ([`guard_rollback`]: once, with its record, only with a previous deployment) and
+//! reboots into the previous deployment, where the kubelet and the agent run again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,21 +41,78 @@ use crate::{AgentError, AgentOptions, run};
 /// an image built from it never Ready.
 pub const NEVER_READY: &str = "/etc/machineos-fake/never-ready";
 
+/// The file whose presence in a rendered MachineConfig makes a simulated machine that boots
+/// an image built from it start no kubelet (so no agent) until its boot guard rolls it back.
+pub const KUBELET_BROKEN: &str = "/etc/machineos-fake/kubelet-broken";
+
+/// How many reboot downtimes the simulated boot guard waits for a kubelet that never starts.
+pub const GUARD_DEADLINES: u32 = 3;
+
 /// Whether the rendered MachineConfig `mc` (its JSON) writes [`NEVER_READY`].
 pub fn writes_never_ready(mc: &serde_json::Value) -> bool {
+    writes(mc, NEVER_READY)
+}
+
+/// Whether the rendered MachineConfig `mc` (its JSON) writes `path`.
+fn writes(mc: &serde_json::Value, path: &str) -> bool {
     mc.pointer("/spec/config/storage/files")
         .and_then(serde_json::Value::as_array)
         .is_some_and(|files| {
             files
                 .iter()
-                .any(|f| f.get("path").and_then(serde_json::Value::as_str) == Some(NEVER_READY))
+                .any(|f| f.get("path").and_then(serde_json::Value::as_str) == Some(path))
         })
+}
+
+/// How an image of the simulation is broken on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// [`NEVER_READY`]: up, the agent running, the Node never Ready.
+    NeverReady,
+    /// [`KUBELET_BROKEN`]: no kubelet, so no agent; the boot guard's case.
+    Kubelet,
+}
+
+/// What the image's boot guard does on the fake host when the kubelet never got healthy, as
+/// `machineos-boot-guard`'s script does: nothing when its record is there already (once) or
+/// there is no previous deployment; else the previous deployment made the next boot, the
+/// record written. Returns whether it rolled back (the caller reboots the machine).
+pub fn guard_rollback(host: &FakeHost) -> bool {
+    let (booted, previous, recorded) = {
+        let s = host.lock();
+        (
+            s.status.booted.clone().unwrap_or_default(),
+            s.status.rollback.clone(),
+            s.boot_guard_record.is_some(),
+        )
+    };
+    let Some(previous) = previous.filter(|_| !recorded) else {
+        return false;
+    };
+    if host.rollback(&previous).is_err() {
+        return false;
+    }
+    host.lock().boot_guard_record = Some(format!(
+        "from={booted}\ntool=fake\ncheck={}\nevidence=the kubelet never started (simulated: the image's config writes {KUBELET_BROKEN})\ndeadline=0\nat=simulated\n",
+        machineos_boot_guard::CHECK
+    ));
+    true
 }
 
 /// The node's desired image, when its desired rendered MachineConfig writes [`NEVER_READY`]
 /// (read at a reboot: the image it is about to boot is then bad). `None` when it does not,
 /// or when the node or config cannot be read.
 pub async fn never_ready_image(client: &Client, node: &str) -> Option<String> {
+    broken_image(client, node)
+        .await
+        .filter(|(_, b)| *b == Broken::NeverReady)
+        .map(|(i, _)| i)
+}
+
+/// The node's desired image and how it is broken, when its desired rendered MachineConfig
+/// writes [`NEVER_READY`] or [`KUBELET_BROKEN`] (the latter wins). `None` when it writes
+/// neither, or when the node or config cannot be read.
+pub async fn broken_image(client: &Client, node: &str) -> Option<(String, Broken)> {
     let nodes: Api<Node> = Api::all(client.clone());
     let n = nodes.get(node).await.ok()?;
     let a = n.annotations();
@@ -69,7 +130,11 @@ pub async fn never_ready_image(client: &Client, node: &str) -> Option<String> {
         ),
     );
     let mc = mcs.get(config).await.ok()?;
-    writes_never_ready(&mc.data).then_some(image)
+    if writes(&mc.data, KUBELET_BROKEN) {
+        Some((image, Broken::Kubelet))
+    } else {
+        writes(&mc.data, NEVER_READY).then_some((image, Broken::NeverReady))
+    }
 }
 
 /// Run a simulated machine for `opts.node` until `shutdown`; each reboot keeps the Node
@@ -97,8 +162,8 @@ pub async fn run_simulated(
         }
     };
     let boot_id = || host.lock().status.boot_id.clone();
-    // Images this machine comes up NotReady on.
-    let mut bad = std::collections::BTreeSet::new();
+    // Images this machine comes up NotReady on, and how.
+    let mut bad = std::collections::BTreeMap::new();
     set_status(&nodes, &opts.node, None, Some(&boot_id()), &shutdown).await;
     loop {
         let stop = shutdown.child_token();
@@ -130,8 +195,8 @@ pub async fn run_simulated(
         };
         stop.cancel();
         let _ = agent.await;
-        if let Some(image) = never_ready_image(&client, &opts.node).await {
-            bad.insert(image);
+        if let Some((image, how)) = broken_image(&client, &opts.node).await {
+            bad.insert(image, how);
         }
         tracing::info!(node = %opts.node, soft, "simulated reboot");
         set_status(&nodes, &opts.node, Some(false), None, &shutdown).await;
@@ -143,8 +208,28 @@ pub async fn run_simulated(
             tokio::time::sleep(down).await;
             host.boot();
         }
-        let booted = host.lock().status.booted.clone();
-        let ready = !booted.as_ref().is_some_and(|b| bad.contains(b));
+        let mut booted = host.lock().status.booted.clone();
+        let mut how = booted.as_ref().and_then(|b| bad.get(b).copied());
+        // No kubelet, no agent: the boot guard's turn, then its reboot (or none: parked).
+        while how == Some(Broken::Kubelet) {
+            tracing::info!(node = %opts.node, image = ?booted, "booted an image whose config writes {KUBELET_BROKEN}: no kubelet");
+            set_status(&nodes, &opts.node, Some(false), Some(&boot_id()), &shutdown).await;
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep(down * GUARD_DEADLINES) => {}
+            }
+            if !guard_rollback(&host) {
+                tracing::info!(node = %opts.node, "the boot guard cannot roll back (done once already, or no previous deployment): the machine stays down");
+                shutdown.cancelled().await;
+                return Ok(());
+            }
+            tracing::info!(node = %opts.node, "the boot guard rolled back: rebooting");
+            tokio::time::sleep(down).await;
+            host.boot();
+            booted = host.lock().status.booted.clone();
+            how = booted.as_ref().and_then(|b| bad.get(b).copied());
+        }
+        let ready = how.is_none();
         if !ready {
             tracing::info!(node = %opts.node, image = ?booted, "booted an image whose config writes {NEVER_READY}: staying NotReady");
         }

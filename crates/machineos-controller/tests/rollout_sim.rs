@@ -17,6 +17,7 @@ use common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use machineos_agent::simulate::{self, Broken};
 use machineos_agent::{AgentOptions, run as run_agent};
 use machineos_controller::kinds;
 use machineos_host::{FakeHost, Host};
@@ -26,6 +27,8 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
+/// How long a simulated reboot keeps a machine down.
+const DOWN: Duration = Duration::from_millis(300);
 const OLD: &str =
     "quay.io/fedora/os@sha256:0000000000000000000000000000000000000000000000000000000000000000";
 const CANARY: &str =
@@ -37,9 +40,10 @@ struct Machine {
     host: FakeHost,
     platform: Manifests,
     agent: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
-    /// Images it comes up NotReady on (`machineos agent --host fake`'s rule: built from a
-    /// rendered MachineConfig that writes `/etc/machineos-fake/never-ready`).
-    bad: BTreeSet<String>,
+    /// Images it comes up broken on, and how (`machineos agent --host fake`'s rule: built
+    /// from a rendered MachineConfig that writes `/etc/machineos-fake/never-ready`, or
+    /// `/etc/machineos-fake/kubelet-broken`).
+    bad: BTreeMap<String, Broken>,
 }
 
 /// Image index → the manifest of one machine's architecture.
@@ -221,7 +225,7 @@ impl Fleet {
                     host,
                     platform,
                     agent,
-                    bad: BTreeSet::new(),
+                    bad: BTreeMap::new(),
                 },
             );
         }
@@ -274,20 +278,37 @@ impl Fleet {
                             t.cancel();
                             let _ = h.await;
                         }
-                        let bad =
-                            machineos_agent::simulate::never_ready_image(&client, &name).await;
+                        let bad = simulate::broken_image(&client, &name).await;
                         let _ = hooks::set_node_ready(&shared, &name, false);
-                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        tokio::time::sleep(DOWN).await;
+                        let host = {
+                            let mut ms = machines.lock().await;
+                            let Some(m) = ms.get_mut(&name) else { return };
+                            m.bad.extend(bad);
+                            if soft {
+                                m.host.soft_boot();
+                            } else {
+                                m.host.boot();
+                            }
+                            m.host.clone()
+                        };
+                        let how = |m: &Machine| {
+                            let booted = m.host.lock().status.booted.clone();
+                            booted.and_then(|b| m.bad.get(&b).copied())
+                        };
+                        // No kubelet, no agent: the image's boot guard, as the simulated
+                        // machine of `machineos agent --host fake` runs it.
+                        while how(&machines.lock().await[&name]) == Some(Broken::Kubelet) {
+                            tokio::time::sleep(DOWN * simulate::GUARD_DEADLINES).await;
+                            if !simulate::guard_rollback(&host) {
+                                return; // down for good
+                            }
+                            tokio::time::sleep(DOWN).await;
+                            host.boot();
+                        }
                         let mut ms = machines.lock().await;
                         let Some(m) = ms.get_mut(&name) else { return };
-                        m.bad.extend(bad);
-                        if soft {
-                            m.host.soft_boot();
-                        } else {
-                            m.host.boot();
-                        }
-                        let booted = m.host.lock().status.booted.clone();
-                        let ready = !booted.is_some_and(|b| m.bad.contains(&b));
+                        let ready = how(m).is_none();
                         let _ = hooks::set_node_ready(&shared, &name, ready);
                         m.agent = Some(start_agent(&client, &name, &m.host, &m.platform));
                     });
@@ -1586,6 +1607,129 @@ async fn a_new_base_with_the_same_kernel_is_a_soft_reboot_by_the_images_differen
             "{why}"
         );
     }
+    fleet.shutdown().await;
+    controller.stop().await;
+}
+
+/// The boot guard's loop on the simulated cluster: 6 nodes, `maxUnavailable: 2`. The pool's
+/// config writes the file that makes a fake machine start no kubelet on an image built from
+/// it: the first batch boots it, no agent runs, and after its deadline each machine's boot
+/// guard rolls back and reboots (once, its record left); the agent, running again, reports
+/// the rollback as its own (`bootGuard`), removes the record, and the image is quarantined —
+/// no other node targeted. The config fixed, all 6 move to the new image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kubelet_that_never_starts_is_rolled_back_by_the_boot_guard_and_the_agent_reports_it() {
+    let c = Cluster::start().await;
+    let names: Vec<(String, BTreeMap<String, String>)> = (0..6)
+        .map(|i| (format!("node-{i:02}"), worker_labels("zone-a")))
+        .collect();
+    let fleet = Fleet::start(&c, &names).await;
+    let sampler = Sampler::start(c.client.clone());
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("99-worker-broken", "machineos-fake/kubelet-broken", "1"),
+    )
+    .await;
+    let controller = c.controller().await;
+    let mut pool = worker_pool();
+    pool["spec"]["maxUnavailable"] = json!(2);
+    pool["metadata"]["annotations"] = json!({"machineos.io/min-ready-seconds": "0"});
+    c.apply(&kinds::pool(), pool).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello"),
+    )
+    .await;
+    c.apply(
+        &kinds::machine_os_config(),
+        machine_os_config(&format!("{}/machineos/worker:latest", c.registry.host())),
+    )
+    .await;
+    let bad_config = pool_config(&c).await;
+    let bad = image_for(&c, &bad_config).await;
+    let rolled_back = |n: &Node| {
+        n.annotations()
+            .get(vocab::ROLLED_BACK)
+            .and_then(|v| machineos_rollout::health::RolledBack::parse(v))
+    };
+    // The first batch boots it, no kubelet, no agent; each machine's boot guard rolls it
+    // back and reboots; the agent, running again, reports it as its own rollback.
+    until_nodes(
+        &c,
+        "the first batch rolled back by its boot guard",
+        EVENTUALLY,
+        |ns| {
+            let back: Vec<&Node> = ns.iter().filter(|n| rolled_back(n).is_some()).collect();
+            back.len() == 2
+                && back.iter().all(|n| {
+                    current_image(n) == Some(OLD)
+                        && n.annotations().get(vocab::STATE).map(String::as_str) == Some("Done")
+                        && !cordoned(n)
+                })
+        },
+    )
+    .await;
+    let mut first = BTreeSet::new();
+    for n in nodes(&c).await {
+        let Some(r) = rolled_back(&n) else { continue };
+        assert_eq!(r.image, bad);
+        assert_eq!(r.check, machineos_rollout::health::Check::BootGuard);
+        assert!(
+            r.evidence.contains("kubelet never started"),
+            "{}",
+            r.evidence
+        );
+        let h = fleet.host(&n.name_any()).await;
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        while h.lock().boot_guard_record.is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the record never removed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(h.lock().status.booted.as_deref(), Some(OLD));
+        assert_eq!(h.lock().boots, 2, "the update's boot and the guard's");
+        first.insert(n.name_any());
+    }
+    c.until(&kinds::image(), "the image quarantined", |l| {
+        l.iter().any(|i| {
+            i.data["spec"]["image"] == bad.as_str()
+                && i.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Quarantined" && c["status"] == "True")
+                })
+        })
+    })
+    .await;
+    c.describe_until("node", first.iter().next().unwrap(), &["NodeRolledBack"])
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ever: BTreeSet<String> = sampler.targeted.lock().await.keys().cloned().collect();
+    assert_eq!(
+        ever, first,
+        "only the first batch was ever targeted at the bad image"
+    );
+    // The config fixed: a new build rolls out to all 6, the guarded nodes included.
+    c.get(&kinds::machine_config())
+        .delete("99-worker-broken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let fixed_config = loop {
+        let cfg = pool_config(&c).await;
+        if cfg != bad_config {
+            break cfg;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let fixed = image_for(&c, &fixed_config).await;
+    until_nodes(&c, "all 6 on the fixed image", EVENTUALLY, |ns| {
+        all_on(ns, 6, &fixed)
+    })
+    .await;
+    sampler.stop.cancel();
     fleet.shutdown().await;
     controller.stop().await;
 }

@@ -41,7 +41,9 @@ pub struct AgentArgs {
     /// the agent in process, the Node NotReady meanwhile; nothing here is touched). A fake
     /// machine that boots an image built from a rendered MachineConfig writing the file
     /// `/etc/machineos-fake/never-ready` stays NotReady on it, as a broken kubelet would
-    /// leave it (to see the health gate roll it back).
+    /// leave it (to see the health gate roll it back); one writing
+    /// `/etc/machineos-fake/kubelet-broken` starts no kubelet and so no agent, and after
+    /// three reboot downtimes its boot guard rolls it back once (to see the boot guard).
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "fake"])]
     host: String,
     /// How host tools are run: `nsenter` (in the host's namespaces, `nsenter -t 1 -m -u -i
