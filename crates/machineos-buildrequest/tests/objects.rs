@@ -559,6 +559,7 @@ fn every_variable_the_arguments_name_is_defined_so_the_kubelet_expands_it() {
     full.ca_bundle = true;
     full.insecure_registries = vec!["registry.local:5000".into()];
     full.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+    full.boot_guard = true;
     for job in [build_job(&inputs()), build_job(&full)] {
         let (refs, env) = refs_and_env(&job);
         assert!(refs.len() >= 6, "{refs:?}");
@@ -585,6 +586,12 @@ fn every_variable_the_arguments_name_is_defined_so_the_kubelet_expands_it() {
     ] {
         assert!(pairs.contains(&want), "{want:?} in {args:?}");
     }
+    assert!(args.iter().any(|a| a == "--boot-guard"), "{args:?}");
+    let plain: Vec<String> = serde_json::from_value(
+        build_job(&inputs())["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
+    )
+    .unwrap();
+    assert!(!plain.iter().any(|a| a == "--boot-guard"), "{plain:?}");
     // Without them, no flag names an input that is not there.
     let (refs, _) = refs_and_env(&build_job(&inputs()));
     for absent in ["EXTENSIONS_IMAGE", "CONTAINERFILE", "REGISTRY_CA_FILE"] {

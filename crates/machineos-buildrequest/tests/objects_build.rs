@@ -362,6 +362,10 @@ fn the_native_build_runs_machineos_build_native_only_with_its_inputs_as_build_vo
     ] {
         assert!(command.contains(want), "{want} in {command}");
     }
+    assert!(!command.contains("--boot-guard"), "{command}");
+    let mut guarded = native_split();
+    guarded.boot_guard = true;
+    assert!(native_build_command(&guarded).contains(&"--boot-guard".to_owned()));
     assert_eq!(b["spec"]["serviceAccount"], "machine-os-builder");
 }
 

@@ -630,7 +630,9 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
     let changes = &first.data["status"]["changes"];
     assert_eq!(changes["from"], first.data["spec"]["baseImage"]);
     assert_eq!(changes["kernelChanged"], false);
-    assert_eq!(changes["pathClass"], "None", "{changes}");
+    // The base has no boot guard: the first image adds it below /usr, which a running
+    // node cannot take live (a soft reboot); /etc alone would be None.
+    assert_eq!(changes["pathClass"], "SoftReboot", "{changes}");
     let paths: Vec<&str> = changes["files"]
         .as_array()
         .unwrap()
@@ -641,6 +643,10 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
     assert!(
         paths.contains(&"/etc/machine-config-daemon/currentconfig"),
         "{paths:?}"
+    );
+    assert!(
+        paths.contains(&machineos_boot_guard::SCRIPT_PATH),
+        "every controller-built image carries the boot guard: {paths:?}"
     );
 
     // A new MachineConfig content: the second image against the first.
@@ -675,6 +681,8 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
     );
     let changes = &second.data["status"]["changes"];
     assert_eq!(changes["from"], first_image);
+    // The same guard in both: only /etc differs.
+    assert_eq!(changes["pathClass"], "None", "{changes}");
     assert_eq!(
         (&changes["added"], &changes["removed"]),
         (&0.into(), &0.into()),
@@ -693,6 +701,47 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
         format!("sha256:{:x}", sha2::Sha256::digest(b"hello v2\n"))
     };
     assert_eq!(motd["digest"], digest.as_str());
+    ctl.stop().await;
+}
+
+/// `machineos.io/boot-guard: off` on the MachineOSConfig: its images are built without the
+/// boot guard (the native builder's recipe; the Job and OpenShift Build backends pass
+/// `--boot-guard` only when it is on, tested with their arguments).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_os_config_can_opt_out_of_the_boot_guard() {
+    let c = Cluster::start().await;
+    let push = format!("{}/machineos/worker:latest", c.registry.host());
+    c.apply(&kinds::pool(), worker_pool()).await;
+    c.apply(
+        &kinds::machine_config(),
+        machine_config("00-worker", "motd", "hello\n"),
+    )
+    .await;
+    let mut mosc = machine_os_config(&push);
+    mosc["metadata"]["annotations"] =
+        serde_json::json!({ machineos_vocab::build::BOOT_GUARD_ANNOTATION: "off" });
+    c.apply(&kinds::machine_os_config(), mosc).await;
+    let mut opts = c.options();
+    opts.image_changes = true;
+    let ctl = c.controller_with(opts).await;
+    let images = c
+        .until(&kinds::image(), "the image's changes", |l| {
+            l.len() == 1 && l[0].data.pointer("/status/changes").is_some()
+        })
+        .await;
+    let changes = &images[0].data["status"]["changes"];
+    let paths: Vec<&str> = changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"/etc/motd"), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.contains("boot-guard")),
+        "opted out, yet: {paths:?}"
+    );
+    assert_eq!(changes["pathClass"], "None", "/etc alone: {changes}");
     ctl.stop().await;
 }
 

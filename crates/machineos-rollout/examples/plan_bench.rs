@@ -34,6 +34,7 @@ fn main() {
             conditions: BTreeMap::new(),
             gate: Ok(None),
             canary: None,
+            rollback_pool: false,
         }],
         nodes: (0..n)
             .map(|i| {

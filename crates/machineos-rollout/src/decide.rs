@@ -46,7 +46,10 @@
 //!   `RolloutFailed` (`Quarantined`) and `Quarantined=True`, a Warning Event
 //!   (`ImageQuarantined`) when the MachineOSImage did not say so yet. A lift clears the
 //!   records naming the image (the node is a candidate again in the same decision) and the
-//!   executor removes the annotation after the node patches.
+//!   executor removes the annotation after the node patches. A pool with
+//!   [`vocab::ROLLBACK_POLICY`] `pool` whose image is quarantined rolls out to the image
+//!   before it instead ([`crate::observed::QuarantineObserved::previous`]: the nodes on the
+//!   bad image move back within the pool's limit, gated), saying so; unknown: nothing moves.
 //! * **Multi-architecture images**: hosts report the manifest they booted, not the index
 //!   `desiredImage` names. Every node whose `desiredImage` or [`vocab::STAGE_IMAGE`] (as this
 //!   pass leaves them) is an index a MachineOSImage records gets those indexes'
@@ -807,11 +810,35 @@ impl Pass<'_> {
                 }
             }
         }
+        // `machineos.io/rollback-policy: pool`: the quarantined image's nodes go back to the
+        // image the pool ran before, as a rollout to it (within the pool's limit, gated).
+        let revert = quarantine
+            .as_ref()
+            .filter(|_| p.rollback_pool)
+            .and_then(|(img, _)| o.quarantine.get(*img)?.previous.clone());
         let gate_error = p.gate.as_ref().err();
         let mut targeted = Vec::new();
-        if let (Some(img), false, false, None, None) =
-            (image, p.paused, halted, &quarantine, gate_error)
-        {
+        let reverted;
+        let (goal, goal_image) = match &revert {
+            Some(prev) => {
+                reverted = PoolObserved {
+                    image: PoolImage::Built(prev.image.clone()),
+                    config: prev.config.clone(),
+                    ..p.clone()
+                };
+                (&reverted, Some(prev.image.as_str()))
+            }
+            None => (p, image),
+        };
+        if let (Some(img), false, false, true, None) = (
+            goal_image,
+            p.paused,
+            halted,
+            quarantine.is_none() || revert.is_some(),
+            gate_error,
+        ) {
+            // The pool whose image nodes move to: itself, or itself going back.
+            let p = goal;
             let stage = staging(
                 views,
                 &driven,
@@ -1017,10 +1044,23 @@ impl Pass<'_> {
                 || "its MachineOSImage".to_owned(),
                 |q| format!("MachineOSImage {}", q.name),
             );
+            let back = match &revert {
+                Some(prev) => format!(
+                    "; its nodes go back to image {} ({}: pool)",
+                    prev.image,
+                    vocab::ROLLBACK_POLICY
+                ),
+                None if p.rollback_pool => format!(
+                    "; {}: pool, but the image before it is not known (no MachineOSImage \
+                     of it): its nodes stay",
+                    vocab::ROLLBACK_POLICY
+                ),
+                None => String::new(),
+            };
             let message = format!(
-                "image {img} is quarantined: {cause}; no node is moved to it. A new build (a \
-                 changed MachineConfig or base image) resumes the rollout, or annotate {mosi} \
-                 with {} to try it again",
+                "image {img} is quarantined: {cause}; no node is moved to it{back}. A new \
+                 build (a changed MachineConfig or base image) resumes the rollout, or \
+                 annotate {mosi} with {} to try it again",
                 vocab::LIFT_QUARANTINE
             );
             if o.quarantine

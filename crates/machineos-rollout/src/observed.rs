@@ -154,6 +154,9 @@ pub struct PoolObserved {
     pub gate: Result<Option<crate::health::Gate>, crate::health::GateError>,
     /// [`vocab::CANARY`]: the nodes that move first and must pass the gate before the rest.
     pub canary: Option<Canary>,
+    /// [`vocab::ROLLBACK_POLICY`] is `pool`: a quarantined image's nodes go back to the
+    /// previous image too.
+    pub rollback_pool: bool,
 }
 
 /// A pool's canary nodes ([`vocab::CANARY`]).
@@ -191,6 +194,19 @@ pub struct QuarantineObserved {
     pub quarantined: Option<String>,
     /// [`vocab::LIFT_QUARANTINE`] is set: the quarantine is to be lifted.
     pub lift: bool,
+    /// The image the pool ran before this one and the rendered MachineConfig it was built
+    /// from (its MachineOSImage's previous image, while that MachineOSImage exists): where
+    /// [`PoolObserved::rollback_pool`] moves the nodes back to.
+    pub previous: Option<Previous>,
+}
+
+/// An image the pool ran before, with its rendered MachineConfig.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Previous {
+    /// The image, by digest.
+    pub image: String,
+    /// Its rendered MachineConfig.
+    pub config: String,
 }
 
 /// A node's annotations, as far as the rollout reads them.

@@ -277,3 +277,90 @@ fn canaries_go_first_and_a_failed_canary_stops_everyone() {
         Some(Canary::Nodes(vec!["a".into(), "b".into()]))
     );
 }
+
+#[test]
+fn rollback_policy_pool_moves_the_quarantined_images_nodes_back_within_the_pools_limit() {
+    let mut o = gated(12, Some(MaxUnavailable::Count(3)));
+    // The first batch passes its gate and runs NEW; the second fails and is rolled back.
+    let d = decide(&o, NOW);
+    let passed = targeted(&d);
+    apply(&mut o, &d);
+    for n in &mut o.nodes {
+        if passed.contains(&n.name) {
+            finish(n, NOW);
+        }
+    }
+    let d = decide(&o, NOW + 1000);
+    let failed = targeted(&d);
+    assert_eq!(failed.len(), 3);
+    assert!(failed.iter().all(|n| !passed.contains(n)));
+    apply(&mut o, &d);
+    for n in &failed {
+        roll_back(&mut o, n);
+    }
+    // The rolled-back nodes are re-targeted at what they run; then, with `node` (the
+    // default), the nodes that passed stay on NEW.
+    let d = decide(&o, NOW + 2000);
+    assert_eq!(targeted(&d), failed);
+    apply(&mut o, &d);
+    let d = decide(&o, NOW + 2500);
+    assert!(targeted(&d).is_empty(), "{:?}", targeted(&d));
+    // `pool`, the image before known: they go back to it, as a rollout (3 at a time, gated).
+    o.pools[0].rollback_pool = true;
+    o.quarantine.get_mut(NEW).unwrap().previous = Some(machineos_rollout::observed::Previous {
+        image: OLD.into(),
+        config: "rendered-worker-old".into(),
+    });
+    let d = decide(&o, NOW + 3000);
+    let back = targeted(&d);
+    assert_eq!(back, passed, "the nodes on NEW, and only they");
+    for p in d.node_patches.iter().filter(|p| back.contains(&p.node)) {
+        assert_eq!(
+            p.annotations.get(vocab::DESIRED_IMAGE),
+            Some(&Some(OLD.to_owned()))
+        );
+        assert_eq!(
+            p.annotations.get(vocab::DESIRED_CONFIG),
+            Some(&Some("rendered-worker-old".to_owned()))
+        );
+    }
+    let deg = cond(&d, condition::NODE_DEGRADED);
+    assert!(
+        deg.status
+            && deg
+                .message
+                .contains(&format!("its nodes go back to image {OLD}")),
+        "{deg:?}"
+    );
+    // Back on OLD: nothing more moves.
+    apply(&mut o, &d);
+    for n in o.nodes.iter().filter(|n| back.contains(&n.name)) {
+        assert!(
+            n.annotations.health_gate.is_some(),
+            "a move back is gated as any: {n:?}"
+        );
+    }
+    for n in &mut o.nodes {
+        if back.contains(&n.name) {
+            finish(n, NOW + 4000);
+        }
+    }
+    let d = decide(&o, NOW + 5000);
+    assert!(targeted(&d).is_empty(), "{:?}", targeted(&d));
+    assert!(
+        o.nodes
+            .iter()
+            .all(|n| n.annotations.current_image.as_deref() == Some(OLD))
+    );
+    // `pool` without a known previous image: said, nothing moves.
+    let mut unknown = o.clone();
+    unknown.quarantine.get_mut(NEW).unwrap().previous = None;
+    let d = decide(&unknown, NOW + 6000);
+    assert!(
+        cond(&d, condition::NODE_DEGRADED)
+            .message
+            .contains("the image before it is not known"),
+        "{:?}",
+        cond(&d, condition::NODE_DEGRADED)
+    );
+}

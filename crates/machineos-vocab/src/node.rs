@@ -99,6 +99,11 @@ pub const HEALTH_CONDITIONS: &str = "machineos.io/health-conditions";
 /// node names (comma-separated) — that update first and must pass the health gate and the
 /// soak before any other node of the pool is targeted at the same image.
 pub const CANARY: &str = "machineos.io/canary";
+/// Pool annotation: `pool` moves the nodes already running an image that gets quarantined
+/// back to the image the pool ran before (its MachineOSImage's previous image), within
+/// `maxUnavailable` and through the health gate as any move; `node` (the default): only the
+/// nodes that failed roll back, the others stay on it.
+pub const ROLLBACK_POLICY: &str = "machineos.io/rollback-policy";
 /// Node annotation (controller, machineos): the health gate the agent checks after the move
 /// the desired annotations name, JSON (`machineos_rollout::health::Gate`); written with the
 /// desired annotations; absent: no gate.

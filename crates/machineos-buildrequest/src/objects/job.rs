@@ -20,7 +20,8 @@
 //!   --output <tag> --authfile <merged pull Secret> --cache-dir … --digestfile
 //!   /dev/termination-log`, plus `--platform` (the architectures the controller decided),
 //!   `--extensions-image` (by digest), `--containerfile` (the MachineOSConfig's, when there
-//!   is one), `--ca-file` and `--insecure-registry` (the controller's own registry trust).
+//!   is one), `--ca-file` and `--insecure-registry` (the controller's own registry trust),
+//!   `--boot-guard` (unless the MachineOSConfig opts out).
 //!   Paths reach the arguments as `$(VAR)` references to the container's env, the kubelet's
 //!   expansion. `machineos build` reads the rendered MachineConfig as it is (the single
 //!   ConfigMap or its parts, mounted as one directory), builds the native image, and with

@@ -24,7 +24,8 @@
 //!   --rendered <dir> --pool <pool> --base <base by digest> --output <tag> --authfile
 //!   <file> --cache-dir /tmp/machineos-cache`, plus `--platform` (the architectures
 //!   decided), `--extensions-image` (labels the image as the Job's build does),
-//!   `--ca-file` and `--insecure-registry` (the controller's registry trust). `<tag>` is
+//!   `--ca-file` and `--insecure-registry` (the controller's registry trust),
+//!   `--boot-guard` (unless the MachineOSConfig opts out). `<tag>` is
 //!   `<repository>:<build>-native` when RUN steps follow, else the MachineOSBuild's push
 //!   spec itself.
 //! * `spec.strategy`: `type: Docker`; `dockerStrategy`: `pullSecret` = the merged Secret

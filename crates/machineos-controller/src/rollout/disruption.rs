@@ -517,6 +517,7 @@ mod tests {
             conditions: Default::default(),
             gate: Ok(None),
             canary: None,
+            rollback_pool: false,
         }
     }
 

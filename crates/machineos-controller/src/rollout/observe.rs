@@ -203,6 +203,10 @@ pub fn observe(
                     .annotations()
                     .get(machineos_rollout::vocab::CANARY)
                     .and_then(|v| machineos_rollout::observed::Canary::parse(v)),
+                rollback_pool: p
+                    .annotations()
+                    .get(machineos_rollout::vocab::ROLLBACK_POLICY)
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("pool")),
                 name,
             }
         })
@@ -275,10 +279,40 @@ pub fn quarantine(
                 lift: m
                     .annotations()
                     .contains_key(machineos_rollout::vocab::LIFT_QUARANTINE),
+                previous: previous(images, m),
             },
         );
     }
     out
+}
+
+/// The image MachineOSImage `m` followed (its previous-image annotation) and that image's
+/// rendered MachineConfig, while a MachineOSImage of it exists.
+fn previous(
+    images: &[std::sync::Arc<DynamicObject>],
+    m: &DynamicObject,
+) -> Option<machineos_rollout::observed::Previous> {
+    let image = m
+        .annotations()
+        .get(machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION)?;
+    let config = images.iter().find_map(|o| {
+        (o.metadata.deletion_timestamp.is_none()
+            && o.data
+                .pointer("/spec/image")
+                .and_then(serde_json::Value::as_str)
+                == Some(image.as_str()))
+        .then(|| {
+            o.data
+                .pointer("/spec/machineConfig/name")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .flatten()
+    })?;
+    Some(machineos_rollout::observed::Previous {
+        image: image.clone(),
+        config,
+    })
 }
 
 /// The per-architecture manifests of the MachineOSImages that record an image index.
@@ -424,6 +458,46 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn a_quarantined_images_previous_is_the_annotated_image_with_its_machineconfig() {
+        let d = |c: char| format!("reg.example/os@sha256:{}", c.to_string().repeat(64));
+        let mut old = (*moi("worker-old", &d('1'), &[])).clone();
+        old.data["spec"]["machineConfig"]["name"] = json!("rendered-worker-old");
+        let mut new = (*moi("worker-new", &d('2'), &[])).clone();
+        new.metadata.annotations = Some(
+            [(
+                machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION.to_owned(),
+                d('1'),
+            )]
+            .into(),
+        );
+        let orphan = {
+            let mut o = (*moi("worker-orphan", &d('3'), &[])).clone();
+            o.metadata.annotations = Some(
+                [(
+                    machineos_vocab::build::PREVIOUS_IMAGE_ANNOTATION.to_owned(),
+                    d('9'),
+                )]
+                .into(),
+            );
+            o
+        };
+        let q = quarantine(&[Arc::new(old), Arc::new(new), Arc::new(orphan)]);
+        assert_eq!(
+            q[&d('2')].previous,
+            Some(machineos_rollout::observed::Previous {
+                image: d('1'),
+                config: "rendered-worker-old".into(),
+            })
+        );
+        assert_eq!(q[&d('1')].previous, None, "no annotation");
+        assert_eq!(
+            q[&d('3')].previous,
+            None,
+            "its previous image has no MachineOSImage"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn pool(max: Option<MaxUnavailable>, image: PoolImage) -> PoolObserved {
         conditions: BTreeMap::new(),
         gate: Ok(None),
         canary: None,
+        rollback_pool: false,
     }
 }
 
