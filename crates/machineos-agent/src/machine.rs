@@ -1974,6 +1974,22 @@ fn rolling_back(
         if o.is_image(o.host.booted.as_deref(), &r.to) {
             return rolled_back(o, policy, now, target, r);
         }
+        // A reboot before the rollback's was asked (someone else's): the rollback never
+        // took, the target booted again; it goes on from this boot.
+        if r.requested.is_none() && o.is_image(o.host.booted.as_deref(), &target.image) {
+            let again = Rollback {
+                boot_id_before: o.host.boot_id.clone(),
+                check: r.check.clone(),
+                evidence: r.evidence.clone(),
+                to: r.to.clone(),
+                requested: None,
+            };
+            return vec![
+                Patch::default()
+                    .progress(target, o.started(target), again.step(None))
+                    .action(),
+            ];
+        }
         return degrade(
             o,
             target,

@@ -2011,6 +2011,26 @@ fn a_rollback_is_requested_once_and_its_boot_verified() {
     o.unschedulable = false;
     let out = decide(&o, &policy(), NOW);
     assert!(has(&out, |a| matches!(a, Action::Cordon)));
+    // Rebooted by someone else before the rollback's reboot was asked, into B again: the
+    // rollback goes on from this boot (not Degraded), then is asked as usual.
+    let mut o = gated(booted_b(ours(at(asked(), rolling_back(None)))), &g);
+    o.host.boot_id = "boot-9".into();
+    let out = decide(&o, &policy(), NOW);
+    assert_eq!(
+        progress_of(&out).map(|p| p.step),
+        Some(Step::RollingBack {
+            check: Check::NodeReady,
+            evidence: "Ready=False (KubeletNotReady)".into(),
+            to: A.into(),
+            boot_id_before_reboot: "boot-9".into(),
+            reboot_requested: None,
+        }),
+        "{out:?}"
+    );
+    assert!(!has(&out, |a| matches!(
+        a,
+        Action::Rollback(_) | Action::Reboot
+    )));
     // Booted A: rolled back — uncordoned, Done, currentImage A, the record, the Event.
     let mut o = gated(ours(at(asked(), rolling_back(Some(NOW)))), &g);
     o.host.booted = Some(A.into());

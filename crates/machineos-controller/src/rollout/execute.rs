@@ -163,6 +163,9 @@ pub async fn execute(
             Err(e) => out.failures.push(e),
         }
     }
+    // Whether every node patch landed (a lift's records removed with them): the lift's
+    // annotation goes only then, whatever else fails in the pass.
+    let nodes_written = out.failures.is_empty();
     // MachineConfigNodes of pool members: the spec mirrors the node's desired annotations
     // after the patches above.
     let mcn_api = kinds::all(client, &kinds::machine_config_node());
@@ -389,7 +392,6 @@ pub async fn execute(
     // then a lift's annotation removed once the node records are (the node patches above
     // succeeded).
     let image_api = kinds::all(client, &kinds::image());
-    let nodes_written = out.failures.is_empty();
     for q in &d.quarantines {
         let Some(m) = s.images.iter().find(|m| m.name_any() == q.name) else {
             continue;
