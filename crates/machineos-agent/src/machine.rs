@@ -1657,7 +1657,7 @@ fn finish(o: &Observed, policy: &Policy, now: Millis, target: &Target, how: Fini
     let re_target = o
         .get(ROLLED_BACK)
         .and_then(RolledBack::parse)
-        .is_some_and(|r| r.to == target.image || o.is_image(Some(&r.to), &target.image));
+        .is_some_and(|r| o.is_image(Some(&r.to), &target.image));
     if o.get(ROLLED_BACK).is_some() && !re_target {
         patch = patch.remove(ROLLED_BACK);
     }
@@ -1941,6 +1941,7 @@ fn verifying(
 }
 
 /// A [`Step::RollingBack`]'s record.
+#[derive(Clone)]
 struct Rollback {
     check: Check,
     evidence: String,
@@ -1979,10 +1980,8 @@ fn rolling_back(
         if r.requested.is_none() && o.is_image(o.host.booted.as_deref(), &target.image) {
             let again = Rollback {
                 boot_id_before: o.host.boot_id.clone(),
-                check: r.check.clone(),
-                evidence: r.evidence.clone(),
-                to: r.to.clone(),
                 requested: None,
+                ..r.clone()
             };
             return vec![
                 Patch::default()

@@ -99,6 +99,19 @@ pub fn guard_rollback(host: &FakeHost) -> bool {
     true
 }
 
+/// The boot guard's turn on a machine whose kubelet never started: its deadline
+/// ([`GUARD_DEADLINES`] × `down`), then, if it rolls back ([`guard_rollback`]), the reboot
+/// into the previous deployment (`down` long). Returns whether the machine rebooted.
+pub async fn guard_boot(host: &FakeHost, down: Duration) -> bool {
+    tokio::time::sleep(down * GUARD_DEADLINES).await;
+    if !guard_rollback(host) {
+        return false;
+    }
+    tokio::time::sleep(down).await;
+    host.boot();
+    true
+}
+
 /// The node's desired image, when its desired rendered MachineConfig writes [`NEVER_READY`]
 /// (read at a reboot: the image it is about to boot is then bad). `None` when it does not,
 /// or when the node or config cannot be read.
@@ -214,18 +227,16 @@ pub async fn run_simulated(
         while how == Some(Broken::Kubelet) {
             tracing::info!(node = %opts.node, image = ?booted, "booted an image whose config writes {KUBELET_BROKEN}: no kubelet");
             set_status(&nodes, &opts.node, Some(false), Some(&boot_id()), &shutdown).await;
-            tokio::select! {
+            let rebooted = tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(down * GUARD_DEADLINES) => {}
-            }
-            if !guard_rollback(&host) {
+                r = guard_boot(&host, down) => r,
+            };
+            if !rebooted {
                 tracing::info!(node = %opts.node, "the boot guard cannot roll back (done once already, or no previous deployment): the machine stays down");
                 shutdown.cancelled().await;
                 return Ok(());
             }
-            tracing::info!(node = %opts.node, "the boot guard rolled back: rebooting");
-            tokio::time::sleep(down).await;
-            host.boot();
+            tracing::info!(node = %opts.node, "the boot guard rolled back and rebooted");
             booted = host.lock().status.booted.clone();
             how = booted.as_ref().and_then(|b| bad.get(b).copied());
         }

@@ -606,6 +606,16 @@ async fn switching_to_a_push_secret_that_may_push_is_checked_again_at_once() {
     ctl.stop().await;
 }
 
+/// The paths a MachineOSImage's `status.changes` lists.
+fn changed_paths(changes: &Value) -> Vec<&str> {
+    changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect()
+}
+
 /// `status.changes` (the controller's `changes`, on): the first image against its base, the
 /// second against the first — what `machineos diff` would say, bounded, written once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -633,12 +643,7 @@ async fn each_image_records_what_it_changes_from_the_pools_previous_image() {
     // The base has no boot guard: the first image adds it below /usr, which a running
     // node cannot take live (a soft reboot); /etc alone would be None.
     assert_eq!(changes["pathClass"], "SoftReboot", "{changes}");
-    let paths: Vec<&str> = changes["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = changed_paths(changes);
     assert!(paths.contains(&"/etc/motd"), "{paths:?}");
     assert!(
         paths.contains(&"/etc/machine-config-daemon/currentconfig"),
@@ -730,12 +735,7 @@ async fn a_machine_os_config_can_opt_out_of_the_boot_guard() {
         })
         .await;
     let changes = &images[0].data["status"]["changes"];
-    let paths: Vec<&str> = changes["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = changed_paths(changes);
     assert!(paths.contains(&"/etc/motd"), "{paths:?}");
     assert!(
         !paths.iter().any(|p| p.contains("boot-guard")),

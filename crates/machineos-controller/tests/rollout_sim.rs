@@ -299,12 +299,9 @@ impl Fleet {
                         // No kubelet, no agent: the image's boot guard, as the simulated
                         // machine of `machineos agent --host fake` runs it.
                         while how(&machines.lock().await[&name]) == Some(Broken::Kubelet) {
-                            tokio::time::sleep(DOWN * simulate::GUARD_DEADLINES).await;
-                            if !simulate::guard_rollback(&host) {
+                            if !simulate::guard_boot(&host, DOWN).await {
                                 return; // down for good
                             }
-                            tokio::time::sleep(DOWN).await;
-                            host.boot();
                         }
                         let mut ms = machines.lock().await;
                         let Some(m) = ms.get_mut(&name) else { return };
@@ -1611,6 +1608,32 @@ async fn a_new_base_with_the_same_kernel_is_a_soft_reboot_by_the_images_differen
     controller.stop().await;
 }
 
+/// A node's rollback record, if its agent left one.
+fn rolled_back(n: &Node) -> Option<machineos_rollout::health::RolledBack> {
+    n.annotations()
+        .get(vocab::ROLLED_BACK)
+        .and_then(|v| machineos_rollout::health::RolledBack::parse(v))
+}
+
+/// Delete the MachineConfig `99-worker-broken` and wait for the pool's config to move off
+/// `bad_config`; the image built for the fixed config.
+async fn fix_broken_config(c: &Cluster, bad_config: &str) -> String {
+    c.get(&kinds::machine_config())
+        .delete("99-worker-broken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    let fixed_config = loop {
+        let cfg = pool_config(c).await;
+        if cfg != bad_config {
+            break cfg;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    image_for(c, &fixed_config).await
+}
+
 /// The boot guard's loop on the simulated cluster: 6 nodes, `maxUnavailable: 2`. The pool's
 /// config writes the file that makes a fake machine start no kubelet on an image built from
 /// it: the first batch boots it, no agent runs, and after its deadline each machine's boot
@@ -1647,11 +1670,6 @@ async fn a_kubelet_that_never_starts_is_rolled_back_by_the_boot_guard_and_the_ag
     .await;
     let bad_config = pool_config(&c).await;
     let bad = image_for(&c, &bad_config).await;
-    let rolled_back = |n: &Node| {
-        n.annotations()
-            .get(vocab::ROLLED_BACK)
-            .and_then(|v| machineos_rollout::health::RolledBack::parse(v))
-    };
     // The first batch boots it, no kubelet, no agent; each machine's boot guard rolls it
     // back and reboots; the agent, running again, reports it as its own rollback.
     until_nodes(
@@ -1711,20 +1729,7 @@ async fn a_kubelet_that_never_starts_is_rolled_back_by_the_boot_guard_and_the_ag
         "only the first batch was ever targeted at the bad image"
     );
     // The config fixed: a new build rolls out to all 6, the guarded nodes included.
-    c.get(&kinds::machine_config())
-        .delete("99-worker-broken", &DeleteParams::default())
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let fixed_config = loop {
-        let cfg = pool_config(&c).await;
-        if cfg != bad_config {
-            break cfg;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let fixed = image_for(&c, &fixed_config).await;
+    let fixed = fix_broken_config(&c, &bad_config).await;
     until_nodes(&c, "all 6 on the fixed image", EVENTUALLY, |ns| {
         all_on(ns, 6, &fixed)
     })
@@ -1780,11 +1785,6 @@ async fn a_bad_image_is_rolled_back_by_its_first_batch_quarantined_and_a_fixed_c
     let bad_config = pool_config(&c).await;
     let bad = image_for(&c, &bad_config).await;
     // The first batch rolls back on its own: on OLD again, Done, uncordoned, the record.
-    let rolled_back = |n: &Node| {
-        n.annotations()
-            .get(vocab::ROLLED_BACK)
-            .and_then(|v| machineos_rollout::health::RolledBack::parse(v))
-    };
     until_nodes(&c, "the first batch rolled back", EVENTUALLY, |ns| {
         let back: Vec<&Node> = ns.iter().filter(|n| rolled_back(n).is_some()).collect();
         back.len() == 3
@@ -1932,20 +1932,7 @@ async fn a_bad_image_is_rolled_back_by_its_first_batch_quarantined_and_a_fixed_c
     let ever: BTreeSet<String> = sampler.targeted.lock().await.keys().cloned().collect();
     assert_eq!(ever, first, "after the lift too, only the first batch");
     // The config fixed: a new build, not quarantined, rolls out to all 12.
-    c.get(&kinds::machine_config())
-        .delete("99-worker-broken", &DeleteParams::default())
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    let fixed_config = loop {
-        let cfg = pool_config(&c).await;
-        if cfg != bad_config {
-            break cfg;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never re-rendered");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let fixed = image_for(&c, &fixed_config).await;
+    let fixed = fix_broken_config(&c, &bad_config).await;
     assert_ne!(fixed, bad);
     until_nodes(&c, "all 12 on the fixed image", EVENTUALLY, |ns| {
         all_on(ns, 12, &fixed)

@@ -334,6 +334,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_boot_guards_record_is_read_below_the_host_root_and_cleared_once() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(boot_guard_record(root.path()).unwrap(), None);
+        clear_boot_guard_record(root.path()).expect("absent is fine");
+        // Where the script writes it on the host, as the agent's container mounts the host.
+        let path = root.path().join("var/lib/machineos/boot-guard/rolled-back");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            "from=a.0\ntool=bootc\ncheck=kubelet-healthz\nevidence=e\n",
+        )
+        .unwrap();
+        let text = boot_guard_record(root.path()).unwrap().expect("the record");
+        assert_eq!(
+            machineos_boot_guard::Record::parse(&text).unwrap().tool,
+            "bootc"
+        );
+        clear_boot_guard_record(root.path()).unwrap();
+        assert!(!path.exists());
+        assert_eq!(boot_guard_record(root.path()).unwrap(), None);
+    }
+
+    #[test]
     fn kargs_split_on_unquoted_spaces() {
         assert_eq!(
             split_kargs("BOOT_IMAGE=(hd0)/vmlinuz a=1  b=\"x y\" c\n"),

@@ -12,17 +12,8 @@ use std::process::Command;
 
 use machineos_boot_guard::{SCRIPT, SCRIPT_PATH, UNIT, UNIT_NAME, UNIT_PATH, WANTS_PATH};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn machineos(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
+mod common;
+use common::{example_base_image, machineos};
 
 fn in_root(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
@@ -31,13 +22,7 @@ fn in_root(root: &Path, path: &str) -> PathBuf {
 /// Build the example MachineConfigs rendered for `worker` over the synthetic base, with
 /// `extra` flags, into `out:tag`; unpack it; the root.
 fn build_and_unpack(tmp: &Path, tag: &str, extra: &[&str]) -> PathBuf {
-    let layout = tmp.join("base-image");
-    if !layout.exists() {
-        let l = machineos_image::Layout::create(&layout).unwrap();
-        let desc =
-            machineos_synth::write_image(&l, &machineos_synth::SynthSpec::example()).unwrap();
-        l.set_tag("base", &desc).unwrap();
-    }
+    let layout = example_base_image(tmp);
     let out = tmp.join("out");
     let mut args = vec![
         "build".to_owned(),
@@ -151,4 +136,5 @@ fn the_boot_guard_is_refused_for_a_plain_ignition_config() {
         err.contains("--boot-guard is for MachineConfig inputs"),
         "{err}"
     );
+    assert!(!tmp.path().join("layer.tar").exists(), "nothing written");
 }

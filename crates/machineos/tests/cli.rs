@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::{example_base_image, machineos, repo};
 
 fn example_base(dir: &Path) -> PathBuf {
     let base = dir.join("base");
@@ -17,14 +16,6 @@ fn example_base(dir: &Path) -> PathBuf {
         .expect("bash runs");
     assert!(st.success());
     base
-}
-
-fn machineos(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .expect("binary runs")
 }
 
 #[test]
@@ -145,16 +136,6 @@ fn json_build(base: &str, output: &str, cache: &Path) -> std::process::Output {
         "json",
         "examples/machineconfigs",
     ])
-}
-
-/// The example synthetic base as an OCI layout tagged `base`.
-fn example_base_image(dir: &Path) -> PathBuf {
-    let path = dir.join("base-image");
-    let layout = machineos_image::Layout::create(&path).unwrap();
-    let desc =
-        machineos_synth::write_image(&layout, &machineos_synth::SynthSpec::example()).unwrap();
-    layout.set_tag("base", &desc).unwrap();
-    path
 }
 
 #[test]

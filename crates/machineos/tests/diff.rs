@@ -15,24 +15,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use machineos_image::Layout;
 use machineos_synth::{SynthSpec, write_image};
 use machineos_testkit::{EntryKind, TreeEntry, snapshot, umoci_unpack};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn machineos(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+use common::{machineos, repo};
 
 struct Images {
     tmp: tempfile::TempDir,

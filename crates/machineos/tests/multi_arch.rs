@@ -4,19 +4,9 @@
 //! anything is written.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn machineos(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_machineos"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
+mod common;
+use common::machineos;
 
 const ARCHES: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 

@@ -1,6 +1,8 @@
-//! What the binary's tests against the test API server share: the judge (the real kubectl)
-//! required under `CI` — a test there fails without it instead of passing as skipped — and
-//! the server itself, over TLS, with an admin kubeconfig and kubectl pointed at it.
+//! What the binary's tests share: the binary run from the repository's root and the example
+//! base as an OCI layout; for the tests against the test API server, the judge (the real
+//! kubectl) required under `CI` — a test there fails without it instead of passing as
+//! skipped — and the server itself, over TLS, with an admin kubeconfig and kubectl pointed
+//! at it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -8,6 +10,33 @@ use std::time::Duration;
 
 use machineos_kubetest::http::{Server, new_store};
 use machineos_kubetest::kubectl::{self, Kubectl};
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `machineos` binary run with `args` from the repository's root.
+pub fn machineos(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_machineos"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// The example synthetic base as an OCI layout tagged `base`, at `<dir>/base-image` (made
+/// once: an existing layout is reused).
+pub fn example_base_image(dir: &Path) -> PathBuf {
+    let path = dir.join("base-image");
+    if !path.exists() {
+        let layout = machineos_image::Layout::create(&path).unwrap();
+        let desc =
+            machineos_synth::write_image(&layout, &machineos_synth::SynthSpec::example()).unwrap();
+        layout.set_tag("base", &desc).unwrap();
+    }
+    path
+}
 
 /// Whether kubectl is here to judge; without it, `SKIPPED: <what>` is printed and the test
 /// returns — except under `CI`, where the missing judge fails the test.
